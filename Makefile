@@ -1,0 +1,36 @@
+# Every target uses the project's own virtual environment (override: make VENV=/path/to/venv ...).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+STAMP := $(VENV)/.rlbench-installed
+SUITE ?= suites/quick.toml
+
+.PHONY: install bench test report check-overhead clean
+
+install: $(STAMP)
+
+# Re-installs only when the pins or the package metadata change.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -c constraints.txt torch==2.13.0
+	$(PY) -m pip install -c constraints.txt -e ".[all]"
+	$(PY) -m pip check
+	touch $(STAMP)
+
+bench: install
+	$(VENV)/bin/rlbench run $(SUITE)
+
+test: install
+	$(PY) -m pytest -q
+
+# Rebuild CSV and HTML of a run (default: the last one) from its results.jsonl.
+DIR ?= reports/latest
+report: install
+	$(VENV)/bin/rlbench report $(DIR)
+
+# The harness against a bare hand-written loop of the same library calls, side by side.
+check-overhead: install
+	$(PY) scripts/check_overhead.py
+
+clean:
+	rm -rf reports/2* reports/latest .pytest_cache

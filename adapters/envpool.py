@@ -1,0 +1,93 @@
+"""`envpool-sync` and `envpool-async`: EnvPool's C++ thread pool, driven through its gymnasium API."""
+import os
+
+from rlbench.api import Adapter, Option, env_info, make_policy, register
+
+_COMMON = (
+    Option("num_threads", int, 0, "pool threads; 0 = EnvPool default, min(batch_size, hardware threads)"),
+    Option("thread_affinity", bool, False, "pin pool threads to cores (thread_affinity_offset=0)"),
+)
+
+
+def _make(workload, options, batch_size):
+    import envpool
+    return envpool.make(
+        workload.env_id, env_type="gymnasium", num_envs=workload.num_envs, batch_size=batch_size,
+        num_threads=options["num_threads"], seed=workload.seed,
+        thread_affinity_offset=0 if options["thread_affinity"] else -1, **workload.env_kwargs)
+
+
+def _workers(options, batch_size):
+    """EnvPool's num_threads=0 means min(batch_size, hardware threads)."""
+    return options["num_threads"] or min(batch_size, os.cpu_count() or 1)
+
+
+class _EnvPoolAdapter(Adapter):
+    requires = ("envpool",)
+
+    def supports(self, workload, options):
+        if "envpool" not in env_info(workload.env_id).native:
+            return f"envpool has no native {workload.env_id}"
+        return None
+
+
+class EnvPoolSyncSession:
+    def __init__(self, workload, options):
+        self.env = _make(workload, options, workload.num_envs)
+        self.obs, _ = self.env.reset()
+        self.policy = make_policy(workload, self.env.observation_space, self.env.action_space)
+        self.info = {"workers": _workers(options, workload.num_envs), "batch_size": workload.num_envs}
+
+    def step(self) -> int:
+        self.obs, _, _, _, _ = self.env.step(self.policy(self.obs))
+        return len(self.obs)
+
+    def close(self):
+        self.env.close()
+
+
+@register
+class EnvPoolSync(_EnvPoolAdapter):
+    name = "envpool-sync"
+    description = "envpool.make(batch_size=num_envs): step() waits for every env"
+    options = _COMMON
+
+    def open(self, workload, options):
+        return EnvPoolSyncSession(workload, options)
+
+
+class EnvPoolAsyncSession:
+    def __init__(self, workload, options, batch_size):
+        self.env = _make(workload, options, batch_size)
+        self.policy = make_policy(workload, self.env.observation_space, self.env.action_space)
+        self.env.async_reset()
+        self.info = {"workers": _workers(options, batch_size), "batch_size": batch_size}
+
+    def step(self) -> int:
+        obs, _, _, _, info = self.env.recv()
+        env_id = info["env_id"]
+        self.env.send(self.policy(obs), env_id)
+        return len(env_id)
+
+    def close(self):
+        self.env.close()
+
+
+@register
+class EnvPoolAsync(_EnvPoolAdapter):
+    name = "envpool-async"
+    description = "envpool.make(batch_size < num_envs): recv() the first batch_size envs done, send() their actions"
+    options = (Option("batch_size", int, 0, "envs per recv; 0 = num_envs // 2"), *_COMMON)
+
+    @staticmethod
+    def batch_size(workload, options):
+        return options["batch_size"] or workload.num_envs // 2
+
+    def supports(self, workload, options):
+        batch = self.batch_size(workload, options)
+        if not 0 < batch < workload.num_envs:
+            return f"envpool-async needs 0 < batch_size < num_envs (num_envs={workload.num_envs}, batch_size={batch})"
+        return super().supports(workload, options)
+
+    def open(self, workload, options):
+        return EnvPoolAsyncSession(workload, options, self.batch_size(workload, options))

@@ -1,0 +1,92 @@
+"""The adapter interface: everything an execution model implements, and all an adapter may import.
+
+The harness owns timing, warm-up and latency recording; an adapter only opens a session whose
+`step()` does one unit of work (one vector step, one rollout of T steps, one jitted scan) and
+returns how many env steps it made.
+"""
+import importlib.util
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from rlbench.envs import env_info, make_env  # noqa: F401  (re-exported for adapters)
+from rlbench.errors import Unsupported  # noqa: F401
+from rlbench.policy import make_policy, random_actions, register_policy  # noqa: F401
+from rlbench.workload import PolicySpec, Workload  # noqa: F401
+
+_BOOL = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    type: type
+    default: Any
+    help: str = ""
+    choices: tuple = ()
+
+    def parse(self, raw):
+        """Typed value from a CLI string or a TOML value; ValueError names the valid choices."""
+        try:
+            if self.type is bool:
+                value = raw if isinstance(raw, bool) else _BOOL[str(raw).lower()]
+            elif self.type is int and isinstance(raw, float) and not raw.is_integer():
+                raise ValueError
+            else:
+                value = self.type(raw)
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"option {self.name}={raw!r} is not a {self.type.__name__}") from None
+        if self.choices and value not in self.choices:
+            raise ValueError(f"option {self.name}={raw!r} (valid: {', '.join(map(str, self.choices))})")
+        return value
+
+
+class Session(Protocol):
+    info: dict          # optional: workers, batch_size, device as the adapter ran them
+
+    def step(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class Adapter:
+    """Subclass, set the class attributes, implement `open`, decorate with `@register`."""
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = "vector_env"
+    description: ClassVar[str] = ""
+    options: ClassVar[tuple] = ()
+    requires: ClassVar[tuple] = ()      # importable module names
+
+    def available(self):
+        """None when usable here, else the reason (checked without importing the framework)."""
+        missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
+        return f"package not installed: {', '.join(missing)}" if missing else None
+
+    def supports(self, workload: Workload, options: dict):
+        """None when this adapter can host the workload, else the reason. Must stay cheap."""
+        return None
+
+    def open(self, workload: Workload, options: dict) -> Session:
+        raise NotImplementedError
+
+    @classmethod
+    def option(cls, name: str) -> Option:
+        for opt in cls.options:
+            if opt.name == name:
+                return opt
+        raise ValueError(f"unknown option '{name}' for {cls.name} "
+                         f"(valid: {', '.join(o.name for o in cls.options) or 'none'})")
+
+    @classmethod
+    def resolve_options(cls, given: dict) -> dict:
+        """Defaults filled in, every value typed; ValueError on an unknown key or bad value."""
+        resolved = {o.name: o.default for o in cls.options}
+        for key, raw in given.items():
+            resolved[key] = cls.option(key).parse(raw)
+        return resolved
+
+
+def register(cls):
+    from rlbench.registry import ADAPTERS
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    ADAPTERS[cls.name] = cls
+    return cls

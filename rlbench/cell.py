@@ -1,0 +1,75 @@
+"""One (cell, repeat) in a fresh interpreter: `python -m rlbench.cell SPEC_JSON`, JSON lines out.
+
+The protocol is a command line in and JSON lines on stdout, so a cell can run under any
+interpreter that has rlbench installed (per-adapter environments). Everything else the process
+prints, including C libraries writing to fd 1, is redirected to stderr.
+"""
+import json
+import os
+import sys
+import traceback
+from time import perf_counter
+
+
+def _results_channel():
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out
+
+
+def emit(out, **event):
+    out.write(json.dumps(event) + "\n")
+    out.flush()
+
+
+def run_cell(spec: dict) -> dict:
+    """Open the adapter's session, run the protocol, close. Returns the measured fields + status."""
+    from rlbench import registry
+    from rlbench.errors import Unsupported
+    from rlbench.measure import Protocol, measure
+    from rlbench.workload import Workload
+
+    if spec.get("affinity"):
+        os.sched_setaffinity(0, spec["affinity"])
+    adapter_cls = registry.get(spec["adapter"])
+    adapter = adapter_cls()
+    workload = Workload.from_dict(spec["workload"])
+    options = adapter_cls.resolve_options(spec.get("options", {}))
+    reason = adapter.available() or adapter.supports(workload, options)
+    if reason:
+        return {"status": "unsupported", "error": reason}
+    t0 = perf_counter()
+    try:
+        session = adapter.open(workload, options)
+    except Unsupported as exc:
+        return {"status": "unsupported", "error": str(exc)}
+    setup_s = perf_counter() - t0
+    try:
+        result = measure(session.step, Protocol(**spec["protocol"]))
+    finally:
+        t1 = perf_counter()
+        session.close()
+        close_s = perf_counter() - t1
+    info = getattr(session, "info", {}) or {}
+    return {"status": "ok", "setup_s": setup_s, "close_s": close_s, **result,
+            "workers": info.get("workers"), "batch_size": info.get("batch_size")}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    out = _results_channel()
+    spec = json.loads(argv[0])
+    emit(out, event="start", pid=os.getpid())
+    try:
+        result = run_cell(spec)
+    except Exception as exc:
+        traceback.print_exc()
+        emit(out, event="result", status="error", error=f"{type(exc).__name__}: {exc}".strip())
+        return 1
+    emit(out, event="result", **result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

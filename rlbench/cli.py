@@ -1,0 +1,214 @@
+"""`rlbench`: parse -> plan -> run -> export -> summarize (the shape of hyperfine's main)."""
+import argparse
+import fnmatch
+import json
+import os
+import sys
+import time
+from dataclasses import replace
+
+from rlbench import registry
+from rlbench.errors import UsageError
+from rlbench.plan import Settings
+from rlbench.suite import Suite, load_suite, make_cell, parse_settings
+from rlbench.workload import Workload, parse_policy
+
+REPORTS = "reports"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit code 2, like every other bad input
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def parse_args(argv):
+    p = _Parser(prog="rlbench", description="Compare RL parallelism strategies on this machine.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a suite file, or one sweep given by flags")
+    run.add_argument("suite", nargs="?", help="suite file (TOML); omit to describe a sweep with --adapter/--env")
+    run.add_argument("--out", help="run directory (default reports/<run-id>)")
+    run.add_argument("--repeats", type=int, help="repeats per cell (fresh process each)")
+    run.add_argument("--duration", type=float, help="minimum timed seconds per repeat")
+    run.add_argument("--timeout", type=float, help="wall-clock limit per repeat, seconds")
+    run.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches")
+    run.add_argument("--profile", action="store_true", help="one extra py-spy run per cell (speedscope)")
+    run.add_argument("--adapter", action="append", help="adapter name (repeatable)")
+    run.add_argument("--env", action="append", help="env id (repeatable)")
+    run.add_argument("--num-envs", default="1", help="comma-separated, e.g. 1,4,16")
+    run.add_argument("--policy", default="random", help="random | fixed_cost:cost_us=100 | mlp:hidden=64x64,threads=1")
+    run.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="adapter option")
+    run.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="env argument")
+    sub.add_parser("list", help="adapters, their options, and whether they can run here")
+    rep = sub.add_parser("report", help="rebuild results.csv, summary.csv and index.html from results.jsonl")
+    rep.add_argument("dir")
+    sub.add_parser("env", help="print this machine's fingerprint (env.json)")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+        return {"run": cmd_run, "list": cmd_list, "report": cmd_report, "env": cmd_env}[args.command](args)
+    except UsageError as exc:
+        print(f"rlbench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+# -- plan ------------------------------------------------------------------------------------------
+
+def plan(args) -> Suite:
+    if args.suite and args.adapter:
+        raise UsageError("give either a suite file or --adapter/--env, not both")
+    if args.suite:
+        suite = load_suite(args.suite)
+    elif args.adapter and args.env:
+        suite = suite_from_flags(args)
+    else:
+        raise UsageError("rlbench run needs a suite file or --adapter NAME --env ID")
+    overrides = {k: v for k, v in (("repeats", args.repeats), ("duration_s", args.duration),
+                                   ("timeout_s", args.timeout)) if v is not None}
+    settings = parse_settings("command line", overrides, suite.settings)
+    cells = suite.cells
+    if args.only:
+        cells = tuple(c for c in cells if any(fnmatch.fnmatchcase(c.cell_id, g) for g in args.only))
+        if not cells:
+            raise UsageError(f"--only {' '.join(args.only)} matches no cell (e.g. {suite.cells[0].cell_id})")
+    return replace(suite, settings=settings, cells=cells)
+
+
+def suite_from_flags(args) -> Suite:
+    from rlbench.envs import env_info
+    try:
+        sizes = [int(n) for n in args.num_envs.split(",")]
+    except ValueError:
+        raise UsageError(f"--num-envs {args.num_envs!r} must be comma-separated integers, e.g. 1,4,16") from None
+    if any(n < 1 for n in sizes):
+        raise UsageError(f"--num-envs {args.num_envs!r}: every size must be >= 1")
+    policy = parse_policy(args.policy)
+    options, env_kwargs = _pairs("--opt", args.opt), _pairs("--env-kwarg", args.env_kwarg)
+    cells = []
+    for env_id in args.env:
+        info = env_info(env_id)
+        for key in env_kwargs:
+            if key not in info.kwargs:
+                raise UsageError(f"--env-kwarg {key}: unknown for {env_id} (valid: {', '.join(info.kwargs) or 'none'})")
+        kw = {k: type(info.kwargs[k])(v) for k, v in env_kwargs.items()}
+        for name in args.adapter:
+            registry.get(name)
+            for n in sizes:
+                cells.append(make_cell("--opt", name, Workload(env_id, n, policy, 0, info.frameskip, kw), options))
+    return Suite("adhoc", None, None, Settings(), tuple(cells))
+
+
+def _pairs(flag, items) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} {item!r} must be KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def prepare_out_dir(out, suite_name) -> tuple:
+    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + "".join(c if c.isalnum() else "-" for c in suite_name)
+    out_dir = out or os.path.join(REPORTS, run_id)
+    if os.path.exists(os.path.join(out_dir, "results.jsonl")):
+        raise UsageError(f"--out {out_dir} already holds a run (results.jsonl); choose another directory")
+    os.makedirs(out_dir, exist_ok=True)
+    return run_id, out_dir
+
+
+def point_latest(out_dir) -> None:
+    """reports/latest -> the last run, when the run lives under reports/."""
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    if os.path.abspath(REPORTS) != parent:
+        return
+    link = os.path.join(REPORTS, "latest")
+    tmp = link + ".tmp"
+    if os.path.lexists(tmp):
+        os.remove(tmp)
+    os.symlink(os.path.basename(os.path.abspath(out_dir)), tmp)
+    os.replace(tmp, link)
+
+
+# -- commands --------------------------------------------------------------------------------------
+
+def cmd_run(args) -> int:
+    from rlbench.fingerprint import fingerprint, now
+    from rlbench.sweep import run_sweep
+    suite = plan(args)
+    run_id, out_dir = prepare_out_dir(args.out, suite.name)
+    env = fingerprint(suite.path)
+    env.update(run_id=run_id, settings=suite.settings.__dict__, cells=len(suite.cells))
+    _write_env(out_dir, env)
+    point_latest(out_dir)
+    print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {out_dir}", file=sys.stderr)
+    interrupted = False
+    try:
+        results = run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, args.profile)
+    except KeyboardInterrupt:
+        interrupted = True
+        print("rlbench: interrupted; every finished repeat is kept", file=sys.stderr)
+    env["ended_at"] = now()
+    _write_env(out_dir, env)
+    results = export(out_dir)
+    summarize(results, out_dir)
+    return 130 if interrupted else 0
+
+
+def export(out_dir):
+    from rlbench.report import reporters
+    from rlbench.results import ResultSet
+    results = ResultSet.load(out_dir)
+    for reporter in reporters():
+        reporter.report(results, out_dir)
+    return results
+
+
+def summarize(results, out_dir) -> None:
+    from rlbench.report.console import medians_table
+    print(medians_table(results))
+    counts = {}
+    for r in results.rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    print(f"\n{len(results.rows)} rows ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})")
+    print(f"report: {os.path.join(out_dir, 'index.html')}")
+
+
+def cmd_report(args) -> int:
+    if not os.path.isdir(args.dir):
+        raise UsageError(f"report: {args.dir} is not a directory")
+    results = export(args.dir)
+    summarize(results, args.dir)
+    return 0
+
+
+def cmd_list(args) -> int:
+    adapters = registry.discover()
+    for name in sorted(adapters):
+        cls = adapters[name]
+        reason = cls().available()
+        print(f"{name:<18} {cls.kind:<11} {'available' if reason is None else 'unavailable: ' + reason}")
+        print(f"    {cls.description}")
+        for o in cls.options:
+            choices = f" [{'|'.join(map(str, o.choices))}]" if o.choices else ""
+            print(f"    --opt {o.name}=<{o.type.__name__}> (default {o.default}){choices}  {o.help}")
+    for label, err in registry.LOAD_ERRORS.items():
+        print(f"{label}: failed to load: {err}")
+    return 0
+
+
+def cmd_env(args) -> int:
+    from rlbench.fingerprint import fingerprint
+    print(json.dumps(fingerprint(), indent=2))
+    return 0
+
+
+def _write_env(out_dir, env) -> None:
+    from rlbench.report import write_atomic
+    write_atomic(os.path.join(out_dir, "env.json"), json.dumps(env, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""The measurement protocol one cell process runs: warm up, then time units until both the
+minimum duration and the minimum number of units are reached.
+
+One clock read per unit: each latency is the time between consecutive unit ends, so the
+latencies add up to exactly the measured seconds and nothing between units goes untimed.
+"""
+from dataclasses import dataclass
+from time import perf_counter_ns
+
+import numpy as np
+import psutil
+
+from rlbench import proctree
+from rlbench.policy import PolicyClock
+
+
+@dataclass(frozen=True)
+class Protocol:
+    warmup_s: float = 0.2
+    warmup_units: int = 2
+    duration_s: float = 1.0
+    min_units: int = 10
+
+
+def measure(step, protocol: Protocol) -> dict:
+    warm_steps, warm_units, warm_ns = _warm_up(step, protocol)
+    unit_ns = max(warm_ns // max(warm_units, 1), 1)
+    expected = int(protocol.duration_s * 1e9 / unit_ns * 2) if warm_units else 0
+    capacity = min(max(protocol.min_units, expected), 1 << 20) + 16  # grows if ever full
+    lat = np.empty(capacity, dtype=np.int64)
+    duration_ns = int(protocol.duration_s * 1e9)
+    me = psutil.Process()
+    cpu0 = proctree.cpu_seconds(me)
+    PolicyClock.reset()
+
+    steps = units = 0
+    t0 = last = perf_counter_ns()
+    while True:
+        steps += step()
+        now = perf_counter_ns()
+        lat[units] = now - last
+        last = now
+        units += 1
+        if units >= protocol.min_units and now - t0 >= duration_ns:
+            break
+        if units == capacity:
+            lat = np.concatenate([lat, np.empty(capacity, dtype=np.int64)])
+            capacity *= 2
+
+    seconds = (last - t0) / 1e9
+    cpu = proctree.cpu_util(cpu0, proctree.cpu_seconds(me), seconds)
+    lat_ms = lat[:units] / 1e6
+    p50, p95, p99 = np.percentile(lat_ms, [50, 95, 99])
+    policy_s = PolicyClock.ns / 1e9
+    return {
+        "env_steps": int(steps), "units": units, "seconds": seconds,
+        "steps_per_s": steps / seconds, "units_per_s": units / seconds,
+        "latency_p50_ms": float(p50), "latency_p95_ms": float(p95), "latency_p99_ms": float(p99),
+        "latency_max_ms": float(lat_ms.max()), "latency_mean_ms": float(lat_ms.mean()),
+        "policy_s": policy_s if PolicyClock.calls else None,
+        "env_s": seconds - policy_s if PolicyClock.calls else None,
+        "cpu_util": cpu, "peak_rss_mb": proctree.peak_rss_mb(me),
+        "warmup_units": warm_units, "warmup_steps": int(warm_steps),
+    }
+
+
+def _warm_up(step, protocol):
+    steps = units = 0
+    t0 = now = perf_counter_ns()
+    end = t0 + int(protocol.warmup_s * 1e9)
+    while units < protocol.warmup_units or now < end:
+        n = step()
+        if not isinstance(n, (int, np.integer)) or n < 0:
+            raise TypeError(f"session.step() must return the env steps it made (an int >= 0), got {n!r}")
+        steps += n
+        units += 1
+        now = perf_counter_ns()
+    return steps, units, now - t0

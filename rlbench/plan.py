@@ -1,0 +1,71 @@
+"""Expanded cells and the order their repeats run in.
+
+A cell is one point of a sweep (adapter, env, num_envs, policy, options); a job is one repeat of
+one cell. Repeats of different cells are interleaved (round-robin), so slow drift of the machine
+spreads over all cells instead of biasing whichever ran last.
+"""
+from dataclasses import dataclass, field, replace
+
+from rlbench.workload import Workload
+
+PROTOCOL_KEYS = ("warmup_s", "warmup_units", "duration_s", "min_units")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How every cell of a run is measured (suite [protocol] table, CLI overrides)."""
+    repeats: int = 3
+    warmup_s: float = 0.2
+    warmup_units: int = 2
+    duration_s: float = 1.0
+    min_units: int = 10
+    timeout_s: float = 120.0
+    omp_threads: int = 1
+    affinity: tuple = ()
+    seed: int = 0
+
+    def protocol(self) -> dict:
+        return {k: getattr(self, k) for k in PROTOCOL_KEYS}
+
+
+@dataclass(frozen=True)
+class Cell:
+    adapter: str
+    workload: Workload
+    options: dict = field(default_factory=dict)        # resolved, typed
+    given_options: dict = field(default_factory=dict)  # what the user set (labels)
+
+    @property
+    def cell_id(self) -> str:
+        w = self.workload
+        env = w.env_id + (f"({_kv(w.env_kwargs)})" if w.env_kwargs else "")
+        opts = f"/{_kv(self.given_options)}" if self.given_options else ""
+        return f"{self.adapter}/{env}/n={w.num_envs}/{w.policy.label}{opts}"
+
+    def spec(self, settings: Settings, repeat: int) -> dict:
+        """The JSON the cell process receives."""
+        return {"adapter": self.adapter, "options": self.options, "workload": self.workload.to_dict(),
+                "protocol": settings.protocol(), "affinity": list(settings.affinity),
+                "repeat": repeat, "cell_id": self.cell_id}
+
+
+@dataclass(frozen=True)
+class Job:
+    cell: Cell
+    repeat: int
+    profile: bool = False
+
+
+def _kv(d: dict) -> str:
+    return ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in sorted(d.items()))
+
+
+def interleave(cells, repeats: int, profile: bool = False) -> list:
+    jobs = [Job(c, r) for r in range(repeats) for c in cells]
+    if profile:  # one extra run per cell under py-spy, kept out of the statistics
+        jobs += [Job(c, repeats, profile=True) for c in cells]
+    return jobs
+
+
+def with_seed(cell: Cell, seed: int) -> Cell:
+    return replace(cell, workload=replace(cell.workload, seed=seed))

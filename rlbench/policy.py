@@ -1,0 +1,79 @@
+"""Policies pick one batch of actions per vector step, as a training loop would.
+
+The harness times every call (the env/policy split per cell), so adapters only call the policy.
+Framework policies (`mlp` in torch) register from adapters/ like adapters do.
+"""
+from time import perf_counter_ns
+
+import numpy as np
+
+from rlbench.busy import busy_wait_us
+
+POLICIES = {}
+
+
+class PolicyClock:
+    """Nanoseconds spent inside policies of this process since the last reset."""
+    ns = 0
+    calls = 0
+
+    @classmethod
+    def reset(cls):
+        cls.ns = 0
+        cls.calls = 0
+
+
+def register_policy(name):
+    def deco(builder):
+        POLICIES[name] = builder
+        return builder
+    return deco
+
+
+class TimedPolicy:
+    def __init__(self, fn):
+        self._fn = fn
+
+    def __call__(self, obs):
+        t0 = perf_counter_ns()
+        actions = self._fn(obs)
+        PolicyClock.ns += perf_counter_ns() - t0
+        PolicyClock.calls += 1
+        return actions
+
+
+def random_actions(action_space, n: int, rng: np.random.Generator):
+    """n independent uniform actions, the same way for every adapter."""
+    import gymnasium as gym
+    if isinstance(action_space, gym.spaces.Discrete):
+        return rng.integers(action_space.start, action_space.start + action_space.n, size=n)
+    if isinstance(action_space, gym.spaces.Box):
+        low = np.where(np.isfinite(action_space.low), action_space.low, -1.0)
+        high = np.where(np.isfinite(action_space.high), action_space.high, 1.0)
+        return rng.uniform(low, high, size=(n, *action_space.shape)).astype(action_space.dtype)
+    return np.stack([action_space.sample() for _ in range(n)])
+
+
+@register_policy("random")
+def _random(spec, observation_space, action_space, seed):
+    rng = np.random.default_rng(seed)
+    return lambda obs: random_actions(action_space, len(obs), rng)
+
+
+@register_policy("fixed_cost")
+def _fixed_cost(spec, observation_space, action_space, seed):
+    rng = np.random.default_rng(seed)
+
+    def act(obs):
+        busy_wait_us(spec.cost_us)
+        return random_actions(action_space, len(obs), rng)
+    return act
+
+
+def make_policy(workload, observation_space, action_space):
+    """Build the workload's policy for batches of observations from single-env spaces."""
+    spec = workload.policy
+    if spec.name not in POLICIES:
+        import rlbench.registry  # framework policies register with the adapters
+        rlbench.registry.discover()
+    return TimedPolicy(POLICIES[spec.name](spec, observation_space, action_space, workload.seed))

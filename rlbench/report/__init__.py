@@ -1,0 +1,25 @@
+"""Reporters, as google/benchmark has them: each takes a ResultSet and writes one view of it.
+
+Files are written to a temporary name and renamed, so a report is never half-written.
+"""
+import os
+
+
+class Reporter:
+    def report(self, results, out_dir: str) -> list:
+        """Write this view; return the paths written."""
+        raise NotImplementedError
+
+
+def write_atomic(path: str, text: str) -> str:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", newline="") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def reporters():
+    from rlbench.report.csv_reporter import CsvReporter
+    from rlbench.report.html import HtmlReporter
+    return [CsvReporter(), HtmlReporter()]

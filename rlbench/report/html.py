@@ -1,0 +1,168 @@
+"""index.html: one self-contained file (inline SVG and JS, no network) with throughput vs num_envs
+per env, confidence bars, a sortable summary table and the machine fingerprint."""
+import html
+import json
+import math
+import os
+
+from rlbench.report import Reporter, write_atomic
+from rlbench.report.console import fmt_rate
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#7f7f7f", "#bcbd22")
+W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 360, 70, 230, 20, 45
+
+CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
+h1{font-size:22px}h2{font-size:18px;margin-top:32px}table{border-collapse:collapse;font-size:13px}
+th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}
+th{background:#f3f3f3;cursor:pointer;user-select:none}th:after{content:' \\2195';color:#aaa}
+tr.bad td{background:#fff3f3}.warn{color:#b35900}svg text{font-size:11px;font-family:sans-serif}
+.meta td{text-align:left}"""
+
+SORT_JS = """document.querySelectorAll('table.sortable').forEach(function(t){
+ t.querySelectorAll('th').forEach(function(th,i){th.addEventListener('click',function(){
+  var rows=Array.from(t.tBodies[0].rows),asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';
+  rows.sort(function(a,b){var x=a.cells[i].dataset.v||a.cells[i].textContent,y=b.cells[i].dataset.v||b.cells[i].textContent;
+   var nx=parseFloat(x),ny=parseFloat(y);var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);return asc?c:-c;});
+  rows.forEach(function(r){t.tBodies[0].appendChild(r);});});});});"""
+
+
+class HtmlReporter(Reporter):
+    def report(self, results, out_dir):
+        rows = [b.summary_row() for b in results.benchmarks.values()]
+        parts = [f"<h1>rlbench report: {_e(_suite_name(rows))}</h1>", _headline(results.env)]
+        for env_label, env_rows in _group(rows, _env_label).items():
+            parts.append(f"<h2>{_e(env_label)}: env steps/s vs num_envs</h2>")
+            parts.append(throughput_chart(env_rows))
+        parts += ["<h2>Summary (median of repeats; click a header to sort)</h2>", summary_table(rows),
+                  "<h2>Machine and software</h2>", _fingerprint_table(results.env)]
+        doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>rlbench report</title>"
+               f"<style>{CSS}</style></head><body>{''.join(parts)}<script>{SORT_JS}</script></body></html>")
+        return [write_atomic(os.path.join(out_dir, "index.html"), doc)]
+
+
+def _e(s) -> str:
+    return html.escape(str(s))
+
+
+def _suite_name(rows) -> str:
+    return rows[0]["suite"] if rows else "(no results)"
+
+
+def _env_label(row) -> str:
+    kw = row.get("env_kwargs") or {}
+    return row["env"] + (" (" + ", ".join(f"{k}={v}" for k, v in sorted(kw.items())) + ")" if kw else "")
+
+
+def _series_label(row) -> str:
+    opts = row.get("options") or {}
+    label = f"{row['adapter']} {row['policy']}"
+    return label + (" " + ",".join(f"{k}={v}" for k, v in sorted(opts.items())) if opts else "")
+
+
+def _group(rows, key) -> dict:
+    groups = {}
+    for r in rows:
+        groups.setdefault(key(r), []).append(r)
+    return groups
+
+
+def _headline(env) -> str:
+    cpu = env.get("cpu_model", "?")
+    cores = f"{env.get('cpu_physical_cores', '?')} physical / {env.get('cpu_logical_cores', '?')} logical cores"
+    gpus = ", ".join(g.get("name", "?") for g in env.get("gpus") or []) or "no GPU"
+    git = env.get("git") or {}
+    commit = (git.get("commit") or "?")[:10] + (" (dirty)" if git.get("dirty") else "")
+    return (f"<p>{_e(cpu)}, {_e(cores)}, {_e(gpus)}; Python {_e(env.get('python', '?'))}; "
+            f"rlbench {_e(env.get('rlbench_version', '?'))} at {_e(commit)}; "
+            f"{_e(env.get('started_at', '?'))} to {_e(env.get('ended_at', '?'))}.</p>"
+            "<p>Bars show the 95% confidence interval of each cell's repeats; each repeat ran in a fresh process.</p>")
+
+
+def _log_ticks(lo: float, hi: float) -> list:
+    return [10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+
+
+def throughput_chart(rows) -> str:
+    ok = [r for r in rows if r["n"] and r["steps_per_s_median"] == r["steps_per_s_median"]]
+    if not ok:
+        return "<p>No successful cells for this env.</p>"
+    xs = sorted({r["num_envs"] for r in ok})
+    ys = [v for r in ok for v in (r["steps_per_s_median"], r["steps_per_s_ci_low"], r["steps_per_s_ci_high"])
+          if v == v and v > 0]
+    y_ticks = _log_ticks(min(ys), max(ys))
+    ly0, ly1 = math.log10(y_ticks[0]), math.log10(y_ticks[-1])
+    lx0, lx1 = math.log2(xs[0]), math.log2(xs[-1]) if len(xs) > 1 else math.log2(xs[0]) + 1
+    pw, ph = W - PAD_L - PAD_R, H - PAD_T - PAD_B
+
+    def px(n):
+        return PAD_L + (math.log2(n) - lx0) / (lx1 - lx0) * pw if len(xs) > 1 else PAD_L + pw / 2
+
+    def py(v):
+        return PAD_T + ph - (math.log10(max(v, y_ticks[0])) - ly0) / max(ly1 - ly0, 1e-9) * ph
+
+    svg = [f"<svg width='{W}' height='{H}' role='img' xmlns='http://www.w3.org/2000/svg'>",
+           f"<rect x='{PAD_L}' y='{PAD_T}' width='{pw}' height='{ph}' fill='none' stroke='#999'/>"]
+    for t in y_ticks:
+        svg.append(f"<line x1='{PAD_L}' x2='{PAD_L + pw}' y1='{py(t):.1f}' y2='{py(t):.1f}' stroke='#eee'/>"
+                   f"<text x='{PAD_L - 6}' y='{py(t) + 4:.1f}' text-anchor='end'>{fmt_rate(t)}</text>")
+    for n in xs:
+        svg.append(f"<text x='{px(n):.1f}' y='{PAD_T + ph + 16}' text-anchor='middle'>{n}</text>")
+    svg.append(f"<text x='{PAD_L + pw / 2}' y='{H - 6}' text-anchor='middle'>num_envs (log scale)</text>"
+               f"<text transform='translate(14,{PAD_T + ph / 2}) rotate(-90)' text-anchor='middle'>"
+               "env steps/s (log scale)</text>")
+    for i, (label, series) in enumerate(sorted(_group(ok, _series_label).items())):
+        color = PALETTE[i % len(PALETTE)]
+        series = sorted(series, key=lambda r: r["num_envs"])
+        points = " ".join(f"{px(r['num_envs']):.1f},{py(r['steps_per_s_median']):.1f}" for r in series)
+        svg.append(f"<polyline points='{points}' fill='none' stroke='{color}' stroke-width='2'/>")
+        for r in series:
+            x, y = px(r["num_envs"]), py(r["steps_per_s_median"])
+            lo, hi = r["steps_per_s_ci_low"], r["steps_per_s_ci_high"]
+            if lo == lo and hi == hi:
+                svg.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{py(lo):.1f}' y2='{py(hi):.1f}' "
+                           f"stroke='{color}' stroke-width='1.5'/>")
+            svg.append(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3.5' fill='{color}'>"
+                       f"<title>{_e(r['cell_id'])}: {fmt_rate(r['steps_per_s_median'])} steps/s</title></circle>")
+        ly = PAD_T + 12 + i * 16
+        svg.append(f"<rect x='{W - PAD_R + 12}' y='{ly - 8}' width='12' height='3' fill='{color}'/>"
+                   f"<text x='{W - PAD_R + 30}' y='{ly - 3}'>{_e(label)}</text>")
+    svg.append("</svg>")
+    return "".join(svg)
+
+
+SUMMARY_VIEW = (("cell", "cell_id"), ("adapter", "adapter"), ("env", "env"), ("num_envs", "num_envs"),
+                ("workers", "workers"), ("policy", "policy"), ("n", "n"), ("steps/s median", "steps_per_s_median"),
+                ("CI low", "steps_per_s_ci_low"), ("CI high", "steps_per_s_ci_high"), ("CV", "steps_per_s_cv"),
+                ("frames/s", "frames_per_s_median"), ("p50 ms", "latency_p50_ms_median"),
+                ("p99 ms", "latency_p99_ms_median"), ("policy share", "policy_frac_median"),
+                ("CPU cores busy", "cpu_util_median"), ("peak RSS MB", "peak_rss_mb_max"), ("status", "status"))
+
+
+def summary_table(rows) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h, _ in SUMMARY_VIEW)
+    body = []
+    for r in rows:
+        cells = []
+        for _, key in SUMMARY_VIEW:
+            v = r.get(key)
+            if key == "status":
+                text = _e(v) + (f" <span class='warn'>{_e(r['warning'])}</span>" if r["warning"] else "")
+                text += f"<br><small>{_e(r['error'])}</small>" if r["error"] else ""
+                text += f" <a href='{_e(r['profile'])}'>profile</a>" if r.get("profile") else ""
+                cells.append(f"<td>{text}</td>")
+            elif isinstance(v, float):
+                shown = "-" if v != v else (f"{v:.1%}" if key in ("steps_per_s_cv", "policy_frac_median")
+                                            else fmt_rate(v) if v >= 1000 else f"{v:.3g}")
+                cells.append(f"<td data-v='{'' if v != v else v}'>{shown}</td>")
+            else:
+                cells.append(f"<td>{_e('' if v is None else v)}</td>")
+        cls = "" if r["status"] == "ok" else " class='bad'"
+        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _fingerprint_table(env) -> str:
+    rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(json.dumps(v) if isinstance(v, (dict, list)) else v)}</td></tr>"
+                   for k, v in env.items())
+    return f"<table class='meta'>{rows}</table>"

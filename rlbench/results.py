@@ -1,0 +1,141 @@
+"""Results model, as pyperf has it: Run (one repeat) -> Benchmark (one cell) -> ResultSet (a run dir).
+
+`results.jsonl` is the source of truth: one line per finished repeat, flushed and fsynced as it
+finishes, so an interrupted sweep loses nothing that finished. CSV and HTML are rebuilt from it.
+"""
+import json
+import os
+from dataclasses import dataclass, field
+
+from rlbench import SCHEMA_VERSION
+from rlbench.stats import Summary, summarize
+
+RESULTS = "results.jsonl"
+ENV = "env.json"
+
+# results.csv columns, in order (tidy: one row per repeat)
+RUN_COLUMNS = (
+    "schema", "run_id", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers",
+    "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps",
+    "frames", "units", "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms",
+    "latency_p99_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s", "wall_s",
+    "omp_threads", "affinity", "status", "error", "log", "profile", "started_at",
+)
+SUMMARY_COLUMNS = (
+    "schema", "suite", "cell_id", "adapter", "env", "env_kwargs", "num_envs", "workers", "batch_size", "policy",
+    "device", "options", "frameskip", "n", "status", "steps_per_s_median", "steps_per_s_ci_low",
+    "steps_per_s_ci_high", "ci_method", "steps_per_s_iqr", "steps_per_s_cv", "steps_per_s_min", "steps_per_s_max",
+    "frames_per_s_median", "latency_p50_ms_median", "latency_p99_ms_median", "policy_frac_median",
+    "cpu_util_median", "peak_rss_mb_max", "warning", "error", "profile",
+)
+
+
+def frames(row: dict) -> dict:
+    """Accounting: frames = env steps x frameskip, derived in one place."""
+    if row.get("env_steps") is not None:
+        row["frames"] = row["env_steps"] * row["frameskip"]
+        row["frames_per_s"] = row["steps_per_s"] * row["frameskip"]
+    return row
+
+
+@dataclass
+class Benchmark:
+    """All rows of one cell."""
+    cell_id: str
+    runs: list = field(default_factory=list)
+
+    @property
+    def ok_runs(self) -> list:
+        return [r for r in self.runs if r["status"] == "ok" and not r.get("profiled")]
+
+    @property
+    def first(self) -> dict:
+        return self.runs[0]
+
+    def stat(self, key: str) -> Summary:
+        return summarize([r.get(key) for r in self.ok_runs])
+
+    @property
+    def status(self) -> str:
+        statuses = {r["status"] for r in self.runs if not r.get("profiled")}
+        if statuses == {"ok"}:
+            return "ok"
+        return "ok+" + "+".join(sorted(statuses - {"ok"})) if "ok" in statuses else "+".join(sorted(statuses))
+
+    def summary_row(self) -> dict:
+        s = self.stat("steps_per_s")
+        ok = self.ok_runs
+        first = ok[0] if ok else self.first
+        policy_frac = summarize([r["policy_s"] / r["seconds"] for r in ok if r.get("policy_s") is not None])
+        errors = sorted({r["error"] for r in self.runs if r.get("error") and r["status"] != "ok"})
+        profile = next((r["profile"] for r in self.runs if r.get("profile")), "")
+        row = {k: first.get(k) for k in ("schema", "suite", "cell_id", "adapter", "env", "env_kwargs", "num_envs",
+                                         "workers", "batch_size", "policy", "device", "options", "frameskip")}
+        row.update(
+            n=s.n, status=self.status, steps_per_s_median=s.median, steps_per_s_ci_low=s.ci_low,
+            steps_per_s_ci_high=s.ci_high, ci_method=s.ci_method, steps_per_s_iqr=s.iqr, steps_per_s_cv=s.cv,
+            steps_per_s_min=s.minimum, steps_per_s_max=s.maximum,
+            frames_per_s_median=self.stat("frames_per_s").median,
+            latency_p50_ms_median=self.stat("latency_p50_ms").median,
+            latency_p99_ms_median=self.stat("latency_p99_ms").median,
+            policy_frac_median=policy_frac.median, cpu_util_median=self.stat("cpu_util").median,
+            peak_rss_mb_max=max((r["peak_rss_mb"] for r in ok), default=float("nan")),
+            warning=s.warning if ok else "", error="; ".join(errors), profile=profile, schema=SCHEMA_VERSION)
+        return row
+
+
+@dataclass
+class ResultSet:
+    """One run directory: its environment fingerprint and its benchmarks, in first-seen order."""
+    env: dict
+    benchmarks: dict
+
+    @classmethod
+    def from_rows(cls, rows, env=None) -> "ResultSet":
+        benchmarks = {}
+        for row in rows:
+            benchmarks.setdefault(row["cell_id"], Benchmark(row["cell_id"])).runs.append(row)
+        return cls(env or {}, benchmarks)
+
+    @classmethod
+    def load(cls, run_dir: str) -> "ResultSet":
+        path = os.path.join(run_dir, RESULTS)
+        if not os.path.exists(path):
+            from rlbench.errors import UsageError
+            raise UsageError(f"no {RESULTS} in {run_dir} (is it a run directory?)")
+        env_path = os.path.join(run_dir, ENV)
+        env = json.load(open(env_path)) if os.path.exists(env_path) else {}
+        return cls.from_rows(read_rows(path), env)
+
+    @property
+    def rows(self) -> list:
+        return [r for b in self.benchmarks.values() for r in b.runs]
+
+
+def read_rows(path: str) -> list:
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:  # a line cut by a crash mid-write: every whole line still counts
+                    continue
+    return rows
+
+
+class ResultStore:
+    """Append-only results.jsonl."""
+
+    def __init__(self, run_dir: str):
+        self.path = os.path.join(run_dir, RESULTS)
+        self._f = open(self.path, "a")
+
+    def append(self, row: dict) -> None:
+        self._f.write(json.dumps(row, default=str) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self):
+        self._f.close()

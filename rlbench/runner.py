@@ -1,0 +1,125 @@
+"""Runs one job (cell x repeat) in a fresh interpreter with a wall-clock timeout, then makes sure
+nothing it started survives: the process group, re-parented orphans and new shared-memory
+segments are all removed, whatever way the job ended."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import psutil
+
+from rlbench import proctree
+from rlbench.plan import Job, Settings
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+class Runner:
+    def __init__(self, settings: Settings, out_dir: str, python: str = sys.executable):
+        self.settings = settings
+        self.out_dir = out_dir
+        self.python = python
+        os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
+        self.subreaper = proctree.become_subreaper()
+
+    def command(self, job: Job, spec: dict) -> list:
+        cmd = [self.python, "-m", "rlbench.cell", json.dumps(spec)]
+        if job.profile:
+            pyspy = shutil.which("py-spy", path=os.path.dirname(self.python)) or shutil.which("py-spy")
+            if pyspy is None:
+                raise FileNotFoundError("py-spy not installed (make install)")
+            cmd = [pyspy, "record", "--format", "speedscope", "--subprocesses", "--nonblocking",
+                   "--rate", "100", "-o", self.profile_path(job), "--", *cmd]
+        return cmd
+
+    def profile_path(self, job: Job) -> str:
+        return os.path.join(self.out_dir, "profiles", f"{_slug(job.cell.cell_id)}.speedscope.json")
+
+    def child_env(self) -> dict:
+        env = dict(os.environ)
+        if self.settings.omp_threads:
+            env.update({v: str(self.settings.omp_threads) for v in THREAD_VARS})
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def run(self, job: Job, index: int) -> dict:
+        spec = job.cell.spec(self.settings, job.repeat)
+        log_path = os.path.join(self.out_dir, "logs", f"{index:05d}-{_slug(job.cell.cell_id)}-r{job.repeat}.log")
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        shm_before = proctree.shm_entries()
+        ours_before = {p.pid for p in psutil.Process().children()}
+        t0 = time.perf_counter()
+        result, proc = {}, None
+        try:
+            if job.profile:
+                os.makedirs(os.path.dirname(self.profile_path(job)), exist_ok=True)
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(self.command(job, spec), stdout=subprocess.PIPE, stderr=log,
+                                        env=self.child_env(), start_new_session=True)
+                try:
+                    out, _ = proc.communicate(timeout=self.settings.timeout_s)
+                    result = _last_result(out) or {"status": "error", "error": _no_result(proc.returncode, log_path)}
+                except subprocess.TimeoutExpired:
+                    result = {"status": "timeout", "error": f"no result after {self.settings.timeout_s:g}s; "
+                                                           "process tree killed"}
+        except OSError as exc:
+            result = {"status": "error", "error": f"cannot start cell process: {exc}"}
+        finally:
+            leaked = self._cleanup(proc, ours_before)
+            removed = proctree.remove_shm(proctree.shm_entries() - shm_before)
+        wall_s = time.perf_counter() - t0
+        if leaked and result.get("status") == "ok":
+            result["error"] = f"{leaked} leftover process(es) killed after the cell"
+        if removed:
+            result["error"] = "; ".join(filter(None, [result.get("error"), f"removed shm: {', '.join(removed)}"]))
+        result.pop("event", None)
+        result.update(wall_s=wall_s, started_at=started, log=os.path.relpath(log_path, self.out_dir))
+        if job.profile and os.path.exists(self.profile_path(job)):
+            result["profile"] = os.path.relpath(self.profile_path(job), self.out_dir)
+        return result
+
+    def _cleanup(self, proc, ours_before) -> int:
+        """Kill the job's process tree, its process group and any orphan re-parented to us."""
+        if proc is None:
+            return 0
+        victims = {p.pid: p for p in proctree.tree(psutil.Process(proc.pid))} if proc.poll() is None else {}
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in psutil.Process().children(recursive=True):
+            if p.pid not in ours_before:
+                victims.setdefault(p.pid, p)
+        victims.pop(proc.pid, None)
+        proctree.kill_tree(list(victims.values()))
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        return len(victims)
+
+
+def _last_result(stdout: bytes):
+    result = None
+    for line in stdout.decode(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") == "result":
+            result = event
+    return result
+
+
+def _no_result(returncode: int, log_path: str) -> str:
+    how = f"killed by signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
+    with open(log_path, "rb") as f:
+        lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    return f"cell process ended without a result ({how})" + (f": {lines[-1][:300]}" if lines else "")
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_=." else "_" for c in text)[:150]

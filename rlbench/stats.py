@@ -1,0 +1,78 @@
+"""Statistics of a cell's repeats (each repeat is one independent fresh-process run).
+
+The 95% confidence interval is for the median: distribution-free order statistics when n >= 6
+(as pyperf/asv do for non-normal timings); for smaller n, Student's t interval of the mean,
+which the `ci_method` column says.
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+CV_WARN = 0.10
+MIN_N = 3
+# two-sided 95% Student t quantiles, df = 1..30
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    mean: float
+    stdev: float
+    ci_low: float
+    ci_high: float
+    ci_method: str
+    q1: float
+    q3: float
+    iqr: float
+    cv: float
+    minimum: float
+    maximum: float
+    warning: str
+
+
+def t975(df: int) -> float:
+    return _T975[df - 1] if df <= len(_T975) else 1.96
+
+
+def median_ci_ranks(n: int) -> tuple:
+    """0-based ranks (lo, hi) of the order statistics bounding a >= 95% CI of the median."""
+    cdf, lo = 0.0, -1
+    # the largest lo with P(Binomial(n, 1/2) <= lo) <= 0.025 on each side
+    while cdf + math.comb(n, lo + 1) / 2**n <= 0.025:
+        lo += 1
+        cdf += math.comb(n, lo) / 2**n
+    if lo < 0:
+        raise ValueError(f"n={n} is too small for a 95% distribution-free CI of the median (needs n >= 6)")
+    return lo, n - 1 - lo
+
+
+def summarize(values) -> Summary:
+    x = np.sort(np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float))
+    n = len(x)
+    if n == 0:
+        nan = float("nan")
+        return Summary(0, nan, nan, nan, nan, nan, "none", nan, nan, nan, nan, nan, nan, "no successful repeat")
+    median, mean = float(np.median(x)), float(x.mean())
+    stdev = float(x.std(ddof=1)) if n > 1 else 0.0
+    if n >= 6:
+        lo, hi = median_ci_ranks(n)
+        ci, method = (float(x[lo]), float(x[hi])), "order-statistics"
+    elif n > 1:
+        half = t975(n - 1) * stdev / math.sqrt(n)
+        ci, method = (mean - half, mean + half), "student-t"
+    else:
+        ci, method = (float("nan"), float("nan")), "none"
+    q1, q3 = (float(q) for q in np.percentile(x, [25, 75]))
+    cv = stdev / mean if mean else float("nan")
+    warnings = []
+    if n < MIN_N:
+        warnings.append(f"n={n} < {MIN_N}")
+    if cv > CV_WARN:
+        warnings.append(f"CV {cv:.0%} > {CV_WARN:.0%}")
+    return Summary(n, median, mean, stdev, ci[0], ci[1], method, q1, q3, q3 - q1, cv,
+                   float(x[0]), float(x[-1]), "; ".join(warnings))

@@ -1,0 +1,148 @@
+"""Suite files (TOML) -> validated settings and expanded cells. Nothing runs before this passes.
+
+    name = "quick"
+    [protocol]                      # optional; see plan.Settings for keys and defaults
+    repeats = 3
+    [[sweep]]                       # every list below is an axis; a sweep is their cross product
+    adapters = ["serial", "gymnasium-async"]
+    envs = ["CartPole-v1"]
+    num_envs = [1, 4, 16]
+    policy = ["random", "mlp:hidden=64x64"]     # optional, default "random"
+    env_kwargs = { step_cost_us = [10, 100] }   # optional
+    options.gymnasium-async = { shared_memory = [true, false] }   # optional, per adapter
+"""
+import hashlib
+import itertools
+import tomllib
+from dataclasses import dataclass, fields
+
+from rlbench import registry
+from rlbench.envs import env_info
+from rlbench.errors import UsageError
+from rlbench.plan import Cell, Settings
+from rlbench.workload import Workload, parse_policy
+
+TOP_KEYS = {"name", "description", "schema", "protocol", "sweep"}
+SWEEP_KEYS = {"adapters", "envs", "num_envs", "policy", "env_kwargs", "options"}
+SETTING_TYPES = {f.name: f.type for f in fields(Settings)}
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    path: str
+    sha256: str
+    settings: Settings
+    cells: tuple
+
+
+def load_suite(path: str) -> Suite:
+    try:
+        raw_bytes = open(path, "rb").read()
+    except OSError as exc:
+        raise UsageError(f"cannot read suite file {path}: {exc.strerror}") from None
+    try:
+        doc = tomllib.loads(raw_bytes.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    _check_keys(path, "top level", doc, TOP_KEYS)
+    settings = parse_settings(path, doc.get("protocol", {}))
+    sweeps = doc.get("sweep")
+    if not isinstance(sweeps, list) or not sweeps:
+        raise UsageError(f"{path}: needs at least one [[sweep]] table")
+    cells = []
+    for i, sweep in enumerate(sweeps):
+        cells += expand(f"{path}: sweep[{i}]", sweep, settings.seed)
+    return Suite(doc.get("name", path), path, hashlib.sha256(raw_bytes).hexdigest(), settings, tuple(_unique(cells)))
+
+
+def parse_settings(where: str, table: dict, base: Settings = Settings()) -> Settings:
+    _check_keys(where, "protocol", table, set(SETTING_TYPES))
+    values = {}
+    for key, raw in table.items():
+        kind = SETTING_TYPES[key]
+        ok = isinstance(raw, list) if kind is tuple else isinstance(raw, (int, float)) and not isinstance(raw, bool)
+        if not ok or (kind is int and isinstance(raw, float)) or (kind is not tuple and raw < 0):
+            raise UsageError(f"{where}: protocol.{key}={raw!r} must be a non-negative {kind.__name__}")
+        values[key] = tuple(int(c) for c in raw) if kind is tuple else kind(raw)
+    settings = Settings(**{**base.__dict__, **values})
+    if settings.repeats < 1 or settings.timeout_s <= 0:
+        raise UsageError(f"{where}: protocol.repeats must be >= 1 and protocol.timeout_s > 0")
+    return settings
+
+
+def expand(where: str, sweep: dict, seed: int) -> list:
+    """One sweep table -> its cells (cross product of every list-valued field)."""
+    if not isinstance(sweep, dict):
+        raise UsageError(f"{where}: must be a table")
+    _check_keys(where, "sweep", sweep, SWEEP_KEYS)
+    for key in ("adapters", "envs", "num_envs"):
+        if key not in sweep:
+            raise UsageError(f"{where}: missing key '{key}'")
+    adapters = registry.discover()
+    for name in _axis(sweep["adapters"]):
+        if name not in adapters:
+            raise UsageError(f"{where}: adapters: unknown adapter '{name}' (valid: {', '.join(sorted(adapters))})")
+    envs = [env_info(e) if isinstance(e, str) else _bad(where, "envs", e) for e in _axis(sweep["envs"])]
+    for n in _axis(sweep["num_envs"]):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise UsageError(f"{where}: num_envs: {n!r} must be a positive integer")
+    policies = [parse_policy(p) for p in _axis(sweep.get("policy", "random"))]
+    env_kwargs = sweep.get("env_kwargs", {})
+    options = sweep.get("options", {})
+    for name in options:
+        if name not in _axis(sweep["adapters"]):
+            raise UsageError(f"{where}: options.{name}: not one of this sweep's adapters "
+                             f"(valid: {', '.join(_axis(sweep['adapters']))})")
+    cells = []
+    for info in envs:
+        for kw in _product(env_kwargs):
+            bad = set(kw) - set(info.kwargs)
+            if bad:
+                raise UsageError(f"{where}: env_kwargs: unknown key '{sorted(bad)[0]}' for {info.env_id} "
+                                 f"(valid: {', '.join(info.kwargs) or 'none'})")
+            for name, n, policy in itertools.product(_axis(sweep["adapters"]), _axis(sweep["num_envs"]), policies):
+                workload = Workload(info.env_id, n, policy, seed, info.frameskip, kw)
+                for given in _product(options.get(name, {})):
+                    cells.append(make_cell(f"{where}: options.{name}", name, workload, given))
+    return cells
+
+
+def make_cell(where: str, adapter: str, workload: Workload, given: dict) -> Cell:
+    cls = registry.get(adapter)
+    try:
+        resolved = cls.resolve_options(given)
+    except ValueError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    return Cell(adapter, workload, resolved, dict(given))
+
+
+def _axis(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _product(table: dict) -> list:
+    if not isinstance(table, dict):
+        raise UsageError(f"expected a table, got {table!r}")
+    keys = sorted(table)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(_axis(table[k]) for k in keys))]
+
+
+def _check_keys(where, what, table, valid):
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: {what} must be a table")
+    for key in table:
+        if key not in valid:
+            raise UsageError(f"{where}: unknown key '{key}' in {what} (valid: {', '.join(sorted(valid))})")
+
+
+def _bad(where, key, value):
+    raise UsageError(f"{where}: {key}: {value!r} must be a string")
+
+
+def _unique(cells):
+    seen = set()
+    for c in cells:
+        if c.cell_id not in seen:
+            seen.add(c.cell_id)
+            yield c

@@ -1,0 +1,60 @@
+"""Runs every job of a plan and turns each outcome into a results row, appended as it finishes.
+
+Cells an adapter cannot host here are decided before anything runs (one `unsupported` row each);
+a failing or hanging cell becomes an `error` or `timeout` row and the sweep goes on.
+"""
+from rlbench import SCHEMA_VERSION, registry
+from rlbench.plan import interleave
+from rlbench.progress import Progress
+from rlbench.results import ResultSet, ResultStore, frames
+from rlbench.runner import Runner
+
+
+def base_row(run_id: str, suite: str, cell, settings, repeat: int, profiled: bool) -> dict:
+    w = cell.workload
+    adapter = registry.get(cell.adapter)
+    return {
+        "schema": SCHEMA_VERSION, "run_id": run_id, "suite": suite, "cell_id": cell.cell_id,
+        "adapter": cell.adapter, "kind": adapter.kind, "env": w.env_id, "env_kwargs": w.env_kwargs,
+        "num_envs": w.num_envs, "workers": None, "batch_size": cell.options.get("batch_size"),
+        "policy": w.policy.label, "device": w.policy.device_label, "options": cell.given_options,
+        "frameskip": w.frameskip, "seed": w.seed, "repeat": repeat, "profiled": profiled,
+        "omp_threads": settings.omp_threads, "affinity": list(settings.affinity),
+    }
+
+
+def unsupported_reason(cell):
+    adapter = registry.get(cell.adapter)()
+    return adapter.available() or adapter.supports(cell.workload, cell.options)
+
+
+def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False) -> ResultSet:
+    store = ResultStore(out_dir)
+    runnable, skipped = [], []
+    for cell in cells:
+        reason = unsupported_reason(cell)
+        (skipped if reason else runnable).append((cell, reason))
+    jobs = interleave([c for c, _ in runnable], settings.repeats, profile)
+    progress = Progress(len(jobs) + len(skipped))
+    rows = []
+
+    def finish(row):
+        frames(row)
+        store.append(row)
+        rows.append(row)
+        progress.update(row)
+
+    try:
+        for cell, reason in skipped:
+            finish({**base_row(run_id, suite_name, cell, settings, 0, False), "status": "unsupported",
+                    "error": reason})
+        runner = Runner(settings, out_dir)
+        for i, job in enumerate(jobs):
+            row = base_row(run_id, suite_name, job.cell, settings, job.repeat, job.profile)
+            result = runner.run(job, i)
+            if result.get("batch_size") is None:
+                result.pop("batch_size", None)
+            finish({**row, **result})
+    finally:
+        store.close()
+    return ResultSet.from_rows(rows)

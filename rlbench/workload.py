@@ -1,0 +1,84 @@
+"""What is measured: the env, how many copies, which policy picks the actions, and the accounting."""
+from dataclasses import asdict, dataclass, field
+
+from rlbench.errors import UsageError
+
+POLICY_FIELDS = {"hidden": tuple, "threads": int, "device": str, "cost_us": float}
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """`random`, `mlp` (torch; hidden sizes, threads, device) or `fixed_cost` (burns cost_us per batch)."""
+    name: str = "random"
+    hidden: tuple = (64, 64)
+    threads: int = 1
+    device: str = "cpu"
+    cost_us: float = 0.0
+
+    @property
+    def label(self) -> str:
+        if self.name == "mlp":
+            return f"mlp{'x'.join(map(str, self.hidden))}-{self.device}-t{self.threads}"
+        if self.name == "fixed_cost":
+            return f"fixed_cost{self.cost_us:g}us"
+        return self.name
+
+    @property
+    def device_label(self) -> str:
+        return self.device if self.name == "mlp" else "cpu"
+
+
+def parse_policy(raw) -> PolicySpec:
+    """Accepts `name`, `name:key=value,key=value` (hidden as 64x64) or a TOML table."""
+    if isinstance(raw, PolicySpec):
+        return raw
+    if isinstance(raw, str):
+        name, _, rest = raw.partition(":")
+        fields = dict(kv.split("=", 1) for kv in rest.split(",") if "=" in kv) if rest else {}
+        if rest and any("=" not in kv for kv in rest.split(",")):
+            raise UsageError(f"bad policy '{raw}' (expected name:key=value,...)")
+    elif isinstance(raw, dict):
+        fields = dict(raw)
+        name = fields.pop("name", "random")
+    else:
+        raise UsageError(f"bad policy {raw!r} (expected a string or a table)")
+    from rlbench.policy import POLICIES
+    from rlbench.registry import discover
+    discover()  # framework policies (mlp) register with the adapters
+    if name not in POLICIES:
+        raise UsageError(f"unknown policy '{name}' (valid: {', '.join(sorted(POLICIES))})")
+    kwargs = {}
+    for key, value in fields.items():
+        if key not in POLICY_FIELDS:
+            raise UsageError(f"unknown policy field '{key}' (valid: {', '.join(POLICY_FIELDS)})")
+        try:
+            if key == "hidden":
+                items = value.split("x") if isinstance(value, str) else value
+                kwargs[key] = tuple(int(h) for h in items)
+            else:
+                kwargs[key] = POLICY_FIELDS[key](value)
+        except (TypeError, ValueError):
+            raise UsageError(f"bad policy field {key}={value!r}") from None
+    return PolicySpec(name=name, **kwargs)
+
+
+@dataclass(frozen=True)
+class Workload:
+    env_id: str
+    num_envs: int
+    policy: PolicySpec = PolicySpec()
+    seed: int = 0
+    frameskip: int = 1
+    env_kwargs: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["policy"]["hidden"] = list(self.policy.hidden)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Workload":
+        d = dict(d)
+        pol = dict(d.pop("policy"))
+        pol["hidden"] = tuple(pol["hidden"])
+        return cls(policy=PolicySpec(**pol), **d)
