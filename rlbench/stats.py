@@ -68,7 +68,7 @@ def summarize(values) -> Summary:
     else:
         ci, method = (float("nan"), float("nan")), "none"
     q1, q3 = (float(q) for q in np.percentile(x, [25, 75]))
-    cv = stdev / mean if mean else float("nan")
+    cv = stdev / mean if mean and n > 1 else float("nan")
     warnings = []
     if n < MIN_N:
         warnings.append(f"n={n} < {MIN_N}")

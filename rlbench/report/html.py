@@ -34,8 +34,13 @@ class HtmlReporter(Reporter):
         for env_label, env_rows in _group(rows, _env_label).items():
             parts.append(f"<h2>{_e(env_label)}: env steps/s vs num_envs</h2>")
             parts.append(throughput_chart(env_rows))
-        parts += ["<h2>Summary (median of repeats; click a header to sort)</h2>", summary_table(rows),
-                  "<h2>Machine and software</h2>", _fingerprint_table(results.env)]
+        ran = [r for r in rows if r["n"] or r["status"] not in ("unsupported",)]
+        skipped = [r for r in rows if r not in ran]
+        parts += ["<h2>Summary (median of repeats; click a header to sort)</h2>", summary_table(ran)]
+        if skipped:
+            parts += ["<h2>Not run here</h2><ul>"] + [f"<li>{_e(r['cell_id'])}: {_e(r['error'])}</li>"
+                                                      for r in skipped] + ["</ul>"]
+        parts += ["<h2>Machine and software</h2>", _fingerprint_table(results.env)]
         doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>rlbench report</title>"
                f"<style>{CSS}</style></head><body>{''.join(parts)}<script>{SORT_JS}</script></body></html>")
         return [write_atomic(os.path.join(out_dir, "index.html"), doc)]
@@ -51,13 +56,15 @@ def _suite_name(rows) -> str:
 
 def _env_label(row) -> str:
     kw = row.get("env_kwargs") or {}
-    return row["env"] + (" (" + ", ".join(f"{k}={v}" for k, v in sorted(kw.items())) + ")" if kw else "")
+    return row["env"] + (f" ({_kv(kw)})" if kw else "")
+
+
+def _kv(d) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted((d or {}).items()))
 
 
 def _series_label(row) -> str:
-    opts = row.get("options") or {}
-    label = f"{row['adapter']} {row['policy']}"
-    return label + (" " + ",".join(f"{k}={v}" for k, v in sorted(opts.items())) if opts else "")
+    return f"{row['adapter']} {row['policy']} {_kv(row.get('options'))}".strip()
 
 
 def _group(rows, key) -> dict:
@@ -83,6 +90,13 @@ def _log_ticks(lo: float, hi: float) -> list:
     return [10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
 
 
+def _tick(v: float) -> str:
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if v >= scale:
+            return f"{v / scale:g}{unit}"
+    return f"{v:g}"
+
+
 def throughput_chart(rows) -> str:
     ok = [r for r in rows if r["n"] and r["steps_per_s_median"] == r["steps_per_s_median"]]
     if not ok:
@@ -105,7 +119,7 @@ def throughput_chart(rows) -> str:
            f"<rect x='{PAD_L}' y='{PAD_T}' width='{pw}' height='{ph}' fill='none' stroke='#999'/>"]
     for t in y_ticks:
         svg.append(f"<line x1='{PAD_L}' x2='{PAD_L + pw}' y1='{py(t):.1f}' y2='{py(t):.1f}' stroke='#eee'/>"
-                   f"<text x='{PAD_L - 6}' y='{py(t) + 4:.1f}' text-anchor='end'>{fmt_rate(t)}</text>")
+                   f"<text x='{PAD_L - 6}' y='{py(t) + 4:.1f}' text-anchor='end'>{_tick(t)}</text>")
     for n in xs:
         svg.append(f"<text x='{px(n):.1f}' y='{PAD_T + ph + 16}' text-anchor='middle'>{n}</text>")
     svg.append(f"<text x='{PAD_L + pw / 2}' y='{H - 6}' text-anchor='middle'>num_envs (log scale)</text>"
@@ -131,8 +145,8 @@ def throughput_chart(rows) -> str:
     return "".join(svg)
 
 
-SUMMARY_VIEW = (("cell", "cell_id"), ("adapter", "adapter"), ("env", "env"), ("num_envs", "num_envs"),
-                ("workers", "workers"), ("policy", "policy"), ("n", "n"), ("steps/s median", "steps_per_s_median"),
+SUMMARY_VIEW = (("adapter", "adapter"), ("env", "env_label"), ("num_envs", "num_envs"), ("workers", "workers"),
+                ("policy", "policy"), ("options", "options_label"), ("n", "n"), ("steps/s median", "steps_per_s_median"),
                 ("CI low", "steps_per_s_ci_low"), ("CI high", "steps_per_s_ci_high"), ("CV", "steps_per_s_cv"),
                 ("frames/s", "frames_per_s_median"), ("p50 ms", "latency_p50_ms_median"),
                 ("p99 ms", "latency_p99_ms_median"), ("policy share", "policy_frac_median"),
@@ -143,6 +157,7 @@ def summary_table(rows) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h, _ in SUMMARY_VIEW)
     body = []
     for r in rows:
+        r = {**r, "env_label": _env_label(r), "options_label": _kv(r.get("options"))}
         cells = []
         for _, key in SUMMARY_VIEW:
             v = r.get(key)

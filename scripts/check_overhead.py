@@ -1,0 +1,95 @@
+"""Does the harness distort what it measures? Runs the same library calls as a bare hand-written
+loop and as an rlbench cell, alternating, each in a fresh process, and prints the ratio of medians.
+
+    python scripts/check_overhead.py [--repeats 5] [--duration 2] [--num-envs 16]
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+
+# Bare loops: the library calls a user would write, timed with perf_counter over `duration`.
+BARE = {
+    "gymnasium-sync": """
+import gymnasium as gym, numpy as np, time
+envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * N,
+                                autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+obs, _ = envs.reset(seed=0); rng = np.random.default_rng(0)
+def step():
+    envs.step(rng.integers(0, 2, size=N))
+""",
+    "envpool-sync": """
+import envpool, numpy as np, time
+env = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=N, seed=0)
+env.reset(); rng = np.random.default_rng(0)
+def step():
+    env.step(rng.integers(0, 2, size=N))
+""",
+    "envpool-async": """
+import envpool, numpy as np, time
+env = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=N, batch_size=N // 2, seed=0)
+env.async_reset(); rng = np.random.default_rng(0)
+def step():
+    obs, rew, term, trunc, info = env.recv()
+    env.send(rng.integers(0, 2, size=len(obs)), info["env_id"])
+""",
+    "gymnasium-async": """
+import gymnasium as gym, numpy as np, time
+envs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * N, context="fork",
+                                 autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+obs, _ = envs.reset(seed=0); rng = np.random.default_rng(0)
+def step():
+    envs.step(rng.integers(0, 2, size=N))
+""",
+}
+TIMER = """
+steps_per_unit = N // 2 if "{adapter}" == "envpool-async" else N
+t_end = time.perf_counter() + {warmup}
+while time.perf_counter() < t_end:
+    step()
+units, t0 = 0, time.perf_counter()
+while time.perf_counter() - t0 < {duration}:
+    step(); units += 1
+print(units * steps_per_unit / (time.perf_counter() - t0))
+"""
+
+
+def bare(adapter, n, duration, warmup):
+    code = f"N = {n}\n" + BARE[adapter] + TIMER.format(adapter=adapter, duration=duration, warmup=warmup)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def harness(adapter, n, duration, warmup):
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([sys.executable, "-m", "rlbench.cli", "run", "--adapter", adapter, "--env", "CartPole-v1",
+                        "--num-envs", str(n), "--repeats", "1", "--duration", str(duration),
+                        "--out", f"{out}/run"], check=True, capture_output=True)
+        row = json.loads(open(f"{out}/run/results.jsonl").readline())
+        if row["status"] != "ok":
+            raise RuntimeError(row)
+        return row["steps_per_s"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--duration", type=float, default=2.0)
+    p.add_argument("--num-envs", type=int, default=16)
+    p.add_argument("--adapters", default=",".join(BARE))
+    a = p.parse_args()
+    print(f"{'adapter':<16} {'bare steps/s':>14} {'harness steps/s':>16} {'harness/bare':>13}")
+    for adapter in a.adapters.split(","):
+        b, h = [], []
+        for _ in range(a.repeats):  # alternate, so drift hits both sides alike
+            b.append(bare(adapter, a.num_envs, a.duration, 0.2))
+            h.append(harness(adapter, a.num_envs, a.duration, 0.2))
+        mb, mh = statistics.median(b), statistics.median(h)
+        print(f"{adapter:<16} {mb:>14,.0f} {mh:>16,.0f} {mh / mb:>13.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""A fake installed distribution on a temporary sys.path entry: the real entry-point path."""
+import json
+import os
+import subprocess
+import sys
+
+
+def fake_distribution(root, name: str, entry_points: dict, modules: dict) -> dict:
+    """Write modules and `<name>-0.0.dist-info` declaring `rlbench.adapters` entry points; return an env."""
+    info = root / f"{name}-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0\n")
+    lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[rlbench.adapters]\n{lines}\n")
+    for mod, source in modules.items():
+        (root / f"{mod}.py").write_text(source)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    return env
+
+
+def rlbench(args, env, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rlbench.cli", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def rows(run_dir) -> list:
+    with open(os.path.join(run_dir, "results.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
