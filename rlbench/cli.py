@@ -3,6 +3,7 @@ import argparse
 import fnmatch
 import json
 import os
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -97,7 +98,7 @@ def suite_from_flags(args) -> Suite:
             registry.get(name)
             for n in sizes:
                 cells.append(make_cell("--opt", name, Workload(env_id, n, policy, 0, info.frameskip, kw), options))
-    return Suite("adhoc", None, None, Settings(), tuple(cells))
+    return Suite("adhoc", None, None, Settings(), tuple(replace(c, index=i) for i, c in enumerate(cells)))
 
 
 def _pairs(flag, items) -> dict:
@@ -145,6 +146,7 @@ def cmd_run(args) -> int:
     point_latest(out_dir)
     print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {out_dir}", file=sys.stderr)
     interrupted = False
+    signal.signal(signal.SIGTERM, _interrupt)  # a killed CI job still cleans up and keeps its rows
     try:
         results = run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, args.profile)
     except KeyboardInterrupt:
@@ -155,6 +157,10 @@ def cmd_run(args) -> int:
     results = export(out_dir)
     summarize(results, out_dir)
     return 130 if interrupted else 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def export(out_dir):

@@ -4,28 +4,24 @@ A cell is one point of a sweep (adapter, env, num_envs, policy, options); a job 
 one cell. Repeats of different cells are interleaved (round-robin), so slow drift of the machine
 spreads over all cells instead of biasing whichever ran last.
 """
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 
+from rlbench.measure import Protocol
 from rlbench.workload import Workload
-
-PROTOCOL_KEYS = ("warmup_s", "warmup_units", "duration_s", "min_units")
 
 
 @dataclass(frozen=True)
-class Settings:
-    """How every cell of a run is measured (suite [protocol] table, CLI overrides)."""
+class Settings(Protocol):
+    """How every cell of a run is measured (suite [protocol] table, CLI overrides): the in-process
+    protocol plus what the runner applies around it."""
     repeats: int = 3
-    warmup_s: float = 0.2
-    warmup_units: int = 2
-    duration_s: float = 1.0
-    min_units: int = 10
     timeout_s: float = 120.0
     omp_threads: int = 1
     affinity: tuple = ()
     seed: int = 0
 
     def protocol(self) -> dict:
-        return {k: getattr(self, k) for k in PROTOCOL_KEYS}
+        return {f.name: getattr(self, f.name) for f in fields(Protocol)}
 
 
 @dataclass(frozen=True)
@@ -34,6 +30,7 @@ class Cell:
     workload: Workload
     options: dict = field(default_factory=dict)        # resolved, typed
     given_options: dict = field(default_factory=dict)  # what the user set (labels)
+    index: int = 0                                      # position in the suite (report order)
 
     @property
     def cell_id(self) -> str:
@@ -65,7 +62,3 @@ def interleave(cells, repeats: int, profile: bool = False) -> list:
     if profile:  # one extra run per cell under py-spy, kept out of the statistics
         jobs += [Job(c, repeats, profile=True) for c in cells]
     return jobs
-
-
-def with_seed(cell: Cell, seed: int) -> Cell:
-    return replace(cell, workload=replace(cell.workload, seed=seed))

@@ -15,7 +15,7 @@ ENV = "env.json"
 
 # results.csv columns, in order (tidy: one row per repeat)
 RUN_COLUMNS = (
-    "schema", "run_id", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers",
+    "schema", "run_id", "suite", "cell_id", "cell_index", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers",
     "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps",
     "frames", "units", "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms",
     "latency_p99_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s", "wall_s",
@@ -106,6 +106,11 @@ class ResultSet:
         env_path = os.path.join(run_dir, ENV)
         env = json.load(open(env_path)) if os.path.exists(env_path) else {}
         return cls.from_rows(read_rows(path), env)
+
+    def summary_rows(self) -> list:
+        """One row per cell, in the order the suite lists its cells."""
+        benchmarks = sorted(self.benchmarks.values(), key=lambda b: b.first.get("cell_index", 0))
+        return [b.summary_row() for b in benchmarks]
 
     @property
     def rows(self) -> list:

@@ -1,8 +1,8 @@
 """Statistics of a cell's repeats (each repeat is one independent fresh-process run).
 
 The 95% confidence interval is for the median: distribution-free order statistics when n >= 6
-(as pyperf/asv do for non-normal timings); for smaller n, Student's t interval of the mean,
-which the `ci_method` column says.
+(as pyperf/asv do for non-normal timings); for 2 <= n < 6, Student's t interval on the log of the
+values (rates are positive and skewed: the interval stays positive), which `ci_method` says.
 """
 import math
 from dataclasses import dataclass
@@ -62,6 +62,10 @@ def summarize(values) -> Summary:
     if n >= 6:
         lo, hi = median_ci_ranks(n)
         ci, method = (float(x[lo]), float(x[hi])), "order-statistics"
+    elif n > 1 and x[0] > 0:
+        logs = np.log(x)
+        half = t975(n - 1) * float(logs.std(ddof=1)) / math.sqrt(n)
+        ci, method = (math.exp(logs.mean() - half), math.exp(logs.mean() + half)), "student-t-log"
     elif n > 1:
         half = t975(n - 1) * stdev / math.sqrt(n)
         ci, method = (mean - half, mean + half), "student-t"

@@ -14,7 +14,7 @@
 import hashlib
 import itertools
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from rlbench import registry
 from rlbench.envs import env_info
@@ -53,7 +53,8 @@ def load_suite(path: str) -> Suite:
     cells = []
     for i, sweep in enumerate(sweeps):
         cells += expand(f"{path}: sweep[{i}]", sweep, settings.seed)
-    return Suite(doc.get("name", path), path, hashlib.sha256(raw_bytes).hexdigest(), settings, tuple(_unique(cells)))
+    cells = [replace(c, index=i) for i, c in enumerate(_unique(cells))]
+    return Suite(doc.get("name", path), path, hashlib.sha256(raw_bytes).hexdigest(), settings, tuple(cells))
 
 
 def parse_settings(where: str, table: dict, base: Settings = Settings()) -> Settings:

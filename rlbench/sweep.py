@@ -11,10 +11,11 @@ from rlbench.runner import Runner
 
 
 def base_row(run_id: str, suite: str, cell, settings, repeat: int, profiled: bool) -> dict:
+    """The cell's fields of a results row: what was measured and how."""
     w = cell.workload
     adapter = registry.get(cell.adapter)
     return {
-        "schema": SCHEMA_VERSION, "run_id": run_id, "suite": suite, "cell_id": cell.cell_id,
+        "schema": SCHEMA_VERSION, "run_id": run_id, "suite": suite, "cell_id": cell.cell_id, "cell_index": cell.index,
         "adapter": cell.adapter, "kind": adapter.kind, "env": w.env_id, "env_kwargs": w.env_kwargs,
         "num_envs": w.num_envs, "workers": None, "batch_size": cell.options.get("batch_size"),
         "policy": w.policy.label, "device": w.policy.device_label, "options": cell.given_options,

@@ -11,7 +11,7 @@ def fmt_rate(v) -> str:
 
 
 def medians_table(results) -> str:
-    rows = [b.summary_row() for b in results.benchmarks.values()]
+    rows = results.summary_rows()
     head = ("cell", "n", "steps/s median", "95% CI", "CV", "p99 ms", "status")
     lines = [head]
     for r in rows:

@@ -29,6 +29,6 @@ def _cell(v):
 class CsvReporter(Reporter):
     def report(self, results, out_dir):
         rows = [{**r, "schema": r.get("schema", SCHEMA_VERSION)} for r in results.rows]
-        summary = [b.summary_row() for b in results.benchmarks.values()]
+        summary = results.summary_rows()
         return [write_atomic(os.path.join(out_dir, "results.csv"), to_csv(rows, RUN_COLUMNS)),
                 write_atomic(os.path.join(out_dir, "summary.csv"), to_csv(summary, SUMMARY_COLUMNS))]

@@ -29,7 +29,7 @@ SORT_JS = """document.querySelectorAll('table.sortable').forEach(function(t){
 
 class HtmlReporter(Reporter):
     def report(self, results, out_dir):
-        rows = [b.summary_row() for b in results.benchmarks.values()]
+        rows = results.summary_rows()
         parts = [f"<h1>rlbench report: {_e(_suite_name(rows))}</h1>", _headline(results.env)]
         for env_label, env_rows in _group(rows, _env_label).items():
             parts.append(f"<h2>{_e(env_label)}: env steps/s vs num_envs</h2>")
