@@ -13,6 +13,7 @@ from rlbench.errors import Unsupported  # noqa: F401
 from rlbench.policy import make_policy, random_actions, register_policy  # noqa: F401
 from rlbench.workload import PolicySpec, Workload  # noqa: F401
 
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 _BOOL = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -34,7 +35,7 @@ class Option:
             else:
                 value = self.type(raw)
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"option {self.name}={raw!r} is not a {self.type.__name__}") from None
+            raise ValueError(f"option {self.name}={raw!r} must be {_TYPE_WORDS[self.type]}") from None
         if self.choices and value not in self.choices:
             raise ValueError(f"option {self.name}={raw!r} (valid: {', '.join(map(str, self.choices))})")
         return value

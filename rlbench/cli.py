@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import replace
 
@@ -30,6 +31,7 @@ def parse_args(argv):
     run.add_argument("--out", help="run directory (default reports/<run-id>)")
     run.add_argument("--repeats", type=int, help="repeats per cell (fresh process each)")
     run.add_argument("--duration", type=float, help="minimum timed seconds per repeat")
+    run.add_argument("--warmup", type=float, help="minimum warm-up seconds per repeat (discarded)")
     run.add_argument("--timeout", type=float, help="wall-clock limit per repeat, seconds")
     run.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches")
     run.add_argument("--profile", action="store_true", help="one extra py-spy run per cell (speedscope)")
@@ -67,6 +69,7 @@ def plan(args) -> Suite:
     else:
         raise UsageError("rlbench run needs a suite file or --adapter NAME --env ID")
     overrides = {k: v for k, v in (("repeats", args.repeats), ("duration_s", args.duration),
+                                   ("warmup_s", args.warmup),
                                    ("timeout_s", args.timeout)) if v is not None}
     settings = parse_settings("command line", overrides, suite.settings)
     cells = suite.cells
@@ -78,7 +81,7 @@ def plan(args) -> Suite:
 
 
 def suite_from_flags(args) -> Suite:
-    from rlbench.envs import env_info
+    from rlbench.envs import env_info, typed_env_kwargs
     try:
         sizes = [int(n) for n in args.num_envs.split(",")]
     except ValueError:
@@ -90,10 +93,10 @@ def suite_from_flags(args) -> Suite:
     cells = []
     for env_id in args.env:
         info = env_info(env_id)
-        for key in env_kwargs:
-            if key not in info.kwargs:
-                raise UsageError(f"--env-kwarg {key}: unknown for {env_id} (valid: {', '.join(info.kwargs) or 'none'})")
-        kw = {k: type(info.kwargs[k])(v) for k, v in env_kwargs.items()}
+        try:
+            kw = typed_env_kwargs(env_id, env_kwargs)
+        except UsageError as exc:
+            raise UsageError(f"--env-kwarg: {exc}") from None
         for name in args.adapter:
             registry.get(name)
             for n in sizes:
@@ -146,12 +149,16 @@ def cmd_run(args) -> int:
     point_latest(out_dir)
     print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {out_dir}", file=sys.stderr)
     interrupted = False
-    signal.signal(signal.SIGTERM, _interrupt)  # a killed CI job still cleans up and keeps its rows
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if on_main_thread else None  # a killed CI job cleans up
     try:
-        results = run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, args.profile)
+        run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, args.profile)
     except KeyboardInterrupt:
         interrupted = True
         print("rlbench: interrupted; every finished repeat is kept", file=sys.stderr)
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     env["ended_at"] = now()
     _write_env(out_dir, env)
     results = export(out_dir)

@@ -29,6 +29,24 @@ def env_info(env_id: str) -> EnvInfo:
     return ENVS[env_id]
 
 
+def typed_env_kwargs(env_id: str, given: dict) -> dict:
+    """given env arguments checked against the env's known ones and typed like their defaults."""
+    from rlbench.errors import UsageError
+    info = env_info(env_id)
+    out = {}
+    for key, raw in given.items():
+        if key not in info.kwargs:
+            raise UsageError(f"unknown key '{key}' for {env_id} (valid: {', '.join(info.kwargs) or 'none'})")
+        kind = type(info.kwargs[key])
+        try:
+            if isinstance(raw, bool) or (kind is int and isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError
+            out[key] = kind(raw)
+        except (TypeError, ValueError):
+            raise UsageError(f"{key}={raw!r} for {env_id} must be a number ({kind.__name__})") from None
+    return out
+
+
 def make_env(env_id: str, **kwargs):
     """Build one gymnasium env; module-level so subprocess vector envs can pickle it."""
     import gymnasium as gym

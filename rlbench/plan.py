@@ -54,7 +54,11 @@ class Job:
 
 
 def _kv(d: dict) -> str:
-    return ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in sorted(d.items()))
+    return ",".join(f"{k}={_label(v)}" for k, v in sorted(d.items()))
+
+
+def _label(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def interleave(cells, repeats: int, profile: bool = False) -> list:

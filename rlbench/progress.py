@@ -11,8 +11,8 @@ def _clock(s: float) -> str:
 
 
 class Progress:
-    def __init__(self, total: int, stream=sys.stderr):
-        self.total, self.done, self.stream = total, 0, stream
+    def __init__(self, total: int, stream=None):
+        self.total, self.done, self.stream = total, 0, stream or sys.stderr  # the stderr of now, not of import
         self.t0 = time.monotonic()
 
     def update(self, row: dict) -> None:

@@ -51,7 +51,7 @@ class Runner:
         log_path = os.path.join(self.out_dir, "logs", f"{index:05d}-{_slug(job.cell.cell_id)}-r{job.repeat}.log")
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         shm_before = proctree.shm_entries()
-        ours_before = {p.pid for p in psutil.Process().children()}
+        ours_before = {p.pid for p in psutil.Process().children(recursive=True)}
         t0 = time.perf_counter()
         result, proc = {}, None
         try:

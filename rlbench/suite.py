@@ -17,7 +17,7 @@ import tomllib
 from dataclasses import dataclass, fields, replace
 
 from rlbench import registry
-from rlbench.envs import env_info
+from rlbench.envs import env_info, typed_env_kwargs
 from rlbench.errors import UsageError
 from rlbench.plan import Cell, Settings
 from rlbench.workload import Workload, parse_policy
@@ -80,28 +80,28 @@ def expand(where: str, sweep: dict, seed: int) -> list:
     for key in ("adapters", "envs", "num_envs"):
         if key not in sweep:
             raise UsageError(f"{where}: missing key '{key}'")
+    _no_empty_list(where, "", sweep)
     adapters = registry.discover()
     for name in _axis(sweep["adapters"]):
         if name not in adapters:
             raise UsageError(f"{where}: adapters: unknown adapter '{name}' (valid: {', '.join(sorted(adapters))})")
-    envs = [env_info(e) if isinstance(e, str) else _bad(where, "envs", e) for e in _axis(sweep["envs"])]
+    envs = [_named(where, "envs", env_info, e) if isinstance(e, str) else _bad(where, "envs", e)
+            for e in _axis(sweep["envs"])]
     for n in _axis(sweep["num_envs"]):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise UsageError(f"{where}: num_envs: {n!r} must be a positive integer")
-    policies = [parse_policy(p) for p in _axis(sweep.get("policy", "random"))]
-    env_kwargs = sweep.get("env_kwargs", {})
-    options = sweep.get("options", {})
+    policies = [_named(where, "policy", parse_policy, p) for p in _axis(sweep.get("policy", "random"))]
+    env_kwargs = _table(where, "env_kwargs", sweep.get("env_kwargs", {}))
+    options = _table(where, "options", sweep.get("options", {}))
     for name in options:
         if name not in _axis(sweep["adapters"]):
             raise UsageError(f"{where}: options.{name}: not one of this sweep's adapters "
                              f"(valid: {', '.join(_axis(sweep['adapters']))})")
+        _table(where, f"options.{name}", options[name])
     cells = []
     for info in envs:
         for kw in _product(env_kwargs):
-            bad = set(kw) - set(info.kwargs)
-            if bad:
-                raise UsageError(f"{where}: env_kwargs: unknown key '{sorted(bad)[0]}' for {info.env_id} "
-                                 f"(valid: {', '.join(info.kwargs) or 'none'})")
+            kw = _named(where, "env_kwargs", lambda k: typed_env_kwargs(info.env_id, k), kw)
             for name, n, policy in itertools.product(_axis(sweep["adapters"]), _axis(sweep["num_envs"]), policies):
                 workload = Workload(info.env_id, n, policy, seed, info.frameskip, kw)
                 for given in _product(options.get(name, {})):
@@ -115,7 +115,7 @@ def make_cell(where: str, adapter: str, workload: Workload, given: dict) -> Cell
         resolved = cls.resolve_options(given)
     except ValueError as exc:
         raise UsageError(f"{where}: {exc}") from None
-    return Cell(adapter, workload, resolved, dict(given))
+    return Cell(adapter, workload, resolved, {k: resolved[k] for k in given})  # typed, however given
 
 
 def _axis(value) -> list:
@@ -135,6 +135,28 @@ def _check_keys(where, what, table, valid):
     for key in table:
         if key not in valid:
             raise UsageError(f"{where}: unknown key '{key}' in {what} (valid: {', '.join(sorted(valid))})")
+
+
+def _no_empty_list(where, prefix, table):
+    for key, value in table.items():
+        if value == []:
+            raise UsageError(f"{where}: {prefix}{key} = [] sweeps nothing (give at least one value)")
+        if isinstance(value, dict):
+            _no_empty_list(where, f"{prefix}{key}.", value)
+
+
+def _named(where, key, parse, value):
+    """parse(value), its UsageError prefixed with where the value was given."""
+    try:
+        return parse(value)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {key}: {exc}") from None
+
+
+def _table(where, key, value) -> dict:
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: {key} = {value!r} must be a table")
+    return value
 
 
 def _bad(where, key, value):

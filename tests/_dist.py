@@ -1,8 +1,5 @@
 """A fake installed distribution on a temporary sys.path entry: the real entry-point path."""
-import json
 import os
-import subprocess
-import sys
 
 
 def fake_distribution(root, name: str, entry_points: dict, modules: dict) -> dict:
@@ -18,12 +15,3 @@ def fake_distribution(root, name: str, entry_points: dict, modules: dict) -> dic
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     return env
 
-
-def rlbench(args, env, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rlbench.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
-
-
-def rows(run_dir) -> list:
-    with open(os.path.join(run_dir, "results.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]

@@ -1,5 +1,6 @@
 """Third-party adapters register through the `rlbench.adapters` entry-point group."""
-from _dist import fake_distribution, rlbench, rows
+from _dist import fake_distribution
+from conftest import run_cli_subprocess
 
 PLUGIN = '''
 from rlbench.api import Adapter, Option
@@ -29,15 +30,15 @@ class Counting(Adapter):   # no @register: the entry point names the class
 
 def test_entry_point_adapter_is_listed_and_runs(tmp_path):
     env = fake_distribution(tmp_path, "rlbench_plugin", {"counting": "plugin_mod:Counting"}, {"plugin_mod": PLUGIN})
-    listed = rlbench(["list"], env, tmp_path)
-    assert listed.returncode == 0, listed.stderr
+    listed = run_cli_subprocess(["list"], env=env, cwd=tmp_path)
+    assert listed.rc == 0, listed.stderr
     assert "plugin-counting" in listed.stdout and "--opt scale=<int>" in listed.stdout
 
-    out = tmp_path / "run"
-    run = rlbench(["run", "--adapter", "plugin-counting", "--env", "CartPole-v1", "--num-envs", "3",
-                   "--opt", "scale=2", "--repeats", "1", "--duration", "0.05", "--out", str(out)], env, tmp_path)
-    assert run.returncode == 0, run.stderr
-    [row] = rows(out)
+    run = run_cli_subprocess(["run", "--adapter", "plugin-counting", "--env", "CartPole-v1", "--num-envs", "3",
+                              "--opt", "scale=2", "--repeats", "1", "--duration", "0.05"],
+                             out=tmp_path / "run", env=env, cwd=tmp_path)
+    assert run.rc == 0, run.stderr
+    [row] = run.rows
     assert row["status"] == "ok", row
     assert row["env_steps"] == 6 * row["units"]  # scale=2 x num_envs=3 per unit
 
@@ -45,7 +46,7 @@ def test_entry_point_adapter_is_listed_and_runs(tmp_path):
 def test_broken_plugin_does_not_break_the_others(tmp_path):
     env = fake_distribution(tmp_path, "rlbench_broken", {"broken": "broken_mod:Nope"},
                             {"broken_mod": "raise ImportError('missing thing')\n"})
-    listed = rlbench(["list"], env, tmp_path)
-    assert listed.returncode == 0
+    listed = run_cli_subprocess(["list"], env=env, cwd=tmp_path)
+    assert listed.rc == 0
     assert "serial" in listed.stdout
     assert "broken_mod:Nope: failed to load: ImportError: missing thing" in listed.stdout

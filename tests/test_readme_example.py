@@ -2,7 +2,8 @@
 import pathlib
 import re
 
-from _dist import fake_distribution, rlbench, rows
+from _dist import fake_distribution
+from conftest import run_cli_subprocess
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 
@@ -19,10 +20,10 @@ def test_readme_adapter_example_runs(tmp_path):
     env = fake_distribution(tmp_path, "readme_example", {"threads": "threads_example"},
                             {"threads_example": readme_example()})
     out = tmp_path / "run"
-    run = rlbench(["run", "--adapter", "threads", "--env", "CartPole-v1", "--num-envs", "4",
-                   "--opt", "workers=2", "--repeats", "2", "--duration", "0.1", "--out", str(out)], env, tmp_path)
-    assert run.returncode == 0, run.stderr
-    got = rows(out)
+    run = run_cli_subprocess(["run", "--adapter", "threads", "--env", "CartPole-v1", "--num-envs", "4",
+                              "--opt", "workers=2", "--repeats", "2", "--duration", "0.1"], out=out, env=env, cwd=tmp_path)
+    assert run.rc == 0, run.stderr
+    got = run.rows
     assert [r["status"] for r in got] == ["ok", "ok"], got
     assert all(r["env_steps"] % 4 == 0 and r["env_steps"] > 0 and r["workers"] == 2 for r in got)
     assert (out / "index.html").exists() and (out / "summary.csv").exists()

@@ -1,0 +1,137 @@
+"""Shared helpers: run the CLI (in this process or in a fresh one), read a run directory back, write
+suite files, and make sure no test leaves a process behind."""
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+from rlbench import cli
+from rlbench.results import read_rows
+
+REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+
+# Every CLI run in the tests is this small: one repeat, a 50 ms timed window.
+TINY = ["--repeats", "1", "--duration", "0.05"]
+# The same for suite files, with a short warm-up too (flags cannot set the warm-up).
+TINY_PROTOCOL = """[protocol]
+repeats = 1
+warmup_s = 0.02
+warmup_units = 2
+duration_s = 0.05
+min_units = 5
+timeout_s = 60
+"""
+
+
+@dataclass
+class Run:
+    """What one `rlbench run` left behind."""
+    rc: int
+    out: Path
+    stdout: str = ""
+    stderr: str = ""
+    rows: list = field(default_factory=list)
+
+    @property
+    def env(self) -> dict:
+        return json.loads((self.out / "env.json").read_text())
+
+    def row(self, adapter: str) -> dict:
+        matches = [r for r in self.rows if r["adapter"] == adapter]
+        assert len(matches) == 1, f"expected one {adapter} row, got {len(matches)}: {self.rows}"
+        return matches[0]
+
+
+def read_run(out: Path) -> list:
+    path = Path(out) / "results.jsonl"
+    return read_rows(str(path)) if path.exists() else []
+
+
+def run_cli(args, out=None, capsys=None) -> Run:
+    """`rlbench ARGS [--out OUT]` in this process (cheap; the cells still run in fresh processes)."""
+    argv = [str(a) for a in args] + (["--out", str(out)] if out is not None else [])
+    rc = cli.main(argv)
+    captured = capsys.readouterr() if capsys is not None else None
+    return Run(rc, Path(out) if out is not None else None,
+               captured.out if captured else "", captured.err if captured else "",
+               read_run(out) if out is not None else [])
+
+
+def run_cli_subprocess(args, out=None, env=None, cwd=None, timeout=240) -> Run:
+    """`python -m rlbench.cli ARGS` in a fresh interpreter (for plugins on PYTHONPATH)."""
+    argv = [str(a) for a in args] + (["--out", str(out)] if out is not None else [])
+    proc = subprocess.run([sys.executable, "-m", "rlbench.cli", *argv], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=timeout)
+    return Run(proc.returncode, Path(out) if out is not None else None, proc.stdout, proc.stderr,
+               read_run(out) if out is not None else [])
+
+
+def write_suite(directory: Path, body: str, name: str = "suite.toml", protocol: str = TINY_PROTOCOL) -> Path:
+    path = Path(directory) / name
+    path.write_text(protocol + body)
+    return path
+
+
+def sweep(adapters, envs=("CartPole-v1",), num_envs=(1,)) -> str:
+    """One [[sweep]] table."""
+    return (f"[[sweep]]\nadapters = {json.dumps(list(adapters))}\nenvs = {json.dumps(list(envs))}\n"
+            f"num_envs = {json.dumps(list(num_envs))}\n")
+
+
+def alive(pid: int) -> bool:
+    """True while the pid runs (a zombie has already died)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def live_children() -> set:
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_children():
+    """Every test must leave the process tree of the test runner as it found it."""
+    before = live_children()
+    yield
+    leaked = live_children() - before
+    if leaked:  # give processes that are exiting right now a moment
+        psutil.wait_procs([psutil.Process(p) for p in leaked if psutil.pid_exists(p)], timeout=3)
+        leaked = {p for p in leaked if alive(p)}
+    assert not leaked, f"test left child processes behind: {sorted(leaked)}"
+
+
+@pytest.fixture
+def cli_run(tmp_path, capsys):
+    """cli_run(args, name="run") -> Run, in-process, into tmp_path/name."""
+    def go(args, name="run"):
+        return run_cli(args, tmp_path / name, capsys)
+    return go
+
+
+# -- misbehaving adapters, installed through a fake distribution's entry points -----------------------
+
+def misbehaving_adapters_env(root: Path, pid_dir: Path) -> dict:
+    """An environment whose processes see tests/fake_adapters.py as adapters test-hang, test-boom,
+    test-leaky and test-shm-leak (entry points of a fake distribution on PYTHONPATH)."""
+    from _dist import fake_distribution
+    root.mkdir(parents=True, exist_ok=True)
+    module = "rlbench_test_adapters"
+    env = fake_distribution(root, module, {n: f"{module}:{cls}" for n, cls in (
+        ("hang", "Hang"), ("boom", "Boom"), ("leaky", "Leaky"), ("shm_leak", "ShmLeak"))},
+        {module: (TESTS / "fake_adapters.py").read_text()})
+    env["RLBENCH_TEST_PIDDIR"] = str(pid_dir)
+    return env

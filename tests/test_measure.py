@@ -1,0 +1,133 @@
+"""rlbench.measure: the warm-up and timed loop, with fake step functions (and a fake clock where the
+exact numbers matter)."""
+import numpy as np
+import pytest
+
+from rlbench import measure as measure_mod
+from rlbench import policy as policy_mod
+from rlbench.measure import Protocol, measure
+from rlbench.policy import TimedPolicy
+
+
+class FakeClock:
+    """perf_counter_ns that only moves when a step says so."""
+
+    def __init__(self):
+        self.ns = 1_000_000_000
+
+    def __call__(self):
+        return self.ns
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = FakeClock()
+    monkeypatch.setattr(measure_mod, "perf_counter_ns", fake)
+    return fake
+
+
+def test_exact_accounting_with_a_fake_clock(clock):
+    costs = iter([3, 3] + [1, 2, 3, 4] * 100)   # warm-up units, then ms per unit
+
+    def step():
+        clock.ns += next(costs) * 1_000_000
+        return 8
+
+    r = measure(step, Protocol(warmup_s=0.0, warmup_units=2, duration_s=0.02, min_units=3))
+    # 1+2+3+4+1+2+3+4 = 20 ms: the duration is reached after 8 units
+    assert r["warmup_units"] == 2 and r["warmup_steps"] == 16
+    assert r["units"] == 8
+    assert r["env_steps"] == 64
+    assert r["seconds"] == pytest.approx(0.020)
+    assert r["steps_per_s"] == pytest.approx(64 / 0.020)
+    assert r["units_per_s"] == pytest.approx(8 / 0.020)
+    assert r["latency_mean_ms"] * r["units"] == pytest.approx(r["seconds"] * 1000)  # nothing untimed
+    assert r["latency_max_ms"] == 4.0
+    assert r["latency_p50_ms"] == 2.5
+    assert r["latency_p99_ms"] == pytest.approx(np.percentile([1, 2, 3, 4] * 2, 99))
+
+
+def test_min_units_beats_duration(clock):
+    def step():
+        clock.ns += 50_000_000  # 50 ms per unit
+        return 1
+
+    r = measure(step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.01, min_units=7))
+    assert r["units"] == 7 and r["env_steps"] == 7
+    assert r["seconds"] == pytest.approx(0.35)
+
+
+def test_latency_buffer_grows_past_its_estimate(clock):
+    costs = iter([1_000_000] + [1_000] * 100_000)  # the warm-up unit is 1000x slower than the rest
+
+    def step():
+        clock.ns += next(costs)
+        return 1
+
+    r = measure(step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.05, min_units=1))
+    assert r["units"] == 50_000
+    assert r["latency_mean_ms"] * r["units"] == pytest.approx(r["seconds"] * 1000)
+
+
+def test_real_clock_meets_both_minimums():
+    counts = [0]
+
+    def step():
+        counts[0] += 1
+        return 3
+
+    r = measure(step, Protocol(warmup_s=0.01, warmup_units=5, duration_s=0.02, min_units=50))
+    assert r["units"] >= 50
+    assert r["seconds"] >= 0.02
+    assert r["warmup_units"] >= 5
+    assert r["env_steps"] == 3 * r["units"]
+    assert counts[0] == r["units"] + r["warmup_units"]
+    assert r["latency_mean_ms"] * r["units"] == pytest.approx(r["seconds"] * 1000, rel=1e-9)
+    assert r["latency_p50_ms"] <= r["latency_p95_ms"] <= r["latency_p99_ms"] <= r["latency_max_ms"]
+
+
+def test_env_steps_is_the_sum_of_what_step_returns():
+    counts = iter(range(10**6))
+    returned = []
+
+    def step():
+        n = next(counts) % 5
+        returned.append(n)
+        return np.int64(n) if n % 2 else n   # numpy ints count too
+
+    r = measure(step, Protocol(warmup_s=0.0, warmup_units=3, duration_s=0.01, min_units=20))
+    assert r["warmup_units"] == 3
+    assert r["warmup_steps"] == sum(returned[:3])
+    assert r["env_steps"] == sum(returned[3:])
+    assert isinstance(r["env_steps"], int)
+
+
+@pytest.mark.parametrize("bad", [1.0, "4", None, -1, [4]])
+def test_step_must_return_a_count(bad):
+    with pytest.raises(TypeError, match="must return the env steps"):
+        measure(lambda: bad, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.01, min_units=1))
+
+
+def test_policy_time_is_split_out(clock, monkeypatch):
+    monkeypatch.setattr(policy_mod, "perf_counter_ns", clock)
+
+    def slow_policy(obs):
+        clock.ns += 1_000_000
+        return obs
+
+    policy = TimedPolicy(slow_policy)
+
+    def step():
+        policy([0, 0])
+        clock.ns += 3_000_000
+        return 2
+
+    r = measure(step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.04, min_units=1))
+    assert r["units"] == 10 and r["seconds"] == pytest.approx(0.04)
+    assert r["policy_s"] == pytest.approx(0.01)   # 1 ms of every 4 ms, warm-up excluded
+    assert r["env_s"] == pytest.approx(0.03)
+
+
+def test_no_policy_calls_means_no_split():
+    r = measure(lambda: 1, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.001, min_units=1))
+    assert r["policy_s"] is None and r["env_s"] is None

@@ -1,0 +1,25 @@
+"""The one-line-per-job progress output and the console table's number format."""
+import io
+import sys
+
+from rlbench.progress import Progress
+from rlbench.report.console import fmt_rate
+
+
+def test_progress_writes_to_the_stderr_of_now(monkeypatch):
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)  # e.g. redirected after rlbench.progress was imported
+    progress = Progress(2)
+    progress.update({"status": "ok", "steps_per_s": 12345.0, "repeat": 0, "cell_id": "serial/x"})
+    progress.update({"status": "error", "error": "RuntimeError: boom", "repeat": 1, "cell_id": "serial/x"})
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and "\r" not in stream.getvalue()
+    assert lines[0].startswith("[1/2] ") and lines[0].endswith("serial/x r0  12.35k steps/s")
+    assert lines[1].startswith("[2/2] ") and lines[1].endswith("serial/x r1  error: RuntimeError: boom")
+
+
+def test_fmt_rate():
+    assert fmt_rate(12.345) == "12.3"
+    assert fmt_rate(12345.0) == "12.35k"
+    assert fmt_rate(2_500_000.0) == "2.50M"
+    assert fmt_rate(None) == "-" and fmt_rate(float("nan")) == "-"

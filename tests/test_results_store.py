@@ -1,0 +1,90 @@
+"""results.jsonl is the source of truth: appended one line per repeat, robust to a cut last line, and
+`rlbench report DIR` rebuilds results.csv, summary.csv and index.html from it."""
+import csv
+import json
+
+import pytest
+
+from conftest import TINY
+from rlbench import cli
+from rlbench.results import ResultSet, ResultStore, frames, read_rows
+
+
+def _row(cell, index, repeat, status="ok", rate=1000.0, **extra):
+    row = {"schema": 1, "run_id": "r", "suite": "hand", "cell_id": cell, "cell_index": index, "adapter": cell,
+           "kind": "vector_env", "env": "CartPole-v1", "env_kwargs": {}, "num_envs": 4, "workers": 1,
+           "batch_size": None, "policy": "random", "device": "cpu", "options": {}, "frameskip": 1, "seed": 0,
+           "repeat": repeat, "profiled": False, "status": status, "error": None}
+    if status == "ok":
+        row.update(env_steps=int(rate), units=int(rate) // 4, seconds=1.0, steps_per_s=rate,
+                   latency_p50_ms=0.1, latency_p99_ms=0.2, policy_s=0.25, env_s=0.75, cpu_util=1.0,
+                   peak_rss_mb=50.0 + repeat)
+    return frames({**row, **extra})
+
+
+def _write(run_dir, rows, tail=""):
+    store = ResultStore(str(run_dir))
+    for r in rows:
+        store.append(r)
+    store.close()
+    if tail:
+        with open(run_dir / "results.jsonl", "a") as f:
+            f.write(tail)
+
+
+def test_store_appends_one_line_per_row(tmp_path):
+    _write(tmp_path, [_row("a", 0, 0), _row("a", 0, 1)])
+    _write(tmp_path, [_row("a", 0, 2)])  # a second store on the same directory appends
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and all(json.loads(line)["cell_id"] == "a" for line in lines)
+    assert [r["repeat"] for r in read_rows(str(tmp_path / "results.jsonl"))] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("tail", ['{"schema": 1, "run_id": "r", "cell', "\n\n", "garbage\n", "{"])
+def test_cut_or_blank_lines_are_ignored(tmp_path, tail):
+    _write(tmp_path, [_row("a", 0, 0), _row("b", 1, 0)], tail=tail)
+    assert [r["cell_id"] for r in read_rows(str(tmp_path / "results.jsonl"))] == ["a", "b"]
+
+
+def test_summary_of_hand_written_rows(tmp_path, capsys):
+    rows = ([_row("slow", 1, r, rate=v) for r, v in enumerate([100.0, 300.0, 200.0])]
+            + [_row("fast", 0, 0, rate=1000.0), _row("fast", 0, 1, status="error", error="RuntimeError: x"),
+               _row("fast", 0, 2, rate=1000.0)]
+            + [_row("fast", 0, 3, rate=5.0, profiled=True, profile="profiles/fast.json")]
+            + [_row("never", 2, 0, status="timeout", error="no result after 3s")])
+    _write(tmp_path, rows, tail='{"cut')
+    assert cli.main(["report", str(tmp_path)]) == 0
+    assert "report:" in capsys.readouterr().out
+    with open(tmp_path / "summary.csv", newline="") as f:
+        summary = list(csv.DictReader(f))
+    assert [s["cell_id"] for s in summary] == ["fast", "slow", "never"]  # suite order, not first-seen
+    fast, slow, never = summary
+    assert (slow["n"], slow["status"], float(slow["steps_per_s_median"])) == ("3", "ok", 200.0)
+    assert float(slow["steps_per_s_min"]) == 100.0 and float(slow["steps_per_s_max"]) == 300.0
+    assert float(slow["peak_rss_mb_max"]) == 52.0
+    assert float(slow["policy_frac_median"]) == 0.25
+    assert "CV 50% > 10%" in slow["warning"]
+    # the profiled run is kept out of the statistics; the failed repeat is reported
+    assert (fast["n"], fast["status"], fast["error"]) == ("2", "ok+error", "RuntimeError: x")
+    assert float(fast["steps_per_s_median"]) == 1000.0 and fast["profile"] == "profiles/fast.json"
+    assert (never["n"], never["status"], never["steps_per_s_median"]) == ("0", "timeout", "")
+    with open(tmp_path / "results.csv", newline="") as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
+    page = (tmp_path / "index.html").read_text()
+    assert "no result after 3s" in page and "<svg" in page
+
+
+def test_report_rebuilds_a_real_run(cli_run, capsys):
+    run = cli_run(["run", "--adapter", "serial", "--adapter", "gymnasium-sync", "--env", "CartPole-v1",
+                   "--num-envs", "2", *TINY])
+    assert run.rc == 0
+    outputs = ("results.csv", "summary.csv", "index.html")
+    before = {name: (run.out / name).read_text() for name in outputs}
+    for name in outputs:
+        (run.out / name).unlink()
+    with open(run.out / "results.jsonl", "a") as f:
+        f.write('{"schema": 1, "cell_id": "half a li')  # as if the machine died mid-write
+    capsys.readouterr()
+    assert cli.main(["report", str(run.out)]) == 0
+    assert {name: (run.out / name).read_text() for name in outputs} == before
+    assert len(ResultSet.load(str(run.out)).rows) == 2

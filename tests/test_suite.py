@@ -1,0 +1,149 @@
+"""Suite files: every kind of mistake is one UsageError line that names the file, the bad key or value
+and what is valid; the shipped suites load and expand to the expected cells."""
+import pytest
+
+from conftest import REPO, sweep, write_suite
+from rlbench.errors import UsageError
+from rlbench.suite import load_suite
+
+SWEEP = sweep(["serial"])
+ASYNC = sweep(["gymnasium-async"])
+
+# (suite text, what the message must contain besides the file name)
+BAD_SUITES = {
+    "unknown top-level key": ("bogus = 1\n" + SWEEP,
+                              ["'bogus'", "top level", "valid: description, name, protocol, schema, sweep"]),
+    "unknown sweep key": (SWEEP + "bogus = 1\n",
+                          ["sweep[0]", "'bogus'", "valid: adapters, env_kwargs, envs, num_envs, options, policy"]),
+    "unknown adapter": (sweep(["nope"]), ["'nope'", "valid:", "serial", "gymnasium-async", "envpool-sync"]),
+    "unknown env": (sweep(["serial"], envs=["Nope-v0"]),
+                    ["envs", "'Nope-v0'", "valid: CartPole-v1, rlbench/Synthetic-v0"]),
+    "unknown option": (ASYNC + 'options.gymnasium-async = { bogus = 1 }\n',
+                       ["options.gymnasium-async", "'bogus'", "valid: shared_memory, context"]),
+    "option of the wrong type": (ASYNC + 'options.gymnasium-async = { shared_memory = "maybe" }\n',
+                                 ["shared_memory='maybe'", "true or false"]),
+    "int option of the wrong type": (sweep(["envpool-sync"]) + 'options.envpool-sync = { num_threads = "x" }\n',
+                                     ["num_threads='x'", "int"]),
+    "bad choice": (ASYNC + 'options.gymnasium-async = { context = "bogus" }\n',
+                   ["context='bogus'", "valid: fork, forkserver, spawn"]),
+    "options for an adapter not in the sweep": (SWEEP + 'options.gymnasium-async = { shared_memory = true }\n',
+                                                ["options.gymnasium-async", "valid: serial"]),
+    "unknown env_kwargs key": (sweep(["serial"], envs=["rlbench/Synthetic-v0"]) + "env_kwargs = { bogus = 1 }\n",
+                               ["env_kwargs", "'bogus'", "valid: step_cost_us, obs_bytes, episode_len"]),
+    "env_kwargs for an env without any": (SWEEP + "env_kwargs = { obs_bytes = 8 }\n",
+                                          ["'obs_bytes'", "CartPole-v1", "valid: none"]),
+    "env_kwargs not a table": (SWEEP + "env_kwargs = 3\n", ["env_kwargs = 3", "table"]),
+    "unknown policy": (SWEEP + 'policy = ["bogus"]\n', ["policy", "'bogus'", "valid: fixed_cost, mlp, random"]),
+    "bad num_envs": (sweep(["serial"], num_envs=[0]), ["num_envs", "0", "positive integer"]),
+    "missing key": ('[[sweep]]\nadapters = ["serial"]\nenvs = ["CartPole-v1"]\n', ["missing key 'num_envs'"]),
+    "no sweep": ('name = "x"\n', ["[[sweep]]"]),
+}
+BAD_PROTOCOLS = {
+    "string": ("[protocol]\nrepeats = \"x\"\n", ["protocol.repeats='x'", "non-negative int"]),
+    "negative": ("[protocol]\nduration_s = -1.0\n", ["protocol.duration_s=-1.0", "non-negative float"]),
+    "float for an int": ("[protocol]\nrepeats = 1.5\n", ["protocol.repeats=1.5", "int"]),
+    "bool": ("[protocol]\ntimeout_s = true\n", ["protocol.timeout_s=True"]),
+    "zero repeats": ("[protocol]\nrepeats = 0\n", ["protocol.repeats must be >= 1"]),
+    "unknown key": ("[protocol]\nbogus = 1\n", ["'bogus'", "protocol", "valid: affinity, duration_s"]),
+}
+
+
+def _error(path) -> str:
+    with pytest.raises(UsageError) as info:
+        load_suite(str(path))
+    message = str(info.value)
+    assert "\n" not in message, f"not one line: {message!r}"
+    assert message.startswith(str(path)), f"does not name the file: {message!r}"
+    return message
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SUITES))
+def test_bad_suite(tmp_path, case):
+    text, expected = BAD_SUITES[case]
+    message = _error(write_suite(tmp_path, text, protocol=""))
+    for part in expected:
+        assert part in message, f"{part!r} not in {message!r}"
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PROTOCOLS))
+def test_bad_protocol(tmp_path, case):
+    text, expected = BAD_PROTOCOLS[case]
+    message = _error(write_suite(tmp_path, SWEEP, protocol=text))
+    for part in expected:
+        assert part in message, f"{part!r} not in {message!r}"
+
+
+def test_invalid_toml(tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text("[[sweep]]\nadapters = [\n")
+    assert "not valid TOML" in _error(path)
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "binary.toml"
+    path.write_bytes(b"name = \"\xff\"\n")
+    assert "not valid TOML" in _error(path)
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "missing.toml"
+    with pytest.raises(UsageError, match="cannot read suite file .*missing.toml: No such file"):
+        load_suite(str(path))
+
+
+def test_cross_product_and_typed_options(tmp_path):
+    path = write_suite(tmp_path, sweep(["serial", "gymnasium-async"], num_envs=[1, 4])
+                       + "options.gymnasium-async = { shared_memory = [true, false] }\n"
+                       + sweep(["serial"], envs=["rlbench/Synthetic-v0"], num_envs=[2])
+                       + "env_kwargs = { step_cost_us = [10, 100], obs_bytes = 64 }\n")
+    suite = load_suite(str(path))
+    ids = [c.cell_id for c in suite.cells]
+    assert len(ids) == len(set(ids)) == 2 + 4 + 2
+    assert "gymnasium-async/CartPole-v1/n=4/random/shared_memory=false" in ids
+    assert "serial/rlbench/Synthetic-v0(obs_bytes=64,step_cost_us=10)/n=2/random" in ids
+    assert [c.index for c in suite.cells] == list(range(len(ids)))
+    shm = next(c for c in suite.cells if c.cell_id.endswith("shared_memory=true"))
+    assert shm.options == {"shared_memory": True, "context": "fork"}  # defaults filled in
+    assert shm.given_options == {"shared_memory": True}
+    assert suite.settings.repeats == 1 and suite.settings.duration_s == 0.05
+
+
+def test_duplicate_cells_run_once(tmp_path):
+    suite = load_suite(str(write_suite(tmp_path, SWEEP + SWEEP)))
+    assert [c.cell_id for c in suite.cells] == ["serial/CartPole-v1/n=1/random"]
+
+
+def test_quick_suite_expands():
+    suite = load_suite(str(REPO / "suites" / "quick.toml"))
+    assert suite.name == "quick"
+    # CartPole: 5 adapters x 3 sizes; Synthetic-v0: 5 adapters x 3 sizes x 3 step costs
+    assert len(suite.cells) == 5 * 3 + 5 * 3 * 3 == 60
+    assert {c.adapter for c in suite.cells} == {"serial", "gymnasium-sync", "gymnasium-async", "envpool-sync",
+                                                "envpool-async"}
+    assert suite.settings.repeats == 3 and suite.settings.timeout_s == 60
+
+
+def test_cpu_suite_expands():
+    suite = load_suite(str(REPO / "suites" / "cpu.toml"))
+    assert suite.name == "cpu"
+    assert len(suite.cells) == (3 * 9 * 3      # serial, gymnasium-sync, envpool-sync x sizes x policies
+                                + 7 * 2 * 2    # gymnasium-async x sizes x shared_memory x context
+                                + 3 * 5 * 2    # envpool-sync x sizes x num_threads x thread_affinity
+                                + 7 * 6 * 5    # envpool-async x sizes x batch_size x num_threads
+                                + 3 * 7 * 7 * 3)  # Synthetic-v0: adapters x sizes x step costs x obs sizes
+    assert any(c.workload.policy.name == "mlp" for c in suite.cells)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("adapters = []\nenvs = ['CartPole-v1']\nnum_envs = [1]\n", "adapters = [] sweeps nothing"),
+    ("adapters = ['serial']\nenvs = ['rlbench/Synthetic-v0']\nnum_envs = [1]\nenv_kwargs = { obs_bytes = [] }\n",
+     "env_kwargs.obs_bytes = [] sweeps nothing"),
+    ("adapters = ['serial']\nenvs = ['rlbench/Synthetic-v0']\nnum_envs = [1]\nenv_kwargs = { obs_bytes = 'big' }\n",
+     "obs_bytes='big' for rlbench/Synthetic-v0 must be a number (int)"),
+])
+def test_empty_axes_and_untyped_env_kwargs_are_rejected_at_load(tmp_path, text, expected):
+    path = tmp_path / "s.toml"
+    path.write_text("[[sweep]]\n" + text)
+    with pytest.raises(UsageError) as err:
+        load_suite(str(path))
+    assert str(path) in str(err.value) and expected in str(err.value)
