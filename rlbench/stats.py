@@ -77,6 +77,6 @@ def summarize(values) -> Summary:
     if n < MIN_N:
         warnings.append(f"n={n} < {MIN_N}")
     if cv > CV_WARN:
-        warnings.append(f"CV {cv:.0%} > {CV_WARN:.0%}")
+        warnings.append(f"CV {cv:.1%} > {CV_WARN:.0%}")
     return Summary(n, median, mean, stdev, ci[0], ci[1], method, q1, q3, q3 - q1, cv,
                    float(x[0]), float(x[-1]), "; ".join(warnings))

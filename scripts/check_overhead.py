@@ -81,14 +81,18 @@ def main():
     p.add_argument("--num-envs", type=int, default=16)
     p.add_argument("--adapters", default=",".join(BARE))
     a = p.parse_args()
-    print(f"{'adapter':<16} {'bare steps/s':>14} {'harness steps/s':>16} {'harness/bare':>13}")
+    print(f"{'adapter':<16} {'bare steps/s':>14} {'(CV)':>6} {'harness steps/s':>16} {'(CV)':>6} {'harness/bare':>13}")
     for adapter in a.adapters.split(","):
         b, h = [], []
-        for _ in range(a.repeats):  # alternate, so drift hits both sides alike
-            b.append(bare(adapter, a.num_envs, a.duration, 0.2))
-            h.append(harness(adapter, a.num_envs, a.duration, 0.2))
+        for i in range(a.repeats):  # alternate which goes first, so drift hits both sides alike
+            for side in ((b, bare), (h, harness))[:: 1 if i % 2 == 0 else -1]:
+                side[0].append(side[1](adapter, a.num_envs, a.duration, 0.2))
         mb, mh = statistics.median(b), statistics.median(h)
-        print(f"{adapter:<16} {mb:>14,.0f} {mh:>16,.0f} {mh / mb:>13.3f}", flush=True)
+        print(f"{adapter:<16} {mb:>14,.0f} {_cv(b):>6} {mh:>16,.0f} {_cv(h):>6} {mh / mb:>13.3f}", flush=True)
+
+
+def _cv(xs) -> str:
+    return f"{statistics.stdev(xs) / statistics.mean(xs):.1%}" if len(xs) > 1 else "-"
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def test_summary_of_hand_written_rows(tmp_path, capsys):
     assert float(slow["steps_per_s_min"]) == 100.0 and float(slow["steps_per_s_max"]) == 300.0
     assert float(slow["peak_rss_mb_max"]) == 52.0
     assert float(slow["policy_frac_median"]) == 0.25
-    assert "CV 50% > 10%" in slow["warning"]
+    assert "CV 50.0% > 10%" in slow["warning"]
     # the profiled run is kept out of the statistics; the failed repeat is reported
     assert (fast["n"], fast["status"], fast["error"]) == ("2", "ok+error", "RuntimeError: x")
     assert float(fast["steps_per_s_median"]) == 1000.0 and fast["profile"] == "profiles/fast.json"

@@ -72,7 +72,7 @@ def test_order_statistics_interval_from_n_6():
 
 def test_cv_warning_above_ten_percent():
     assert CV_WARN == 0.10
-    assert summarize([10.0, 12.0, 14.0]).warning == "CV 17% > 10%"
+    assert summarize([10.0, 12.0, 14.0]).warning == "CV 16.7% > 10%"
     assert summarize([100.0, 101.0, 102.0]).warning == ""  # CV 0.99%
 
 
@@ -80,7 +80,7 @@ def test_small_n_warning():
     assert MIN_N == 3
     assert summarize([100.0, 100.0]).warning == "n=2 < 3"
     both = summarize([1.0, 2.0])
-    assert both.warning == f"n=2 < 3; CV {both.cv:.0%} > 10%"
+    assert both.warning == f"n=2 < 3; CV {both.cv:.1%} > 10%"
 
 
 def test_single_value_has_no_interval():
