@@ -5,6 +5,7 @@ import json
 import math
 import os
 
+from rlbench import SCHEMA_VERSION
 from rlbench.report import Reporter, write_atomic
 from rlbench.report.console import fmt_rate
 
@@ -41,7 +42,8 @@ class HtmlReporter(Reporter):
             parts += ["<h2>Not run here</h2><ul>"] + [f"<li>{_e(r['cell_id'])}: {_e(r['error'])}</li>"
                                                       for r in skipped] + ["</ul>"]
         parts += ["<h2>Machine and software</h2>", _fingerprint_table(results.env)]
-        doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>rlbench report</title>"
+        doc = (f"<!doctype html><html><head><meta charset='utf-8'><meta name='rlbench-schema' content='{SCHEMA_VERSION}'>"
+               f"<title>rlbench report</title>"
                f"<style>{CSS}</style></head><body>{''.join(parts)}<script>{SORT_JS}</script></body></html>")
         return [write_atomic(os.path.join(out_dir, "index.html"), doc)]
 
