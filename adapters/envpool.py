@@ -1,7 +1,7 @@
 """`envpool-sync` and `envpool-async`: EnvPool's C++ thread pool, driven through its gymnasium API."""
 import os
 
-from rlbench.api import Adapter, Option, env_info, make_policy, register
+from rlbench.api import Adapter, Option, env_info, envpool_kwargs, make_policy, register
 
 _COMMON = (
     Option("num_threads", int, 0, "pool threads; 0 = EnvPool default, min(batch_size, hardware threads)"),
@@ -14,7 +14,8 @@ def _make(workload, options, batch_size):
     return envpool.make(
         workload.env_id, env_type="gymnasium", num_envs=workload.num_envs, batch_size=batch_size,
         num_threads=options["num_threads"], seed=workload.seed,
-        thread_affinity_offset=0 if options["thread_affinity"] else -1, **workload.env_kwargs)
+        thread_affinity_offset=0 if options["thread_affinity"] else -1, **envpool_kwargs(workload.env_id),
+        **workload.env_kwargs)
 
 
 def _workers(options, batch_size):

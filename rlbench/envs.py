@@ -1,32 +1,61 @@
 """The environments rlbench knows, named as EnvPool names them, and how every adapter builds them.
 
-Building envs in one place is what makes strategies comparable: same env, same arguments, same seeds.
+Building envs in one place is what makes strategies comparable: same env, same preprocessing, same
+seeds. Atari follows EnvPool's benchmark (wrap_deepmind without episodic life or reward clipping):
+frameskip 4 with max-pooling, no sticky actions, 30 no-op starts, 84x84 grayscale, frame stack 4.
+MuJoCo uses each env's own frame_skip (5 for Ant and HalfCheetah), which frames count.
 """
+import importlib.util
+import os
+import re
 from dataclasses import dataclass, field
+
+ATARI_ID = re.compile(r"^([A-Z][A-Za-z0-9]*)-v5$")
+ATARI = {"frameskip": 4, "noop_max": 30, "screen": 84, "stack": 4}
 
 
 @dataclass(frozen=True)
 class EnvInfo:
     env_id: str
+    family: str                 # classic | atari | mujoco | synthetic
     frameskip: int = 1          # frames = env steps x frameskip
     kwargs: dict = field(default_factory=dict)   # allowed env_kwargs -> default
     native: tuple = ()          # families that implement the env natively besides gymnasium
 
 
 ENVS = {
-    "CartPole-v1": EnvInfo("CartPole-v1", native=("envpool",)),
+    "CartPole-v1": EnvInfo("CartPole-v1", "classic", native=("envpool",)),
+    "Ant-v4": EnvInfo("Ant-v4", "mujoco", frameskip=5, native=("envpool",)),
+    "HalfCheetah-v4": EnvInfo("HalfCheetah-v4", "mujoco", frameskip=5, native=("envpool",)),
     "rlbench/Synthetic-v0": EnvInfo(
-        "rlbench/Synthetic-v0",
+        "rlbench/Synthetic-v0", "synthetic",
         kwargs={"step_cost_us": 0.0, "obs_bytes": 64, "episode_len": 1000},
     ),
 }
 
 
+def atari_games() -> set:
+    """ROM names ale-py ships (e.g. 'pong'), read from its folder without importing it."""
+    spec = importlib.util.find_spec("ale_py")
+    if spec is None or spec.origin is None:
+        return set()
+    roms = os.path.join(os.path.dirname(spec.origin), "roms")
+    return {f[:-4] for f in os.listdir(roms) if f.endswith(".bin")} if os.path.isdir(roms) else set()
+
+
+def _rom(env_id: str) -> str:
+    """'SpaceInvaders-v5' -> 'space_invaders' (ale-py's ROM naming)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", ATARI_ID.match(env_id).group(1)).lower()
+
+
 def env_info(env_id: str) -> EnvInfo:
     from rlbench.errors import UsageError
-    if env_id not in ENVS:
-        raise UsageError(f"unknown env '{env_id}' (valid: {', '.join(sorted(ENVS))})")
-    return ENVS[env_id]
+    if env_id in ENVS:
+        return ENVS[env_id]
+    if ATARI_ID.match(env_id) and _rom(env_id) in atari_games():
+        return EnvInfo(env_id, "atari", frameskip=ATARI["frameskip"], native=("envpool",))
+    raise UsageError(f"unknown env '{env_id}' (valid: {', '.join(sorted(ENVS))}, or an Atari game "
+                     f"as <Game>-v5, e.g. Pong-v5{'' if atari_games() else '; ale-py is not installed'})")
 
 
 def typed_env_kwargs(env_id: str, given: dict) -> dict:
@@ -50,6 +79,31 @@ def typed_env_kwargs(env_id: str, given: dict) -> dict:
 def make_env(env_id: str, **kwargs):
     """Build one gymnasium env; module-level so subprocess vector envs can pickle it."""
     import gymnasium as gym
-    if env_id.startswith("rlbench/"):
+    family = env_info(env_id).family
+    if family == "synthetic":
         import rlbench.synthetic  # noqa: F401  (registers the env)
+    if family == "atari":
+        return _make_atari(env_id)
     return gym.make(env_id, **kwargs)
+
+
+def _make_atari(env_id: str):
+    import ale_py
+    import gymnasium as gym
+    gym.register_envs(ale_py)
+    env = gym.make(f"ALE/{env_id}", frameskip=1, repeat_action_probability=0.0, full_action_space=False,
+                   max_num_frames_per_episode=108_000)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=ATARI["noop_max"], frame_skip=ATARI["frameskip"],
+                                          screen_size=ATARI["screen"], terminal_on_life_loss=False,
+                                          grayscale_obs=True, scale_obs=False)
+    return gym.wrappers.FrameStackObservation(env, ATARI["stack"])
+
+
+def envpool_kwargs(env_id: str) -> dict:
+    """EnvPool's arguments for the same env as make_env builds."""
+    if env_info(env_id).family != "atari":
+        return {}
+    return {"episodic_life": False, "reward_clip": False, "use_fire_reset": False,
+            "repeat_action_probability": 0.0, "noop_max": ATARI["noop_max"], "frame_skip": ATARI["frameskip"],
+            "img_height": ATARI["screen"], "img_width": ATARI["screen"], "stack_num": ATARI["stack"],
+            "gray_scale": True, "max_episode_steps": 108_000 // ATARI["frameskip"]}
