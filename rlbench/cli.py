@@ -16,6 +16,7 @@ from rlbench.suite import Suite, load_suite, make_cell, parse_settings
 from rlbench.workload import Workload, parse_policy
 
 REPORTS = "reports"
+VALIDATE_SUITE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "suites", "validate.toml")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,15 +27,16 @@ class _Parser(argparse.ArgumentParser):
 def parse_args(argv):
     p = _Parser(prog="rlbench", description="Compare RL parallelism strategies on this machine.")
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a suite file, or one sweep given by flags")
+    common = _Parser(add_help=False)
+    common.add_argument("--out", help="run directory (default reports/<run-id>)")
+    common.add_argument("--repeats", type=int, help="repeats per cell (fresh process each)")
+    common.add_argument("--duration", type=float, help="minimum timed seconds per repeat")
+    common.add_argument("--warmup", type=float, help="minimum warm-up seconds per repeat (discarded)")
+    common.add_argument("--timeout", type=float, help="wall-clock limit per repeat, seconds")
+    common.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches")
+    common.add_argument("--profile", action="store_true", help="one extra py-spy run per cell (speedscope)")
+    run = sub.add_parser("run", parents=[common], help="run a suite file, or one sweep given by flags")
     run.add_argument("suite", nargs="?", help="suite file (TOML); omit to describe a sweep with --adapter/--env")
-    run.add_argument("--out", help="run directory (default reports/<run-id>)")
-    run.add_argument("--repeats", type=int, help="repeats per cell (fresh process each)")
-    run.add_argument("--duration", type=float, help="minimum timed seconds per repeat")
-    run.add_argument("--warmup", type=float, help="minimum warm-up seconds per repeat (discarded)")
-    run.add_argument("--timeout", type=float, help="wall-clock limit per repeat, seconds")
-    run.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches")
-    run.add_argument("--profile", action="store_true", help="one extra py-spy run per cell (speedscope)")
     run.add_argument("--adapter", action="append", help="adapter name (repeatable)")
     run.add_argument("--env", action="append", help="env id (repeatable)")
     run.add_argument("--num-envs", default="1", help="comma-separated, e.g. 1,4,16")
@@ -45,13 +47,16 @@ def parse_args(argv):
     rep = sub.add_parser("report", help="rebuild results.csv, summary.csv and index.html from results.jsonl")
     rep.add_argument("dir")
     sub.add_parser("env", help="print this machine's fingerprint (env.json)")
+    val = sub.add_parser("validate", parents=[common], help=f"run {VALIDATE_SUITE} and compare with published figures")
+    val.add_argument("--from", dest="from_dir", metavar="DIR", help="compare an existing run instead of running")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
-        return {"run": cmd_run, "list": cmd_list, "report": cmd_report, "env": cmd_env}[args.command](args)
+        commands = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "env": cmd_env, "validate": cmd_validate}
+        return commands[args.command](args)
     except UsageError as exc:
         print(f"rlbench: error: {exc}", file=sys.stderr)
         return 2
@@ -139,6 +144,11 @@ def point_latest(out_dir) -> None:
 # -- commands --------------------------------------------------------------------------------------
 
 def cmd_run(args) -> int:
+    return run(args)[0]
+
+
+def run(args) -> tuple:
+    """plan -> run -> export -> summarize; returns (exit code, run directory)."""
     from rlbench.fingerprint import fingerprint, now
     from rlbench.sweep import run_sweep
     suite = plan(args)
@@ -163,7 +173,7 @@ def cmd_run(args) -> int:
     _write_env(out_dir, env)
     results = export(out_dir)
     summarize(results, out_dir)
-    return 130 if interrupted else 0
+    return (130 if interrupted else 0), out_dir
 
 
 def _interrupt(signum, frame):
@@ -195,6 +205,25 @@ def cmd_report(args) -> int:
     results = export(args.dir)
     summarize(results, args.dir)
     return 0
+
+
+def cmd_validate(args) -> int:
+    from rlbench.report.validation import validation_text
+    from rlbench.validate import validation_rows
+    from rlbench.results import ResultSet
+    if args.from_dir:
+        if not os.path.isdir(args.from_dir):
+            raise UsageError(f"validate --from {args.from_dir}: not a directory")
+        rc, out_dir = 0, args.from_dir
+        export(out_dir)
+    else:
+        args.suite, args.adapter = VALIDATE_SUITE, None
+        rc, out_dir = run(args)
+    results = ResultSet.load(out_dir)
+    rows = validation_rows(results)
+    print("\n" + (validation_text(rows) if rows else "no cell of this run matches a validation check"))
+    print(f"validation: {os.path.join(out_dir, 'validation.csv')}")
+    return rc
 
 
 def cmd_list(args) -> int:

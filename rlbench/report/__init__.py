@@ -22,4 +22,5 @@ def write_atomic(path: str, text: str) -> str:
 def reporters():
     from rlbench.report.csv_reporter import CsvReporter
     from rlbench.report.html import HtmlReporter
-    return [CsvReporter(), HtmlReporter()]
+    from rlbench.report.validation import ValidationReporter
+    return [CsvReporter(), ValidationReporter(), HtmlReporter()]

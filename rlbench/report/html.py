@@ -8,6 +8,7 @@ import os
 from rlbench import SCHEMA_VERSION
 from rlbench.report import Reporter, write_atomic
 from rlbench.report.console import fmt_rate
+from rlbench.validate import validation_rows
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
            "#7f7f7f", "#bcbd22")
@@ -37,6 +38,9 @@ class HtmlReporter(Reporter):
             parts.append(throughput_chart(env_rows))
         ran = [r for r in rows if r["n"] or r["status"] not in ("unsupported",)]
         skipped = [r for r in rows if r not in ran]
+        validation = validation_rows(results)
+        if validation:
+            parts += ["<h2>Validation: measured vs published</h2>", validation_table(validation)]
         parts += ["<h2>Summary (median of repeats; click a header to sort)</h2>", summary_table(ran)]
         if skipped:
             parts += ["<h2>Not run here</h2><ul>"] + [f"<li>{_e(r['cell_id'])}: {_e(r['error'])}</li>"
@@ -176,6 +180,20 @@ def summary_table(rows) -> str:
                 cells.append(f"<td>{_e('' if v is None else v)}</td>")
         cls = "" if r["status"] == "ok" else " class='bad'"
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def validation_table(rows) -> str:
+    head = "".join(f"<th>{h}</th>" for h in ("check", "env", "workers", "quantity", "measured", "published",
+                                               "measured / published", "verdict", "conditions"))
+    body = []
+    for r in rows:
+        bad = "outside" in r["verdict"] or "opposite" in r["verdict"]
+        nums = [r["measured"], r["published"], r["measured_over_published"]]
+        cells = [_e(r["check"]), _e(r["env"]), _e(r["workers"]), _e(r["quantity"])]
+        cells += ["-" if v is None or v != v else (fmt_rate(v) if v >= 1000 else f"{v:.3g}") for v in nums]
+        cells += [_e(r["verdict"]), f"<small>{_e(r['conditions'])}</small>"]
+        body.append(f"<tr{' class=bad' if bad else ''}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 

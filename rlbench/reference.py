@@ -1,0 +1,35 @@
+"""Published figures rlbench validates against (../shared/REFERENCE.md), with their conditions.
+
+EnvPool benchmark (github sail-sg/envpool benchmark/README.md), laptop i7-8750H (6 cores / 12 threads),
+frames per second (frameskip 4 for Pong, 5 for Ant) at 1 and 2 workers. Conditions there: envpool 0.6,
+gym 0.23.1, ale-py 0.7.5, Ant-v3 (we run Ant-v4, the same model); async = best over
+num_envs in {1, 2.5, 2.6, 3, 4} x batch_size.
+"""
+
+ENVPOOL_CONDITIONS = ("EnvPool benchmark README, laptop i7-8750H; envpool 0.6, gym 0.23.1, ale-py 0.7.5; "
+                      "Pong: wrap_deepmind(episode_life=False, clip_rewards=False, frame_stack=4); Ant-v3")
+ENVPOOL_VERSIONS = {"envpool": "0.6.0", "gym": "0.23.1", "ale-py": "0.7.5"}
+
+# env -> strategy -> workers -> frames/s
+ENVPOOL_LAPTOP_FPS = {
+    "Pong-v5": {
+        "for-loop": {1: 4745.54, 2: 4796.03},
+        "subprocess": {1: 4006.04, 2: 7274.79},
+        "sample-factory": {1: 5844.7, 2: 11148.0},
+        "envpool-sync": {1: 7887.51, 2: 14605.92},
+        "envpool-async": {1: 10213.75, 2: 18880.65},
+    },
+    "Ant-v4": {
+        "for-loop": {1: 12325.95, 2: 12453.54},
+        "subprocess": {1: 8377.65, 2: 14851.20},
+        "sample-factory": {1: 13270.0, 2: 25452.0},
+        "envpool-sync": {1: 15641.44, 2: 30409.65},
+        "envpool-async": {1: 20922.70, 2: 41279.93},
+    },
+}
+# The same ratios differ by up to ~20% between the machines EnvPool published.
+RATIO_TOLERANCE = 0.25
+
+# openai/baselines#608: SubprocVecEnv at ~0.2x DummyVecEnv on CartPole with 16 envs.
+BASELINES_608 = {"env": "CartPole-v1", "num_envs": 16, "subproc_over_dummy": 0.2,
+                 "source": "openai/baselines#608 (SubprocVecEnv ~0.2x DummyVecEnv, CartPole, 16 envs)"}

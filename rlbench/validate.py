@@ -1,0 +1,121 @@
+"""Measured vs published: EnvPool's benchmark table at 1 and 2 workers, the baselines#608 direction
+check on CartPole, and this machine's crossover step cost (synthetic env), all from a run's cells.
+
+A ratio measured in one run on one machine is the comparable quantity; absolute FPS are shown for
+context only (they depend on the CPU).
+"""
+import math
+
+from rlbench import reference
+
+# EnvPool's column -> (adapter, does a summary row at `workers` belong to it)
+STRATEGIES = {
+    "for-loop": ("serial", lambda r, w: r["num_envs"] == w),
+    "subprocess": ("gymnasium-async", lambda r, w: r["num_envs"] == w),
+    "envpool-sync": ("envpool-sync", lambda r, w: r["num_envs"] == w),
+    "envpool-async": ("envpool-async", lambda r, w: r["batch_size"] == w and r["num_envs"] > w),
+}
+RATIOS = (("envpool-sync", "subprocess"), ("envpool-async", "subprocess"), ("envpool-async", "envpool-sync"),
+          ("envpool-sync", "for-loop"), ("subprocess", "for-loop"))
+COLUMNS = ("check", "env", "workers", "quantity", "measured", "published", "measured_over_published",
+           "tolerance", "verdict", "cells", "conditions")
+
+
+def _ok(rows):
+    return [r for r in rows if r["n"] and r["steps_per_s_median"] == r["steps_per_s_median"]]
+
+
+def best(rows, env, strategy, workers):
+    """The fastest ok cell of a strategy at `workers` (EnvPool's async column is a best-of)."""
+    adapter, belongs = STRATEGIES[strategy]
+    cands = [r for r in _ok(rows) if r["env"] == env and r["adapter"] == adapter and r["policy"] == "random"
+             and belongs(r, workers)]
+    return max(cands, key=lambda r: r["frames_per_s_median"], default=None)
+
+
+def envpool_table(rows) -> list:
+    out = []
+    for env, published in reference.ENVPOOL_LAPTOP_FPS.items():
+        for workers in (1, 2):
+            cells = {s: best(rows, env, s, workers) for s in STRATEGIES}
+            for s, cell in cells.items():
+                if cell:
+                    pub = published[s][workers]
+                    out.append(_row("envpool-table", env, workers, f"frames/s {s}", cell["frames_per_s_median"],
+                                    pub, None, "context only (machine-dependent)", [cell]))
+            for num, den in RATIOS:
+                if cells[num] and cells[den]:
+                    measured = cells[num]["frames_per_s_median"] / cells[den]["frames_per_s_median"]
+                    pub = published[num][workers] / published[den][workers]
+                    ok = abs(measured / pub - 1) <= reference.RATIO_TOLERANCE
+                    out.append(_row("envpool-table", env, workers, f"ratio {num} / {den}", measured, pub,
+                                    reference.RATIO_TOLERANCE, "within tolerance" if ok else "outside tolerance",
+                                    [cells[num], cells[den]]))
+    return out
+
+
+def baselines_608(rows) -> list:
+    ref = reference.BASELINES_608
+    pairs = (("sb3-subproc", "sb3-dummy"), ("gymnasium-async", "gymnasium-sync"))
+    out = []
+    for sub, dummy in pairs:
+        got = {a: next((r for r in _ok(rows) if r["adapter"] == a and r["env"] == ref["env"]
+                        and r["num_envs"] == ref["num_envs"] and r["policy"] == "random"), None)
+               for a in (sub, dummy)}
+        if all(got.values()):
+            measured = got[sub]["steps_per_s_median"] / got[dummy]["steps_per_s_median"]
+            out.append(_row("baselines-608", ref["env"], ref["num_envs"], f"ratio {sub} / {dummy}", measured,
+                            ref["subproc_over_dummy"], None,
+                            "same direction (< 1)" if measured < 1 else "opposite direction (>= 1)",
+                            list(got.values()), ref["source"]))
+    return out
+
+
+def crossover(rows) -> list:
+    """Smallest synthetic step cost at which subprocesses beat the serial loop, per num_envs."""
+    out = []
+    synth = [r for r in _ok(rows) if r["env"] == "rlbench/Synthetic-v0" and r["policy"] == "random"]
+    keys = sorted({(r["num_envs"], r["env_kwargs"].get("obs_bytes", 64)) for r in synth})
+    for n, obs_bytes in keys:
+        def at(adapter):
+            return {r["env_kwargs"].get("step_cost_us", 0.0): r for r in synth if r["adapter"] == adapter
+                    and r["num_envs"] == n and r["env_kwargs"].get("obs_bytes", 64) == obs_bytes}
+        serial, sub = at("serial"), at("gymnasium-async")
+        costs = sorted(set(serial) & set(sub))
+        if len(costs) < 2:
+            continue
+        ratios = [(c, sub[c]["steps_per_s_median"] / serial[c]["steps_per_s_median"]) for c in costs]
+        cross = next((i for i, (_, q) in enumerate(ratios) if q >= 1), None)
+        if cross is None:
+            value, verdict = float("nan"), f"subprocess never overtook the loop up to {costs[-1]:g} us"
+        elif cross == 0:
+            value, verdict = costs[0], f"subprocess already ahead at the smallest cost {costs[0]:g} us"
+        else:
+            value = _interpolate(ratios[cross - 1], ratios[cross])
+            verdict = f"between {ratios[cross - 1][0]:g} and {ratios[cross][0]:g} us (log-interpolated)"
+        cells = [serial[c] for c in costs] + [sub[c] for c in costs]
+        out.append(_row("crossover", f"rlbench/Synthetic-v0 (obs_bytes={obs_bytes})", n,
+                        "step cost (us) where gymnasium-async overtakes serial", value, None, None, verdict, cells,
+                        "ratios: " + ", ".join(f"{c:g}us {q:.2f}x" for c, q in ratios)))
+    return out
+
+
+def _interpolate(lo, hi) -> float:
+    (c0, q0), (c1, q1) = lo, hi
+    if c0 <= 0:
+        return c0 + (1 - q0) / (q1 - q0) * (c1 - c0)
+    t = (math.log(1) - math.log(q0)) / (math.log(q1) - math.log(q0))
+    return math.exp(math.log(c0) + t * (math.log(c1) - math.log(c0)))
+
+
+def _row(check, env, workers, quantity, measured, published, tolerance, verdict, cells, conditions=None):
+    ratio = measured / published if published and measured == measured else None
+    return {"check": check, "env": env, "workers": workers, "quantity": quantity, "measured": measured,
+            "published": published, "measured_over_published": ratio, "tolerance": tolerance,
+            "verdict": verdict, "cells": " | ".join(c["cell_id"] for c in cells),
+            "conditions": conditions or (reference.ENVPOOL_CONDITIONS if check == "envpool-table" else "")}
+
+
+def validation_rows(results) -> list:
+    rows = results.summary_rows()
+    return envpool_table(rows) + baselines_608(rows) + crossover(rows)

@@ -1,0 +1,96 @@
+"""Validation against published figures, computed from hand-made runs with known answers."""
+import math
+
+import pytest
+
+from rlbench import reference
+from rlbench.results import ResultSet, frames
+from rlbench.validate import _interpolate, validation_rows
+
+
+def _cell(adapter, env, n, rate, batch=None, frameskip=1, kw=None, repeats=3):
+    cell_id = f"{adapter}/{env}{kw or ''}/n={n}/b={batch}"
+    base = {"cell_id": cell_id, "cell_index": 0, "adapter": adapter, "env": env, "env_kwargs": kw or {},
+            "num_envs": n, "workers": None, "batch_size": batch, "policy": "random", "device": "cpu",
+            "options": {}, "frameskip": frameskip, "status": "ok", "profiled": False, "suite": "v", "schema": 1}
+    return [frames({**base, "repeat": r, "env_steps": int(rate), "units": 1, "seconds": 1.0,
+                    "steps_per_s": rate, "latency_p50_ms": 1.0, "latency_p99_ms": 1.0, "policy_s": None,
+                    "cpu_util": 1.0, "peak_rss_mb": 1.0}) for r in range(repeats)]
+
+
+def _published_run(scale=1.0):
+    """A run whose Pong frames/s are exactly the published ones (times `scale` for every strategy)."""
+    pub = reference.ENVPOOL_LAPTOP_FPS["Pong-v5"]
+    rows = []
+    for w in (1, 2):
+        rows += _cell("serial", "Pong-v5", w, pub["for-loop"][w] * scale / 4, frameskip=4)
+        rows += _cell("gymnasium-async", "Pong-v5", w, pub["subprocess"][w] * scale / 4, frameskip=4)
+        rows += _cell("envpool-sync", "Pong-v5", w, pub["envpool-sync"][w] * scale / 4, batch=w, frameskip=4)
+        rows += _cell("envpool-async", "Pong-v5", 3 * w, pub["envpool-async"][w] * scale / 4, batch=w, frameskip=4)
+        rows += _cell("envpool-async", "Pong-v5", 4 * w, pub["envpool-async"][w] * scale / 8, batch=w, frameskip=4)
+    return ResultSet.from_rows(rows)
+
+
+def test_published_numbers_validate_with_ratio_one():
+    rows = [r for r in validation_rows(_published_run(scale=3.0)) if r["quantity"].startswith("ratio")]
+    assert len(rows) == 2 * 5
+    for r in rows:
+        assert r["measured_over_published"] == pytest.approx(1.0)
+        assert r["verdict"] == "within tolerance"
+
+
+def test_async_column_is_the_best_over_num_envs_and_fps_are_frames():
+    rows = validation_rows(_published_run())
+    fps = {(r["workers"], r["quantity"]): r for r in rows if r["quantity"].startswith("frames/s")}
+    assert fps[(2, "frames/s envpool-async")]["measured"] == pytest.approx(18880.65)
+    assert "n=6" in fps[(2, "frames/s envpool-async")]["cells"]  # 3 x batch beat 4 x batch
+    assert fps[(1, "frames/s for-loop")]["verdict"].startswith("context only")
+
+
+def test_a_ratio_off_by_more_than_the_tolerance_is_flagged():
+    run = _published_run()
+    for row in run.benchmarks["envpool-sync/Pong-v5/n=2/b=2"].runs:
+        row["frames_per_s"] *= 2
+    verdicts = {r["quantity"]: r["verdict"] for r in validation_rows(run) if r["workers"] == 2}
+    assert verdicts["ratio envpool-sync / subprocess"] == "outside tolerance"
+    assert verdicts["ratio envpool-async / subprocess"] == "within tolerance"
+
+
+def test_baselines_608_direction():
+    run = ResultSet.from_rows(_cell("sb3-dummy", "CartPole-v1", 16, 100_000)
+                              + _cell("sb3-subproc", "CartPole-v1", 16, 20_000))
+    [row] = validation_rows(run)
+    assert row["measured"] == pytest.approx(0.2) and row["verdict"] == "same direction (< 1)"
+
+
+def test_crossover_is_found_between_the_bracketing_costs():
+    rows = []
+    for cost, serial, sub in ((10, 1000, 200), (100, 500, 400), (1000, 100, 180)):
+        kw = {"step_cost_us": float(cost), "obs_bytes": 64}
+        rows += _cell("serial", "rlbench/Synthetic-v0", 2, serial, kw=kw)
+        rows += _cell("gymnasium-async", "rlbench/Synthetic-v0", 2, sub, kw=kw)
+    [row] = validation_rows(ResultSet.from_rows(rows))
+    assert 100 < row["measured"] < 1000
+    assert "between 100 and 1000 us" in row["verdict"]
+    # log-log interpolation: ratio 0.8 at 100 us, 1.8 at 1000 us
+    t = -math.log(0.8) / (math.log(1.8) - math.log(0.8))
+    assert row["measured"] == pytest.approx(10 ** (2 + t))
+
+
+def test_interpolation_from_zero_cost_is_linear():
+    assert _interpolate((0.0, 0.5), (10.0, 1.5)) == pytest.approx(5.0)
+
+
+def test_validate_from_an_existing_run_writes_validation_csv(tmp_path, capsys):
+    from rlbench import cli
+    from rlbench.results import ResultStore
+    store = ResultStore(str(tmp_path))
+    for row in _published_run().rows:
+        store.append(row)
+    store.close()
+    assert cli.main(["validate", "--from", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "ratio envpool-async / subprocess" in out and "within tolerance" in out
+    assert (tmp_path / "validation.csv").read_text().startswith("check,env,workers,quantity,measured,published")
+    assert "Validation: measured vs published" in (tmp_path / "index.html").read_text()
+    assert cli.main(["validate", "--from", str(tmp_path / "nope")]) == 2
