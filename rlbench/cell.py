@@ -53,7 +53,14 @@ def run_cell(spec: dict) -> dict:
         close_s = perf_counter() - t1
     info = getattr(session, "info", {}) or {}
     return {"status": "ok", "setup_s": setup_s, "close_s": close_s, **result,
+            "cpus": len(os.sched_getaffinity(0)), "torch_threads": _torch_threads(),
             "workers": info.get("workers"), "batch_size": info.get("batch_size")}
+
+
+def _torch_threads():
+    """torch's intra-op threads as the cell ran, if the cell used torch at all."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
 
 
 def main(argv=None) -> int:

@@ -31,18 +31,28 @@ class Cell:
     options: dict = field(default_factory=dict)        # resolved, typed
     given_options: dict = field(default_factory=dict)  # what the user set (labels)
     index: int = 0                                      # position in the suite (report order)
+    omp_threads: int = None                             # sweep axis; None = the suite's [protocol] value
+    affinity: tuple = None                              # CPUs the cell may use; None = [protocol] value
 
     @property
     def cell_id(self) -> str:
         w = self.workload
         env = w.env_id + (f"({_kv(w.env_kwargs)})" if w.env_kwargs else "")
         opts = f"/{_kv(self.given_options)}" if self.given_options else ""
-        return f"{self.adapter}/{env}/n={w.num_envs}/{w.policy.label}{opts}"
+        cpu = (f"/omp={self.omp_threads}" if self.omp_threads is not None else "") + \
+            (f"/cpus={'+'.join(map(str, self.affinity))}" if self.affinity is not None else "")
+        return f"{self.adapter}/{env}/n={w.num_envs}/{w.policy.label}{opts}{cpu}"
+
+    def threads(self, settings: Settings) -> int:
+        return settings.omp_threads if self.omp_threads is None else self.omp_threads
+
+    def cpus(self, settings: Settings) -> tuple:
+        return settings.affinity if self.affinity is None else self.affinity
 
     def spec(self, settings: Settings, repeat: int) -> dict:
         """The JSON the cell process receives."""
         return {"adapter": self.adapter, "options": self.options, "workload": self.workload.to_dict(),
-                "protocol": settings.protocol(), "affinity": list(settings.affinity),
+                "protocol": settings.protocol(), "affinity": list(self.cpus(settings)),
                 "repeat": repeat, "cell_id": self.cell_id}
 
 

@@ -19,11 +19,11 @@ RUN_COLUMNS = (
     "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps",
     "frames", "units", "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms",
     "latency_p99_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s", "wall_s",
-    "omp_threads", "affinity", "status", "error", "log", "profile", "started_at",
+    "omp_threads", "torch_threads", "affinity", "cpus", "status", "error", "log", "profile", "started_at",
 )
 SUMMARY_COLUMNS = (
     "schema", "suite", "cell_id", "adapter", "env", "env_kwargs", "num_envs", "workers", "batch_size", "policy",
-    "device", "options", "frameskip", "n", "status", "steps_per_s_median", "steps_per_s_ci_low",
+    "device", "options", "frameskip", "omp_threads", "cpus", "n", "status", "steps_per_s_median", "steps_per_s_ci_low",
     "steps_per_s_ci_high", "ci_method", "steps_per_s_iqr", "steps_per_s_cv", "steps_per_s_min", "steps_per_s_max",
     "frames_per_s_median", "latency_p50_ms_median", "latency_p99_ms_median", "policy_frac_median",
     "cpu_util_median", "peak_rss_mb_max", "warning", "error", "profile",
@@ -70,7 +70,8 @@ class Benchmark:
         errors = sorted({r["error"] for r in self.runs if r.get("error") and r["status"] != "ok"})
         profile = next((r["profile"] for r in self.runs if r.get("profile")), "")
         row = {k: first.get(k) for k in ("schema", "suite", "cell_id", "adapter", "env", "env_kwargs", "num_envs",
-                                         "workers", "batch_size", "policy", "device", "options", "frameskip")}
+                                         "workers", "batch_size", "policy", "device", "options", "frameskip",
+                                         "omp_threads", "cpus")}
         row.update(
             n=s.n, status=self.status, steps_per_s_median=s.median, steps_per_s_ci_low=s.ci_low,
             steps_per_s_ci_high=s.ci_high, ci_method=s.ci_method, steps_per_s_iqr=s.iqr, steps_per_s_cv=s.cv,

@@ -39,10 +39,11 @@ class Runner:
     def profile_path(self, job: Job) -> str:
         return os.path.join(self.out_dir, "profiles", f"{_slug(job.cell.cell_id)}.speedscope.json")
 
-    def child_env(self) -> dict:
+    def child_env(self, job: Job) -> dict:
         env = dict(os.environ)
-        if self.settings.omp_threads:
-            env.update({v: str(self.settings.omp_threads) for v in THREAD_VARS})
+        threads = job.cell.threads(self.settings)
+        if threads:
+            env.update({v: str(threads) for v in THREAD_VARS})
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
@@ -59,7 +60,7 @@ class Runner:
                 os.makedirs(os.path.dirname(self.profile_path(job)), exist_ok=True)
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(self.command(job, spec), stdout=subprocess.PIPE, stderr=log,
-                                        env=self.child_env(), start_new_session=True)
+                                        env=self.child_env(job), start_new_session=True)
                 try:
                     out, _ = proc.communicate(timeout=self.settings.timeout_s)
                     result = _last_result(out) or {"status": "error", "error": _no_result(proc.returncode, log_path)}

@@ -23,7 +23,7 @@ from rlbench.plan import Cell, Settings
 from rlbench.workload import Workload, parse_policy
 
 TOP_KEYS = {"name", "description", "schema", "protocol", "sweep"}
-SWEEP_KEYS = {"adapters", "envs", "num_envs", "policy", "env_kwargs", "options"}
+SWEEP_KEYS = {"adapters", "envs", "num_envs", "policy", "env_kwargs", "options", "omp_threads", "affinity"}
 SETTING_TYPES = {f.name: f.type for f in fields(Settings)}
 
 
@@ -98,14 +98,18 @@ def expand(where: str, sweep: dict, seed: int) -> list:
             raise UsageError(f"{where}: options.{name}: not one of this sweep's adapters "
                              f"(valid: {', '.join(_axis(sweep['adapters']))})")
         _table(where, f"options.{name}", options[name])
+    threads = [_cpu_setting(where, "omp_threads", t) for t in _axis(sweep.get("omp_threads", [None]))]
+    affinities = _affinity_axis(where, sweep.get("affinity"))
     cells = []
     for info in envs:
         for kw in _product(env_kwargs):
             kw = _named(where, "env_kwargs", lambda k: typed_env_kwargs(info.env_id, k), kw)
-            for name, n, policy in itertools.product(_axis(sweep["adapters"]), _axis(sweep["num_envs"]), policies):
+            for name, n, policy, omp, cpus in itertools.product(
+                    _axis(sweep["adapters"]), _axis(sweep["num_envs"]), policies, threads, affinities):
                 workload = Workload(info.env_id, n, policy, seed, info.frameskip, kw)
                 for given in _product(options.get(name, {})):
-                    cells.append(make_cell(f"{where}: options.{name}", name, workload, given))
+                    cell = make_cell(f"{where}: options.{name}", name, workload, given)
+                    cells.append(replace(cell, omp_threads=omp, affinity=cpus))
     return cells
 
 
@@ -135,6 +139,25 @@ def _check_keys(where, what, table, valid):
     for key in table:
         if key not in valid:
             raise UsageError(f"{where}: unknown key '{key}' in {what} (valid: {', '.join(sorted(valid))})")
+
+
+def _cpu_setting(where, key, value):
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise UsageError(f"{where}: {key}: {value!r} must be a non-negative integer (0 = leave unset)")
+    return value
+
+
+def _affinity_axis(where, value) -> list:
+    """`[0, 1]` is one setting (pin to CPUs 0 and 1); `[[0], [0, 1]]` sweeps two."""
+    if value is None:
+        return [None]
+    settings = value if value and all(isinstance(v, list) for v in value) else [value]
+    out = []
+    for cpus in settings:
+        if not isinstance(cpus, list) or not all(_cpu_setting(where, "affinity", c) is not None for c in cpus):
+            raise UsageError(f"{where}: affinity: {cpus!r} must be a list of CPU ids, or a list of such lists")
+        out.append(tuple(cpus))
+    return out
 
 
 def _no_empty_list(where, prefix, table):

@@ -3,6 +3,8 @@
 Cells an adapter cannot host here are decided before anything runs (one `unsupported` row each);
 a failing or hanging cell becomes an `error` or `timeout` row and the sweep goes on.
 """
+import os
+
 from rlbench import SCHEMA_VERSION, registry
 from rlbench.plan import interleave
 from rlbench.progress import Progress
@@ -20,7 +22,8 @@ def base_row(run_id: str, suite: str, cell, settings, repeat: int, profiled: boo
         "num_envs": w.num_envs, "workers": None, "batch_size": cell.options.get("batch_size"),
         "policy": w.policy.label, "device": w.policy.device_label, "options": cell.given_options,
         "frameskip": w.frameskip, "seed": w.seed, "repeat": repeat, "profiled": profiled,
-        "omp_threads": settings.omp_threads, "affinity": list(settings.affinity),
+        "omp_threads": cell.threads(settings), "affinity": list(cell.cpus(settings)),
+        "cpus": len(cell.cpus(settings)) or len(os.sched_getaffinity(0)),
     }
 
 

@@ -14,10 +14,10 @@ BAD_SUITES = {
     "unknown top-level key": ("bogus = 1\n" + SWEEP,
                               ["'bogus'", "top level", "valid: description, name, protocol, schema, sweep"]),
     "unknown sweep key": (SWEEP + "bogus = 1\n",
-                          ["sweep[0]", "'bogus'", "valid: adapters, env_kwargs, envs, num_envs, options, policy"]),
+                          ["sweep[0]", "'bogus'", "valid: adapters, affinity, env_kwargs, envs, num_envs, omp_threads, options, policy"]),
     "unknown adapter": (sweep(["nope"]), ["'nope'", "valid:", "serial", "gymnasium-async", "envpool-sync"]),
     "unknown env": (sweep(["serial"], envs=["Nope-v0"]),
-                    ["envs", "'Nope-v0'", "valid: CartPole-v1, rlbench/Synthetic-v0"]),
+                    ["envs", "'Nope-v0'", "valid: Ant-v4, CartPole-v1, HalfCheetah-v4, rlbench/Synthetic-v0, or an Atari game"]),
     "unknown option": (ASYNC + 'options.gymnasium-async = { bogus = 1 }\n',
                        ["options.gymnasium-async", "'bogus'", "valid: shared_memory, context"]),
     "option of the wrong type": (ASYNC + 'options.gymnasium-async = { shared_memory = "maybe" }\n',
@@ -130,7 +130,8 @@ def test_cpu_suite_expands():
                                 + 7 * 2 * 2    # gymnasium-async x sizes x shared_memory x context
                                 + 3 * 5 * 2    # envpool-sync x sizes x num_threads x thread_affinity
                                 + 7 * 6 * 5    # envpool-async x sizes x batch_size x num_threads
-                                + 3 * 7 * 7 * 3)  # Synthetic-v0: adapters x sizes x step costs x obs sizes
+                                + 3 * 7 * 7 * 3    # Synthetic-v0: adapters x sizes x step costs x obs sizes
+                                + 3 * 3 * 2 * 2 * 2)  # CPU axes: adapters x sizes x torch threads x omp x pinning
     assert any(c.workload.policy.name == "mlp" for c in suite.cells)
 
 
