@@ -37,8 +37,8 @@ class Cell:
     @property
     def cell_id(self) -> str:
         w = self.workload
-        env = w.env_id + (f"({_kv(w.env_kwargs)})" if w.env_kwargs else "")
-        opts = f"/{_kv(self.given_options)}" if self.given_options else ""
+        env = w.env_id + (f"({kv_label(w.env_kwargs)})" if w.env_kwargs else "")
+        opts = f"/{kv_label(self.given_options)}" if self.given_options else ""
         cpu = (f"/omp={self.omp_threads}" if self.omp_threads is not None else "") + \
             (f"/cpus={'+'.join(map(str, self.affinity))}" if self.affinity is not None else "")
         return f"{self.adapter}/{env}/n={w.num_envs}/{w.policy.label}{opts}{cpu}"
@@ -63,8 +63,9 @@ class Job:
     profile: bool = False
 
 
-def _kv(d: dict) -> str:
-    return ",".join(f"{k}={_label(v)}" for k, v in sorted(d.items()))
+def kv_label(d: dict) -> str:
+    """`a=1,b=true`: how cell ids and reports print options and env arguments."""
+    return ",".join(f"{k}={_label(v)}" for k, v in sorted((d or {}).items()))
 
 
 def _label(v) -> str:

@@ -88,3 +88,15 @@ def test_report_rebuilds_a_real_run(cli_run, capsys):
     assert cli.main(["report", str(run.out)]) == 0
     assert {name: (run.out / name).read_text() for name in outputs} == before
     assert len(ResultSet.load(str(run.out)).rows) == 2
+
+
+def test_html_names_the_fastest_strategy_per_size_and_its_speedup_over_serial():
+    from rlbench.report.html import winners
+    rows = ResultSet.from_rows(
+        [_row("serial", 0, r, rate=1000.0 + r) for r in range(3)]
+        + [_row("envpool-async", 1, r, rate=3000.0 + 10 * r) for r in range(3)]
+        + [_row("gymnasium-async", 2, r, rate=2990.0 + 10 * r) for r in range(3)]).summary_rows()
+    [w] = winners(rows)
+    assert w["winner"] == "envpool-async random" and w["runner_up"] == "gymnasium-async random"
+    assert w["speedup_over_serial"] == pytest.approx(3010.0 / 1001.0)
+    assert w["lead"] == "within the CIs of the runner-up"

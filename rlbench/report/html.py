@@ -6,6 +6,7 @@ import math
 import os
 
 from rlbench import SCHEMA_VERSION
+from rlbench.plan import kv_label
 from rlbench.report import Reporter, write_atomic
 from rlbench.report.console import fmt_rate
 from rlbench.validate import validation_rows
@@ -36,6 +37,7 @@ class HtmlReporter(Reporter):
         for env_label, env_rows in _group(rows, _env_label).items():
             parts.append(f"<h2>{_e(env_label)}: env steps/s vs num_envs</h2>")
             parts.append(throughput_chart(env_rows))
+            parts.append(winners_table(env_rows))
         ran = [r for r in rows if r["n"] or r["status"] not in ("unsupported",)]
         skipped = [r for r in rows if r not in ran]
         validation = validation_rows(results)
@@ -62,15 +64,11 @@ def _suite_name(rows) -> str:
 
 def _env_label(row) -> str:
     kw = row.get("env_kwargs") or {}
-    return row["env"] + (f" ({_kv(kw)})" if kw else "")
-
-
-def _kv(d) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted((d or {}).items()))
+    return row["env"] + (f" ({kv_label(kw)})" if kw else "")
 
 
 def _series_label(row) -> str:
-    return f"{row['adapter']} {row['policy']} {_kv(row.get('options'))}".strip()
+    return f"{row['adapter']} {row['policy']} {kv_label(row.get('options'))}".strip()
 
 
 def _group(rows, key) -> dict:
@@ -151,6 +149,35 @@ def throughput_chart(rows) -> str:
     return "".join(svg)
 
 
+def winners(rows) -> list:
+    """Per num_envs: the fastest cell, its speedup over `serial` at that size, and whether its lead is
+    clear (its CI above the runner-up's) or within the noise."""
+    out = []
+    for n in sorted({r["num_envs"] for r in rows}):
+        at = sorted((r for r in rows if r["num_envs"] == n and r["n"] and r["steps_per_s_median"] > 0),
+                    key=lambda r: -r["steps_per_s_median"])
+        if not at:
+            continue
+        win, runner = at[0], (at[1] if len(at) > 1 else None)
+        serial = next((r for r in at if r["adapter"] == "serial" and r["policy"] == win["policy"]), None)
+        clear = runner is None or not (win["steps_per_s_ci_low"] <= runner["steps_per_s_ci_high"])
+        out.append({"num_envs": n, "winner": _series_label(win), "steps_per_s": win["steps_per_s_median"],
+                    "speedup_over_serial": win["steps_per_s_median"] / serial["steps_per_s_median"] if serial else None,
+                    "runner_up": _series_label(runner) if runner else "",
+                    "lead": "clear" if clear else "within the CIs of the runner-up"})
+    return out
+
+
+def winners_table(rows) -> str:
+    body = "".join(
+        f"<tr><td>{w['num_envs']}</td><td>{_e(w['winner'])}</td><td>{fmt_rate(w['steps_per_s'])}</td>"
+        f"<td>{'-' if w['speedup_over_serial'] is None else format(w['speedup_over_serial'], '.2f') + 'x'}</td>"
+        f"<td>{_e(w['runner_up'])}</td><td>{_e(w['lead'])}</td></tr>" for w in winners(rows))
+    head = "".join(f"<th>{h}</th>" for h in ("num_envs", "fastest", "steps/s", "speedup over serial",
+                                             "runner-up", "lead"))
+    return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" if body else ""
+
+
 SUMMARY_VIEW = (("adapter", "adapter"), ("env", "env_label"), ("num_envs", "num_envs"), ("workers", "workers"),
                 ("policy", "policy"), ("options", "options_label"), ("n", "n"), ("steps/s median", "steps_per_s_median"),
                 ("CI low", "steps_per_s_ci_low"), ("CI high", "steps_per_s_ci_high"), ("CV", "steps_per_s_cv"),
@@ -163,7 +190,7 @@ def summary_table(rows) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h, _ in SUMMARY_VIEW)
     body = []
     for r in rows:
-        r = {**r, "env_label": _env_label(r), "options_label": _kv(r.get("options"))}
+        r = {**r, "env_label": _env_label(r), "options_label": kv_label(r.get("options"))}
         cells = []
         for _, key in SUMMARY_VIEW:
             v = r.get(key)
