@@ -1,7 +1,10 @@
 """Does the harness distort what it measures? Runs the same library calls as a bare hand-written
 loop and as an rlbench cell, alternating, each in a fresh process, and prints the ratio of medians.
 
-    python scripts/check_overhead.py [--repeats 5] [--duration 2] [--num-envs 16]
+    python scripts/check_overhead.py [--repeats 5] [--duration 2] [--num-envs 16] [--env Pong-v5]
+
+The bare loops build envs with rlbench.envs (the same construction every adapter uses, e.g. Atari
+preprocessing) but time themselves: no harness code runs inside them.
 """
 import argparse
 import json
@@ -14,34 +17,33 @@ import tempfile
 BARE = {
     "gymnasium-sync": """
 import gymnasium as gym, numpy as np, time
-envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * N,
-                                autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-obs, _ = envs.reset(seed=0); rng = np.random.default_rng(0)
+envs = gym.vector.SyncVectorEnv([lambda: make_env(ENV)] * N, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+obs, _ = envs.reset(seed=0); rng = np.random.default_rng(0); A = envs.single_action_space.n
 def step():
-    envs.step(rng.integers(0, 2, size=N))
+    envs.step(rng.integers(0, A, size=N))
 """,
     "envpool-sync": """
 import envpool, numpy as np, time
-env = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=N, seed=0)
-env.reset(); rng = np.random.default_rng(0)
+env = envpool.make(ENV, env_type="gymnasium", num_envs=N, seed=0, **envpool_kwargs(ENV))
+env.reset(); rng = np.random.default_rng(0); A = env.action_space.n
 def step():
-    env.step(rng.integers(0, 2, size=N))
+    env.step(rng.integers(0, A, size=N))
 """,
     "envpool-async": """
 import envpool, numpy as np, time
-env = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=N, batch_size=N // 2, seed=0)
-env.async_reset(); rng = np.random.default_rng(0)
+env = envpool.make(ENV, env_type="gymnasium", num_envs=N, batch_size=N // 2, seed=0, **envpool_kwargs(ENV))
+env.async_reset(); rng = np.random.default_rng(0); A = env.action_space.n
 def step():
     obs, rew, term, trunc, info = env.recv()
-    env.send(rng.integers(0, 2, size=len(obs)), info["env_id"])
+    env.send(rng.integers(0, A, size=len(obs)), info["env_id"])
 """,
     "gymnasium-async": """
 import gymnasium as gym, numpy as np, time
-envs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * N, context="fork",
+envs = gym.vector.AsyncVectorEnv([lambda: make_env(ENV)] * N, context="fork",
                                  autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-obs, _ = envs.reset(seed=0); rng = np.random.default_rng(0)
+obs, _ = envs.reset(seed=0); rng = np.random.default_rng(0); A = envs.single_action_space.n
 def step():
-    envs.step(rng.integers(0, 2, size=N))
+    envs.step(rng.integers(0, A, size=N))
 """,
 }
 TIMER = """
@@ -56,16 +58,16 @@ print(units * steps_per_unit / (time.perf_counter() - t0))
 """
 
 
-def bare(adapter, n, duration, warmup):
-    code = f"N = {n}\n" + BARE[adapter] + TIMER.format(adapter=adapter, duration=duration, warmup=warmup)
+def bare(adapter, env, n, duration, warmup):
+    code = f"N = {n}\nENV = {env!r}\nfrom rlbench.envs import make_env, envpool_kwargs\n" + BARE[adapter] + TIMER.format(adapter=adapter, duration=duration, warmup=warmup)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def harness(adapter, n, duration, warmup):
+def harness(adapter, env, n, duration, warmup):
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run([sys.executable, "-m", "rlbench.cli", "run", "--adapter", adapter, "--env", "CartPole-v1",
+        subprocess.run([sys.executable, "-m", "rlbench.cli", "run", "--adapter", adapter, "--env", env,
                         "--num-envs", str(n), "--repeats", "1", "--duration", str(duration),
                         "--out", f"{out}/run"], check=True, capture_output=True)
         row = json.loads(open(f"{out}/run/results.jsonl").readline())
@@ -80,13 +82,14 @@ def main():
     p.add_argument("--duration", type=float, default=2.0)
     p.add_argument("--num-envs", type=int, default=16)
     p.add_argument("--adapters", default=",".join(BARE))
+    p.add_argument("--env", default="CartPole-v1", help="a discrete-action env: CartPole-v1, Pong-v5, ...")
     a = p.parse_args()
     print(f"{'adapter':<16} {'bare steps/s':>14} {'(CV)':>6} {'harness steps/s':>16} {'(CV)':>6} {'harness/bare':>13}")
     for adapter in a.adapters.split(","):
         b, h = [], []
         for i in range(a.repeats):  # alternate which goes first, so drift hits both sides alike
             for side in ((b, bare), (h, harness))[:: 1 if i % 2 == 0 else -1]:
-                side[0].append(side[1](adapter, a.num_envs, a.duration, 0.2))
+                side[0].append(side[1](adapter, a.env, a.num_envs, a.duration, 0.2))
         mb, mh = statistics.median(b), statistics.median(h)
         print(f"{adapter:<16} {mb:>14,.0f} {_cv(b):>6} {mh:>16,.0f} {_cv(h):>6} {mh / mb:>13.3f}", flush=True)
 
