@@ -43,6 +43,14 @@ def peak_rss_mb(root: psutil.Process) -> float:
     return total / 2**20
 
 
+def alive(p: psutil.Process) -> bool:
+    """Running, as opposed to exited (gone, or a zombie waiting to be reaped)."""
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def kill_tree(procs) -> None:
     """SIGKILL every process given and reap the ones that are our children."""
     procs = [p for p in procs if p.pid != os.getpid()]

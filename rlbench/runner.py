@@ -96,11 +96,12 @@ class Runner:
             if p.pid not in ours_before:
                 victims.setdefault(p.pid, p)
         victims.pop(proc.pid, None)
+        alive = [p for p in victims.values() if proctree.alive(p)]  # zombies already exited: reap, not count
         proctree.kill_tree(list(victims.values()))
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        return len(victims)
+        return len(alive)
 
 
 def _last_result(stdout: bytes):

@@ -1,0 +1,208 @@
+"""`tianshou-dummy`, `tianshou-subproc`, `tianshou-shmem`, `tianshou-ray`: tianshou's vector envs.
+
+tianshou's vector envs do not reset finished envs: `step()` returns the final observation and the
+caller resets them with `reset(env_id=ids)`, as tianshou's Collector does. The session does the same
+right after the step, inside the unit, and counts only the stepped transitions (resets are not
+steps), so the observations match `serial`'s, which resets inside its loop.
+
+Seeds: tianshou's `reset(**kwargs)` passes the same kwargs to every env it resets, and its `seed(s)`
+(env i gets s + i) does `env.reset(seed=s + i)` but returns no observation, so the `reset()` that must
+follow would draw another initial state. So env i is reset alone with `reset(env_id=[i], seed=seed + i)`,
+which gives `serial`'s initial observations.
+
+Async mode (0 < wait_num < num_envs, or timeout > 0), driven as tianshou's AsyncCollector drives it:
+each unit sends actions to the envs that are ready (all of them at first) with `step(actions, ids)`
+and receives the envs that finished first: for subprocesses at least `wait_num` (every pipe that is
+ready when tianshou looks, so sometimes more), for Ray exactly `wait_num`. With a timeout, a unit
+returns what finished within it (at least one env). The envs not returned keep stepping in the
+background. `tianshou-dummy` has no async mode: its envs step inside `send()`, so nothing can overlap,
+and DummyEnvWorker.wait returns the very list that BaseVectorEnv.step pops from while iterating it,
+so an async DummyVectorEnv hands back only every other finished env per call.
+"""
+import os
+import time
+from functools import partial
+
+import numpy as np
+
+from rlbench.api import Adapter, Option, become_subreaper, make_env, make_policy, register
+
+
+class TianshouSession:
+    def __init__(self, venv, workload, workers, on_close=None):
+        self.venv = venv
+        self._on_close = on_close
+        try:
+            # one env at a time: reset(seed=s) would give every env the same seed
+            self.obs = np.stack([venv.reset(env_id=[i], seed=workload.seed + i)[0][0]
+                                 for i in range(workload.num_envs)])
+            probe = make_env(workload.env_id, **workload.env_kwargs)  # single-env spaces, as wrapped
+            try:
+                self.policy = make_policy(workload, probe.observation_space, probe.action_space)
+            finally:
+                probe.close()
+        except BaseException:
+            self.close()
+            raise
+        self.ready = np.arange(workload.num_envs)     # envs waiting for an action (async mode)
+        self.step = self._step_async if venv.is_async else self._step_sync
+        self.info = {"workers": workers}
+
+    def _step_sync(self) -> int:
+        obs, _, terminated, truncated, _ = self.venv.step(self.policy(self.obs))
+        done = np.flatnonzero(np.logical_or(terminated, truncated))
+        if len(done):
+            obs[done] = self.venv.reset(env_id=done)[0]
+        self.obs = obs
+        return len(obs)
+
+    def _step_async(self) -> int:
+        obs, _, terminated, truncated, info = self.venv.step(self.policy(self.obs[self.ready]), self.ready)
+        ids = np.fromiter((i["env_id"] for i in info), dtype=np.int64, count=len(info))
+        done = np.flatnonzero(np.logical_or(terminated, truncated))
+        if len(done):
+            obs[done] = self.venv.reset(env_id=ids[done])[0]
+        self.obs[ids] = obs
+        self.ready = ids
+        return len(ids)
+
+    def close(self):
+        try:
+            if not self.venv.is_closed:
+                self.venv.close()
+        finally:
+            if self._on_close is not None:
+                self._on_close()
+                self._on_close = None
+
+
+def _env_fns(workload):
+    return [partial(make_env, workload.env_id, **workload.env_kwargs)] * workload.num_envs
+
+
+def _async_kwargs(options):
+    return {"wait_num": options["wait_num"] or None, "timeout": options["timeout"] or None}
+
+
+_ASYNC = (
+    Option("wait_num", int, 0, "async mode: a step returns once this many envs finished; 0 = all (synchronous)"),
+    Option("timeout", float, 0.0, "async mode: a step returns what finished within this many seconds; 0 = none"),
+)
+_CONTEXT = Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn"))
+
+
+class _TianshouAdapter(Adapter):
+    requires = ("tianshou",)
+    options = _ASYNC
+
+    def supports(self, workload, options):
+        wait_num, timeout = options.get("wait_num", 0), options.get("timeout", 0.0)
+        if not 0 <= wait_num <= workload.num_envs:
+            return (f"{self.name} needs 0 <= wait_num <= num_envs "
+                    f"(num_envs={workload.num_envs}, wait_num={wait_num})")
+        if timeout < 0:
+            return f"{self.name} needs timeout >= 0 (timeout={timeout:g})"
+        return None
+
+
+@register
+class TianshouDummy(_TianshouAdapter):
+    name = "tianshou-dummy"
+    description = "tianshou DummyVectorEnv: envs stepped in a loop, one process; finished envs reset by the caller"
+    options = ()  # synchronous only (see the module docstring)
+
+    def open(self, workload, options):
+        from tianshou.env import DummyVectorEnv
+        return TianshouSession(DummyVectorEnv(_env_fns(workload)), workload, workers=1)
+
+
+@register
+class TianshouSubproc(_TianshouAdapter):
+    name = "tianshou-subproc"
+    description = "tianshou SubprocVectorEnv: one subprocess per env, pipes; wait_num < num_envs = async"
+    options = (*_ASYNC, _CONTEXT)
+
+    def open(self, workload, options):
+        from tianshou.env import SubprocVectorEnv
+        venv = SubprocVectorEnv(_env_fns(workload), **_async_kwargs(options), context=options["context"])
+        return TianshouSession(venv, workload, workers=workload.num_envs)
+
+
+@register
+class TianshouShmem(_TianshouAdapter):
+    name = "tianshou-shmem"
+    description = "tianshou ShmemVectorEnv: one subprocess per env, observations through shared memory"
+    options = (*_ASYNC, _CONTEXT)
+
+    def open(self, workload, options):
+        from tianshou.env import SubprocVectorEnv
+        # ShmemVectorEnv is exactly SubprocVectorEnv(share_memory=True) with the default start method
+        # (fork on Linux); built this way the start method can be chosen too.
+        venv = SubprocVectorEnv(_env_fns(workload), **_async_kwargs(options), share_memory=True,
+                                context=options["context"])
+        return TianshouSession(venv, workload, workers=workload.num_envs)
+
+
+@register
+class TianshouRay(_TianshouAdapter):
+    name = "tianshou-ray"
+    description = "tianshou RayVectorEnv: one Ray actor per env on a local Ray instance started for the cell"
+    requires = ("tianshou", "ray")
+
+    def open(self, workload, options):
+        import ray
+        from tianshou.env import RayVectorEnv
+        shutdown = None
+        if not ray.is_initialized():  # RayVectorEnv would call a bare ray.init(); a small local instance instead
+            before = _descendants()
+            become_subreaper()  # ray.shutdown() may orphan actor workers: adopt, then reap them
+            ray.init(num_cpus=len(os.sched_getaffinity(0)), include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+            shutdown = partial(_shutdown_ray, ray, before)
+        try:
+            venv = RayVectorEnv(_env_fns(workload), **_async_kwargs(options))
+        except BaseException:
+            if shutdown is not None:
+                shutdown()
+            raise
+        return TianshouSession(venv, workload, workers=workload.num_envs, on_close=shutdown)
+
+
+def _descendants() -> dict:
+    import psutil
+    return {p.pid: p for p in psutil.Process().children(recursive=True)}
+
+
+def _exited(p) -> bool:
+    import psutil
+    try:
+        os.waitpid(p.pid, os.WNOHANG)  # reaps it once it is our (adopted) child and has exited
+    except ChildProcessError:
+        pass
+    try:
+        return p.status() == psutil.STATUS_ZOMBIE  # exited; whoever is its parent reaps it
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_exited(procs, timeout_s: float) -> list:
+    deadline = time.monotonic() + timeout_s
+    while procs and time.monotonic() < deadline:
+        procs = [p for p in procs if not _exited(p)]
+        if procs:
+            time.sleep(0.05)
+    return [p for p in procs if not _exited(p)]
+
+
+def _shutdown_ray(ray, before: dict, grace_s: float = 30.0):
+    """ray.shutdown(), then make sure every process this Ray instance started (GCS, raylet, one worker
+    per actor) has exited and been reaped: none may outlive the cell."""
+    import psutil
+    started = [p for pid, p in _descendants().items() if pid not in before]
+    ray.shutdown()
+    for p in _wait_exited(started, grace_s):
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    _wait_exited(started, 5.0)
