@@ -1,5 +1,11 @@
-"""`envpool-sync` and `envpool-async`: EnvPool's C++ thread pool, driven through its gymnasium API."""
+"""`envpool-sync` and `envpool-async`: EnvPool's C++ thread pool, driven through its gymnasium API.
+
+EnvPool resets a finished env on its next step (the action is ignored, `elapsed_step` is 0). That reset
+is not a transition, so it is not counted: every adapter counts the same env steps.
+"""
 import os
+
+import numpy as np
 
 from rlbench.api import Adapter, Option, env_info, envpool_kwargs, make_policy, register
 
@@ -23,6 +29,11 @@ def _workers(options, batch_size):
     return options["num_threads"] or min(batch_size, os.cpu_count() or 1)
 
 
+def transitions(info) -> int:
+    """Envs in the batch that made a real step (elapsed_step 0 marks an auto-reset)."""
+    return int(np.count_nonzero(info["elapsed_step"]))
+
+
 class _EnvPoolAdapter(Adapter):
     requires = ("envpool",)
 
@@ -40,8 +51,8 @@ class EnvPoolSyncSession:
         self.info = {"workers": _workers(options, workload.num_envs), "batch_size": workload.num_envs}
 
     def step(self) -> int:
-        self.obs, _, _, _, _ = self.env.step(self.policy(self.obs))
-        return len(self.obs)
+        self.obs, _, _, _, info = self.env.step(self.policy(self.obs))
+        return transitions(info)
 
     def close(self):
         self.env.close()
@@ -68,7 +79,7 @@ class EnvPoolAsyncSession:
         obs, _, _, _, info = self.env.recv()
         env_id = info["env_id"]
         self.env.send(self.policy(obs), env_id)
-        return len(env_id)
+        return transitions(info)
 
     def close(self):
         self.env.close()

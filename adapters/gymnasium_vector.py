@@ -3,9 +3,8 @@
 Both reset a finished env within the same step (AutoresetMode.SAME_STEP), as `serial` does, so
 every adapter counts the same transitions.
 """
-from functools import partial
 
-from rlbench.api import Adapter, Option, make_env, make_policy, register
+from rlbench.api import Adapter, Option, env_fns, make_policy, register
 
 
 class VectorSession:
@@ -23,9 +22,6 @@ class VectorSession:
         self.envs.close()
 
 
-def _env_fns(workload):
-    return [partial(make_env, workload.env_id, **workload.env_kwargs)] * workload.num_envs
-
 
 @register
 class GymnasiumSync(Adapter):
@@ -35,7 +31,7 @@ class GymnasiumSync(Adapter):
 
     def open(self, workload, options):
         import gymnasium as gym
-        envs = gym.vector.SyncVectorEnv(_env_fns(workload), autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        envs = gym.vector.SyncVectorEnv(env_fns(workload), autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         return VectorSession(envs, workload, workers=1)
 
 
@@ -52,6 +48,6 @@ class GymnasiumAsync(Adapter):
     def open(self, workload, options):
         import gymnasium as gym
         envs = gym.vector.AsyncVectorEnv(
-            _env_fns(workload), shared_memory=options["shared_memory"], context=options["context"],
+            env_fns(workload), shared_memory=options["shared_memory"], context=options["context"],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         return VectorSession(envs, workload, workers=workload.num_envs)

@@ -5,9 +5,8 @@ info["terminal_observation"]), as `serial` does, so every adapter counts the sam
 `venv.seed(s)` stores seeds s, s+1, ... that the next `reset()` passes to env i, so env i starts
 from `reset(seed=s + i)` like in `serial`.
 """
-from functools import partial
 
-from rlbench.api import Adapter, Option, make_env, make_policy, register
+from rlbench.api import Adapter, Option, env_fns, make_policy, register
 
 
 class SB3Session:
@@ -31,9 +30,6 @@ class SB3Session:
         self.venv.close()
 
 
-def _env_fns(workload):
-    return [partial(make_env, workload.env_id, **workload.env_kwargs)] * workload.num_envs
-
 
 @register
 class SB3Dummy(Adapter):
@@ -43,7 +39,7 @@ class SB3Dummy(Adapter):
 
     def open(self, workload, options):
         from stable_baselines3.common.vec_env import DummyVecEnv
-        return SB3Session(DummyVecEnv(_env_fns(workload)), workload, workers=1)
+        return SB3Session(DummyVecEnv(env_fns(workload)), workload, workers=1)
 
 
 @register
@@ -58,5 +54,5 @@ class SB3Subproc(Adapter):
 
     def open(self, workload, options):
         from stable_baselines3.common.vec_env import SubprocVecEnv
-        venv = SubprocVecEnv(_env_fns(workload), start_method=options["start_method"])
+        venv = SubprocVecEnv(env_fns(workload), start_method=options["start_method"])
         return SB3Session(venv, workload, workers=workload.num_envs)

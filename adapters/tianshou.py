@@ -25,7 +25,7 @@ from functools import partial
 
 import numpy as np
 
-from rlbench.api import Adapter, Option, become_subreaper, make_env, make_policy, register
+from rlbench.api import Adapter, Option, become_subreaper, env_fns, make_env, make_policy, register
 
 
 class TianshouSession:
@@ -76,9 +76,6 @@ class TianshouSession:
                 self._on_close = None
 
 
-def _env_fns(workload):
-    return [partial(make_env, workload.env_id, **workload.env_kwargs)] * workload.num_envs
-
 
 def _async_kwargs(options):
     return {"wait_num": options["wait_num"] or None, "timeout": options["timeout"] or None}
@@ -113,7 +110,7 @@ class TianshouDummy(_TianshouAdapter):
 
     def open(self, workload, options):
         from tianshou.env import DummyVectorEnv
-        return TianshouSession(DummyVectorEnv(_env_fns(workload)), workload, workers=1)
+        return TianshouSession(DummyVectorEnv(env_fns(workload)), workload, workers=1)
 
 
 @register
@@ -124,7 +121,7 @@ class TianshouSubproc(_TianshouAdapter):
 
     def open(self, workload, options):
         from tianshou.env import SubprocVectorEnv
-        venv = SubprocVectorEnv(_env_fns(workload), **_async_kwargs(options), context=options["context"])
+        venv = SubprocVectorEnv(env_fns(workload), **_async_kwargs(options), context=options["context"])
         return TianshouSession(venv, workload, workers=workload.num_envs)
 
 
@@ -138,7 +135,7 @@ class TianshouShmem(_TianshouAdapter):
         from tianshou.env import SubprocVectorEnv
         # ShmemVectorEnv is exactly SubprocVectorEnv(share_memory=True) with the default start method
         # (fork on Linux); built this way the start method can be chosen too.
-        venv = SubprocVectorEnv(_env_fns(workload), **_async_kwargs(options), share_memory=True,
+        venv = SubprocVectorEnv(env_fns(workload), **_async_kwargs(options), share_memory=True,
                                 context=options["context"])
         return TianshouSession(venv, workload, workers=workload.num_envs)
 
@@ -160,7 +157,7 @@ class TianshouRay(_TianshouAdapter):
                      configure_logging=False)
             shutdown = partial(_shutdown_ray, ray, before)
         try:
-            venv = RayVectorEnv(_env_fns(workload), **_async_kwargs(options))
+            venv = RayVectorEnv(env_fns(workload), **_async_kwargs(options))
         except BaseException:
             if shutdown is not None:
                 shutdown()

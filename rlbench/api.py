@@ -8,7 +8,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from rlbench.envs import env_info, envpool_kwargs, make_env  # noqa: F401  (re-exported for adapters)
+from rlbench.envs import env_fns, env_info, envpool_kwargs, make_env  # noqa: F401  (re-exported for adapters)
 from rlbench.errors import Unsupported  # noqa: F401
 from rlbench.proctree import become_subreaper  # noqa: F401  (for adapters whose framework orphans processes)
 from rlbench.policy import make_policy, random_actions, register_policy  # noqa: F401

@@ -87,6 +87,12 @@ def make_env(env_id: str, **kwargs):
     return gym.make(env_id, **kwargs)
 
 
+def env_fns(workload) -> list:
+    """One picklable constructor per env, for vector envs that build them (in subprocesses or not)."""
+    from functools import partial
+    return [partial(make_env, workload.env_id, **workload.env_kwargs)] * workload.num_envs
+
+
 def _make_atari(env_id: str):
     import ale_py
     import gymnasium as gym

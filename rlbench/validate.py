@@ -118,4 +118,14 @@ def _row(check, env, workers, quantity, measured, published, tolerance, verdict,
 
 def validation_rows(results) -> list:
     rows = results.summary_rows()
-    return envpool_table(rows) + baselines_608(rows) + crossover(rows)
+    out = envpool_table(rows) + baselines_608(rows) + crossover(rows)
+    versions = measured_versions(results.env)
+    for r in out:
+        if r["check"] == "envpool-table" and versions:
+            r["conditions"] += f"; measured here with {versions}"
+    return out
+
+
+def measured_versions(env: dict) -> str:
+    packages = env.get("packages") or {}
+    return ", ".join(f"{p} {packages[p]}" for p in ("envpool", "gymnasium", "ale-py", "mujoco") if packages.get(p))

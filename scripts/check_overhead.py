@@ -21,13 +21,14 @@ envs = gym.vector.SyncVectorEnv([lambda: make_env(ENV)] * N, autoreset_mode=gym.
 obs, _ = envs.reset(seed=0); rng = np.random.default_rng(0); A = envs.single_action_space.n
 def step():
     envs.step(rng.integers(0, A, size=N))
+    return N
 """,
     "envpool-sync": """
 import envpool, numpy as np, time
 env = envpool.make(ENV, env_type="gymnasium", num_envs=N, seed=0, **envpool_kwargs(ENV))
 env.reset(); rng = np.random.default_rng(0); A = env.action_space.n
 def step():
-    env.step(rng.integers(0, A, size=N))
+    return np.count_nonzero(env.step(rng.integers(0, A, size=N))[4]["elapsed_step"])  # resets are not steps
 """,
     "envpool-async": """
 import envpool, numpy as np, time
@@ -36,6 +37,7 @@ env.async_reset(); rng = np.random.default_rng(0); A = env.action_space.n
 def step():
     obs, rew, term, trunc, info = env.recv()
     env.send(rng.integers(0, A, size=len(obs)), info["env_id"])
+    return np.count_nonzero(info["elapsed_step"])
 """,
     "gymnasium-async": """
 import gymnasium as gym, numpy as np, time
@@ -44,22 +46,22 @@ envs = gym.vector.AsyncVectorEnv([lambda: make_env(ENV)] * N, context="fork",
 obs, _ = envs.reset(seed=0); rng = np.random.default_rng(0); A = envs.single_action_space.n
 def step():
     envs.step(rng.integers(0, A, size=N))
+    return N
 """,
 }
 TIMER = """
-steps_per_unit = N // 2 if "{adapter}" == "envpool-async" else N
 t_end = time.perf_counter() + {warmup}
 while time.perf_counter() < t_end:
     step()
-units, t0 = 0, time.perf_counter()
+steps, t0 = 0, time.perf_counter()
 while time.perf_counter() - t0 < {duration}:
-    step(); units += 1
-print(units * steps_per_unit / (time.perf_counter() - t0))
+    steps += step()
+print(steps / (time.perf_counter() - t0))
 """
 
 
 def bare(adapter, env, n, duration, warmup):
-    code = f"N = {n}\nENV = {env!r}\nfrom rlbench.envs import make_env, envpool_kwargs\n" + BARE[adapter] + TIMER.format(adapter=adapter, duration=duration, warmup=warmup)
+    code = f"N = {n}\nENV = {env!r}\nfrom rlbench.envs import make_env, envpool_kwargs\n" + BARE[adapter] + TIMER.format(duration=duration, warmup=warmup)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     return float(out.stdout.strip().splitlines()[-1])

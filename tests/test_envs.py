@@ -62,3 +62,28 @@ def test_any_atari_game_is_known_and_a_typo_is_not():
     assert env_info("SpaceInvaders-v5").family == "atari"
     with pytest.raises(UsageError, match="unknown env 'Pongg-v5'.*Pong-v5"):
         env_info("Pongg-v5")
+
+
+def test_envpool_counts_transitions_not_its_auto_reset_steps():
+    """Every finished episode costs EnvPool one extra step (the reset); that step is not counted."""
+    cls = registry.get("envpool-sync")
+    session = cls().open(Workload("CartPole-v1", 4, seed=0), cls.resolve_options({}))
+    env = session.env
+    counted, dones_before_last, units = 0, 0, 300
+    original = env.step
+
+    def spy(actions):
+        nonlocal dones_before_last
+        out = original(actions)
+        spy.last_dones = int(np.count_nonzero(np.logical_or(out[2], out[3])))
+        dones_before_last += spy.last_dones
+        return out
+    env.step = spy
+    try:
+        for _ in range(units):
+            counted += session.step()
+    finally:
+        session.close()
+    dones_before_last -= spy.last_dones  # episodes ending on the last step have not been reset yet
+    assert dones_before_last > 10  # random CartPole episodes are short
+    assert counted == units * 4 - dones_before_last
