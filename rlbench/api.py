@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Protocol
 from rlbench.envs import env_fns, env_info, envpool_kwargs, make_env  # noqa: F401  (re-exported for adapters)
 from rlbench.errors import Unsupported  # noqa: F401
 from rlbench.proctree import become_subreaper  # noqa: F401  (for adapters whose framework orphans processes)
-from rlbench.policy import make_policy, random_actions, register_policy  # noqa: F401
+from rlbench.policy import make_policy, random_sampler, register_policy  # noqa: F401
 from rlbench.workload import PolicySpec, Workload  # noqa: F401
 
 _TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}

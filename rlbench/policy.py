@@ -42,31 +42,34 @@ class TimedPolicy:
         return actions
 
 
-def random_actions(action_space, n: int, rng: np.random.Generator):
-    """n independent uniform actions, the same way for every adapter."""
+def random_sampler(action_space, rng: np.random.Generator):
+    """n -> n independent uniform actions, the same way for every adapter. The space is inspected
+    once here, not inside the timed unit."""
     import gymnasium as gym
     if isinstance(action_space, gym.spaces.Discrete):
-        return rng.integers(action_space.start, action_space.start + action_space.n, size=n)
+        low, high = int(action_space.start), int(action_space.start + action_space.n)
+        return lambda n: rng.integers(low, high, size=n)
     if isinstance(action_space, gym.spaces.Box):
         low = np.where(np.isfinite(action_space.low), action_space.low, -1.0)
         high = np.where(np.isfinite(action_space.high), action_space.high, 1.0)
-        return rng.uniform(low, high, size=(n, *action_space.shape)).astype(action_space.dtype)
-    return np.stack([action_space.sample() for _ in range(n)])
+        shape, dtype = action_space.shape, action_space.dtype
+        return lambda n: rng.uniform(low, high, size=(n, *shape)).astype(dtype)
+    return lambda n: np.stack([action_space.sample() for _ in range(n)])
 
 
 @register_policy("random")
 def _random(spec, observation_space, action_space, seed):
-    rng = np.random.default_rng(seed)
-    return lambda obs: random_actions(action_space, len(obs), rng)
+    sample = random_sampler(action_space, np.random.default_rng(seed))
+    return lambda obs: sample(len(obs))
 
 
 @register_policy("fixed_cost")
 def _fixed_cost(spec, observation_space, action_space, seed):
-    rng = np.random.default_rng(seed)
+    sample = random_sampler(action_space, np.random.default_rng(seed))
 
     def act(obs):
         busy_wait_us(spec.cost_us)
-        return random_actions(action_space, len(obs), rng)
+        return sample(len(obs))
     return act
 
 
