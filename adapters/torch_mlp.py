@@ -29,4 +29,5 @@ def build_mlp(spec, observation_space, action_space, seed):
             out = net(x)
             actions = out.argmax(-1) if discrete else torch.tanh(out).reshape(len(obs), *action_space.shape)
             return actions.cpu().numpy()  # .cpu() waits for the device, so the time is real
+    act.net = net  # for samplers that share or train the parameters
     return act

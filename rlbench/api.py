@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Protocol
 
 from rlbench.envs import env_fns, env_info, envpool_kwargs, make_env  # noqa: F401  (re-exported for adapters)
 from rlbench.errors import Unsupported  # noqa: F401
+from rlbench.results import SESSION_METRICS  # noqa: F401
 from rlbench.proctree import become_subreaper  # noqa: F401  (for adapters whose framework orphans processes)
 from rlbench.policy import make_policy, random_sampler, register_policy  # noqa: F401
 from rlbench.workload import PolicySpec, Workload  # noqa: F401
@@ -44,9 +45,17 @@ class Option:
 
 class Session(Protocol):
     info: dict          # optional: workers, batch_size, device as the adapter ran them
+    metrics: "Metrics"  # optional: figures beyond env steps, over the timed window
 
     def step(self) -> int: ...
     def close(self) -> None: ...
+
+
+class Metrics(Protocol):
+    """What a session reports beside env steps; `read` returns names from SESSION_METRICS only."""
+
+    def reset(self) -> None: ...
+    def read(self, seconds: float) -> dict: ...
 
 
 class Adapter:

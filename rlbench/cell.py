@@ -46,7 +46,7 @@ def run_cell(spec: dict) -> dict:
         return {"status": "unsupported", "error": str(exc)}
     setup_s = perf_counter() - t0
     try:
-        result = measure(session.step, Protocol(**spec["protocol"]))
+        result = measure(session.step, Protocol(**spec["protocol"]), getattr(session, "metrics", None))
     finally:
         t1 = perf_counter()
         session.close()

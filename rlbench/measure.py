@@ -12,6 +12,7 @@ import psutil
 
 from rlbench import proctree
 from rlbench.policy import PolicyClock
+from rlbench.results import SESSION_METRICS
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,10 @@ class Protocol:
     min_units: int = 10
 
 
-def measure(step, protocol: Protocol) -> dict:
+def measure(step, protocol: Protocol, session_metrics=None) -> dict:
+    """`session_metrics`, if given, has `reset()` (called as the timed window opens) and
+    `read(seconds) -> dict` (called as it closes): figures only the session can see, such as
+    optimiser updates or time in each stage, over exactly the timed window."""
     warm_steps, warm_units, warm_ns = _warm_up(step, protocol)
     unit_ns = max(warm_ns // max(warm_units, 1), 1)
     expected = int(protocol.duration_s * 1e9 / unit_ns * 2) if warm_units else 0
@@ -32,6 +36,8 @@ def measure(step, protocol: Protocol) -> dict:
     me = psutil.Process()
     cpu0 = proctree.cpu_seconds(me)
     PolicyClock.reset()
+    if session_metrics is not None:
+        session_metrics.reset()
 
     steps = units = 0
     t0 = last = perf_counter_ns()
@@ -48,6 +54,11 @@ def measure(step, protocol: Protocol) -> dict:
             capacity *= 2
 
     seconds = (last - t0) / 1e9
+    extra = session_metrics.read(seconds) if session_metrics is not None else {}
+    unknown = set(extra) - set(SESSION_METRICS)
+    if unknown:
+        raise ValueError(f"session reported unknown metrics: {', '.join(sorted(unknown))} "
+                         f"(valid: {', '.join(SESSION_METRICS)})")
     cpu = proctree.cpu_util(cpu0, proctree.cpu_seconds(me), seconds)
     lat_ms = lat[:units] / 1e6
     p50, p95, p99 = np.percentile(lat_ms, [50, 95, 99])
@@ -60,7 +71,7 @@ def measure(step, protocol: Protocol) -> dict:
         "policy_s": policy_s if PolicyClock.calls else None,
         "env_s": seconds - policy_s if PolicyClock.calls else None,
         "cpu_util": cpu, "peak_rss_mb": proctree.peak_rss_mb(me),
-        "warmup_units": warm_units, "warmup_steps": int(warm_steps),
+        "warmup_units": warm_units, "warmup_steps": int(warm_steps), **extra,
     }
 
 

@@ -32,11 +32,12 @@ def register_policy(name):
 
 class TimedPolicy:
     def __init__(self, fn):
-        self._fn = fn
+        self.fn = fn
+        self.net = getattr(fn, "net", None)  # the torch module of a trainable policy, else None
 
     def __call__(self, obs):
         t0 = perf_counter_ns()
-        actions = self._fn(obs)
+        actions = self.fn(obs)
         PolicyClock.ns += perf_counter_ns() - t0
         PolicyClock.calls += 1
         return actions

@@ -13,20 +13,34 @@ from rlbench.stats import Summary, summarize
 RESULTS = "results.jsonl"
 ENV = "env.json"
 
+# Names a session's metrics may carry (units in the names; *_frac are shares of wall time).
+SESSION_METRICS = (
+    "updates_per_s",        # optimiser updates per second
+    "replay_ratio",         # samples consumed by updates / env steps added
+    "policy_lag_mean",      # parameter versions between acting and learning
+    "policy_lag_max",
+    "env_frac",             # time stepping envs (mean over the processes that do)
+    "inference_frac",       # time selecting actions
+    "learn_frac",           # time in forward/backward/optimiser step
+    "wait_frac",            # time blocked on other processes
+    "sync_frac",            # time copying or all-reducing parameters
+)
+
 # results.csv columns, in order (tidy: one row per repeat)
 RUN_COLUMNS = (
     "schema", "run_id", "suite", "cell_id", "cell_index", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers",
     "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps",
     "frames", "units", "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms",
     "latency_p99_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s", "wall_s",
-    "omp_threads", "torch_threads", "affinity", "cpus", "status", "error", "log", "profile", "started_at",
+    "omp_threads", "torch_threads", "affinity", "cpus", *SESSION_METRICS, "status", "error", "log", "profile",
+    "started_at",
 )
 SUMMARY_COLUMNS = (
-    "schema", "suite", "cell_id", "adapter", "env", "env_kwargs", "num_envs", "workers", "batch_size", "policy",
-    "device", "options", "frameskip", "omp_threads", "cpus", "n", "status", "steps_per_s_median", "steps_per_s_ci_low",
+    "schema", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers", "batch_size",
+    "policy", "device", "options", "frameskip", "omp_threads", "cpus", "n", "status", "steps_per_s_median", "steps_per_s_ci_low",
     "steps_per_s_ci_high", "ci_method", "steps_per_s_iqr", "steps_per_s_cv", "steps_per_s_min", "steps_per_s_max",
     "frames_per_s_median", "latency_p50_ms_median", "latency_p99_ms_median", "policy_frac_median",
-    "cpu_util_median", "peak_rss_mb_max", "warning", "error", "profile",
+    "cpu_util_median", "peak_rss_mb_max", *(f"{m}_median" for m in SESSION_METRICS), "warning", "error", "profile",
 )
 
 
@@ -69,7 +83,7 @@ class Benchmark:
         policy_frac = summarize([r["policy_s"] / r["seconds"] for r in ok if r.get("policy_s") is not None])
         errors = sorted({r["error"] for r in self.runs if r.get("error") and r["status"] != "ok"})
         profile = next((r["profile"] for r in self.runs if r.get("profile")), "")
-        row = {k: first.get(k) for k in ("schema", "suite", "cell_id", "adapter", "env", "env_kwargs", "num_envs",
+        row = {k: first.get(k) for k in ("schema", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs", "num_envs",
                                          "workers", "batch_size", "policy", "device", "options", "frameskip",
                                          "omp_threads", "cpus")}
         row.update(
@@ -81,6 +95,7 @@ class Benchmark:
             latency_p99_ms_median=self.stat("latency_p99_ms").median,
             policy_frac_median=policy_frac.median, cpu_util_median=self.stat("cpu_util").median,
             peak_rss_mb_max=max((r["peak_rss_mb"] for r in ok), default=float("nan")),
+            **{f"{m}_median": self.stat(m).median for m in SESSION_METRICS},
             warning=s.warning if ok else "", error="; ".join(errors), profile=profile, schema=SCHEMA_VERSION)
         return row
 

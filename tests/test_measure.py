@@ -131,3 +131,34 @@ def test_policy_time_is_split_out(clock, monkeypatch):
 def test_no_policy_calls_means_no_split():
     r = measure(lambda: 1, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.001, min_units=1))
     assert r["policy_s"] is None and r["env_s"] is None
+
+
+class _Counted:
+    """Session metrics as a runner would keep them: a counter read over the timed window only."""
+
+    def __init__(self, names=("updates_per_s",)):
+        self.updates, self.names, self.resets = 0, names, 0
+
+    def step(self):
+        self.updates += 1
+        return 4
+
+    def reset(self):
+        self.resets += 1
+        self.mark = self.updates
+
+    def read(self, seconds):
+        return {name: (self.updates - self.mark) / seconds for name in self.names}
+
+
+def test_session_metrics_cover_the_timed_window_only():
+    session = _Counted()
+    r = measure(session.step, Protocol(warmup_s=0.0, warmup_units=7, duration_s=0.01, min_units=5), session)
+    assert session.resets == 1 and session.updates == 7 + r["units"]
+    assert r["updates_per_s"] == pytest.approx(r["units"] / r["seconds"])
+
+
+def test_unknown_session_metrics_are_refused_with_the_valid_names():
+    session = _Counted(names=("updates_per_second",))
+    with pytest.raises(ValueError, match=r"unknown metrics: updates_per_second \(valid: updates_per_s,"):
+        measure(session.step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.001, min_units=1), session)

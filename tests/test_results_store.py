@@ -100,3 +100,16 @@ def test_html_names_the_fastest_strategy_per_size_and_its_speedup_over_serial():
     assert w["winner"] == "envpool-async random" and w["runner_up"] == "gymnasium-async random"
     assert w["speedup_over_serial"] == pytest.approx(3010.0 / 1001.0)
     assert w["lead"] == "within the CIs of the runner-up"
+
+
+def test_winners_compare_like_with_like_policies_and_leave_runners_out():
+    from rlbench.report.html import winners
+    runs = ([_row("rlpyt-serial", 0, r, rate=1000.0 + r) for r in range(3)]
+            + [_row("rlpyt-gpu", 1, r, rate=1500.0 + r) for r in range(3)]
+            + [_row("gpu-mlp", 2, r, rate=9000.0 + r, adapter="rlpyt-gpu", policy="mlp64x64-cpu-t1") for r in range(3)]
+            + [_row("rlpyt-async", 3, r, rate=5000.0 + r, kind="runner") for r in range(3)])
+    by_policy = {w["policy"]: w for w in winners(ResultSet.from_rows(runs).summary_rows())}
+    assert set(by_policy) == {"random", "mlp64x64-cpu-t1"}
+    assert by_policy["random"]["winner"] == "rlpyt-gpu random"
+    assert by_policy["random"]["speedup_over_serial"] == pytest.approx(1501.0 / 1001.0)
+    assert by_policy["mlp64x64-cpu-t1"]["speedup_over_serial"] is None

@@ -9,6 +9,7 @@ from rlbench import SCHEMA_VERSION
 from rlbench.plan import kv_label
 from rlbench.report import Reporter, write_atomic
 from rlbench.report.console import fmt_rate
+from rlbench.results import SESSION_METRICS
 from rlbench.validate import validation_rows
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -149,19 +150,25 @@ def throughput_chart(rows) -> str:
     return "".join(svg)
 
 
+BASELINES = ("serial", "rlpyt-serial")  # the one-process loops a speedup is measured against
+
+
 def winners(rows) -> list:
-    """Per num_envs: the fastest cell, its speedup over `serial` at that size, and whether its lead is
-    clear (its CI above the runner-up's) or within the noise."""
+    """Per workload (num_envs x policy): the fastest strategy, its speedup over the one-process loop on
+    the same workload, and whether its lead is clear (its CI above the runner-up's) or within the noise.
+    Runners also train, so their env steps/s do not compete here."""
     out = []
-    for n in sorted({r["num_envs"] for r in rows}):
-        at = sorted((r for r in rows if r["num_envs"] == n and r["n"] and r["steps_per_s_median"] > 0),
-                    key=lambda r: -r["steps_per_s_median"])
+    rows = [r for r in rows if r.get("kind", "vector_env") == "vector_env"]
+    for n, policy in sorted({(r["num_envs"], r["policy"]) for r in rows}):
+        at = sorted((r for r in rows if (r["num_envs"], r["policy"]) == (n, policy) and r["n"]
+                     and r["steps_per_s_median"] > 0), key=lambda r: -r["steps_per_s_median"])
         if not at:
             continue
         win, runner = at[0], (at[1] if len(at) > 1 else None)
-        serial = next((r for r in at if r["adapter"] == "serial" and r["policy"] == win["policy"]), None)
+        serial = next((r for b in BASELINES for r in at if r["adapter"] == b), None)
         clear = runner is None or not (win["steps_per_s_ci_low"] <= runner["steps_per_s_ci_high"])
-        out.append({"num_envs": n, "winner": _series_label(win), "steps_per_s": win["steps_per_s_median"],
+        out.append({"num_envs": n, "policy": policy, "winner": _series_label(win),
+                    "steps_per_s": win["steps_per_s_median"],
                     "speedup_over_serial": win["steps_per_s_median"] / serial["steps_per_s_median"] if serial else None,
                     "runner_up": _series_label(runner) if runner else "",
                     "lead": "clear" if clear else "within the CIs of the runner-up"})
@@ -170,10 +177,11 @@ def winners(rows) -> list:
 
 def winners_table(rows) -> str:
     body = "".join(
-        f"<tr><td>{w['num_envs']}</td><td>{_e(w['winner'])}</td><td>{fmt_rate(w['steps_per_s'])}</td>"
+        f"<tr><td>{w['num_envs']}</td><td>{_e(w['policy'])}</td><td>{_e(w['winner'])}</td>"
+        f"<td>{fmt_rate(w['steps_per_s'])}</td>"
         f"<td>{'-' if w['speedup_over_serial'] is None else format(w['speedup_over_serial'], '.2f') + 'x'}</td>"
         f"<td>{_e(w['runner_up'])}</td><td>{_e(w['lead'])}</td></tr>" for w in winners(rows))
-    head = "".join(f"<th>{h}</th>" for h in ("num_envs", "fastest", "steps/s", "speedup over serial",
+    head = "".join(f"<th>{h}</th>" for h in ("num_envs", "policy", "fastest", "steps/s", "speedup over serial",
                                              "runner-up", "lead"))
     return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" if body else ""
 
@@ -186,13 +194,25 @@ SUMMARY_VIEW = (("adapter", "adapter"), ("env", "env_label"), ("num_envs", "num_
                 ("CPU cores busy", "cpu_util_median"), ("peak RSS MB", "peak_rss_mb_max"), ("status", "status"))
 
 
+def summary_view(rows) -> tuple:
+    """The fixed columns, plus a column per session metric (updates/s, lag, time split) some cell reported."""
+    reported = tuple((m.replace("_", " "), f"{m}_median") for m in SESSION_METRICS
+                     if any(_finite(r.get(f"{m}_median")) for r in rows))
+    return SUMMARY_VIEW[:-1] + reported + SUMMARY_VIEW[-1:]
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and v == v
+
+
 def summary_table(rows) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h, _ in SUMMARY_VIEW)
+    view = summary_view(rows)
+    head = "".join(f"<th>{_e(h)}</th>" for h, _ in view)
     body = []
     for r in rows:
         r = {**r, "env_label": _env_label(r), "options_label": kv_label(r.get("options"))}
         cells = []
-        for _, key in SUMMARY_VIEW:
+        for _, key in view:
             v = r.get(key)
             if key == "status":
                 text = _e(v) + (f" <span class='warn'>{_e(r['warning'])}</span>" if r["warning"] else "")
@@ -200,7 +220,7 @@ def summary_table(rows) -> str:
                 text += f" <a href='{_e(r['profile'])}'>profile</a>" if r.get("profile") else ""
                 cells.append(f"<td>{text}</td>")
             elif isinstance(v, float):
-                shown = "-" if v != v else (f"{v:.1%}" if key in ("steps_per_s_cv", "policy_frac_median")
+                shown = "-" if v != v else (f"{v:.1%}" if key == "steps_per_s_cv" or key.endswith("frac_median")
                                             else fmt_rate(v) if v >= 1000 else f"{v:.3g}")
                 cells.append(f"<td data-v='{'' if v != v else v}'>{shown}</td>")
             else:

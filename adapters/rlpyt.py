@@ -1,0 +1,440 @@
+"""rlpyt's samplers, implemented natively from its design (astooke/rlpyt, rlpyt/samplers; arXiv 1909.01500).
+
+- `rlpyt-serial`: one process steps every env and selects every action.
+- `rlpyt-cpu`: each worker holds a copy of the agent and acts for its own envs; a trainable model's
+  parameters live in shared memory and workers load them at the start of every batch.
+- `rlpyt-gpu`: workers only step envs; the master selects actions for all envs in one batched call on
+  the policy's device and hands them back through semaphores, once per time step.
+- `rlpyt-alternating`: two worker groups; one group steps its envs while the master selects actions
+  for the other, hiding inference behind env stepping.
+
+All four write one batch of [batch_T, num_envs] observations, actions, rewards and dones into shared
+memory (nothing is pickled per step); one unit of work is one batch. Env `lo + j` is reset with
+`seed + lo + j` and auto-resets inside its step, as `serial` does, so every sampler collects the
+same transitions under a policy that depends only on the observation.
+"""
+import os
+from dataclasses import replace
+from time import perf_counter_ns
+
+import numpy as np
+
+from rlbench.api import Adapter, Option, Workload, make_env, make_policy, register
+
+# Per-process time counters, one row per process (row 0 the master), written only by their owner.
+ENV_NS, INFER_NS, WAIT_NS, SYNC_NS, LEARN_NS, LAG_SUM, LAG_N, LAG_MAX = range(8)
+POLL_S = 1.0  # how often a blocked process checks whether its peer is still alive
+
+
+class SharedArrays:
+    """NumPy views on zero-initialised multiprocessing RawArrays: made once by the master and handed
+    to workers as process arguments, so they work with fork, forkserver and spawn alike."""
+
+    def __init__(self, ctx, specs: dict):
+        self.specs = {k: (tuple(shape), np.dtype(dtype).str) for k, (shape, dtype) in specs.items()}
+        self.raw = {k: ctx.RawArray("b", max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize))
+                    for k, (shape, dtype) in self.specs.items()}
+
+    def views(self) -> dict:
+        return {k: np.frombuffer(self.raw[k], dtype=dtype, count=int(np.prod(shape))).reshape(shape)
+                for k, (shape, dtype) in self.specs.items()}
+
+
+def batch_specs(batch_T, num_envs, obs_space, act_space, workers) -> dict:
+    B, obs, act = num_envs, (obs_space.shape, obs_space.dtype), (act_space.shape, act_space.dtype)
+    return {
+        "obs": ((batch_T, B, *obs[0]), obs[1]), "act": ((batch_T, B, *act[0]), act[1]),
+        "rew": ((batch_T, B), np.float32), "done": ((batch_T, B), np.bool_),
+        "obs_now": ((B, *obs[0]), obs[1]), "act_now": ((B, *act[0]), act[1]),
+        "stats": ((workers + 1, 8), np.float64), "stop": ((1,), np.int64),
+    }
+
+
+def spaces(workload):
+    env = make_env(workload.env_id, **workload.env_kwargs)
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def param_count(workload, obs_space, act_space) -> int:
+    """Length of the flat parameter vector of the workload's policy (0 if it has no parameters),
+    known before any worker starts, so the master never forks after touching torch."""
+    if workload.policy.name != "mlp":
+        return 0
+    sizes = [int(np.prod(obs_space.shape)), *workload.policy.hidden,
+             int(act_space.n) if hasattr(act_space, "n") else int(np.prod(act_space.shape))]
+    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+
+
+class ParamStore:
+    """A policy's parameters in shared memory with a version number: the master publishes, workers load
+    when the version moved (rlpyt's shared model for a CUDA agent's CPU workers)."""
+
+    def __init__(self, ctx, count: int):
+        self.flat = SharedArrays(ctx, {"p": ((max(count, 1),), np.float32), "v": ((1,), np.int64)})
+        self.lock = ctx.Lock()
+        self.count = count
+
+    def attach(self):
+        self._views = self.flat.views()
+        self.loaded = -1
+
+    @property
+    def version(self) -> int:
+        return int(self._views["v"][0])
+
+    def publish(self, net) -> int:
+        import torch
+        flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach().cpu().numpy()
+        with self.lock:
+            self._views["p"][:] = flat
+            self._views["v"][0] += 1
+            return int(self._views["v"][0])
+
+    def load(self, net) -> int:
+        """Copy the newest parameters into `net` if they changed; returns the version now held."""
+        import torch
+        if self.version == self.loaded:
+            return self.loaded
+        with self.lock:
+            flat, self.loaded = self._views["p"].copy(), self.version
+        torch.nn.utils.vector_to_parameters(torch.from_numpy(flat).to(next(net.parameters()).device),
+                                            net.parameters())
+        return self.loaded
+
+
+class MasterWatch:
+    """Tells a worker that its master exited. Reparenting covers fork and spawn. With forkserver the
+    parent is the server, which outlives the master while workers live, and a dead master may stay a
+    zombie until whoever started it has read our inherited pipes to the end; so also look at the
+    master's state, at most once per POLL_S."""
+
+    def __init__(self, master_pid: int):
+        self.master_pid, self.parent, self.next_look_ns = master_pid, os.getppid(), 0
+
+    def gone(self) -> bool:
+        if os.getppid() != self.parent:
+            return True
+        now = perf_counter_ns()
+        if now < self.next_look_ns:
+            return False
+        self.next_look_ns = now + int(POLL_S * 1e9)
+        import psutil
+        try:
+            return psutil.Process(self.master_pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+
+def acquire(sem, alive) -> float:
+    """Block on `sem`; every POLL_S ask `alive()` (which raises if the peer died). Returns ns waited."""
+    t0 = perf_counter_ns()
+    while not sem.acquire(timeout=POLL_S):
+        alive()
+    return perf_counter_ns() - t0
+
+
+class EnvSlice:
+    """Envs lo..hi-1 of the batch, stepped in a loop with auto-reset (as in `serial`)."""
+
+    def __init__(self, workload, lo, hi, obs_now):
+        self.envs = [make_env(workload.env_id, **workload.env_kwargs) for _ in range(lo, hi)]
+        self.obs_now = obs_now
+        for j, env in enumerate(self.envs):
+            obs_now[j] = env.reset(seed=workload.seed + lo + j)[0]
+
+    def step(self, actions, rew_row, done_row):
+        for j, env in enumerate(self.envs):
+            obs, reward, terminated, truncated, _ = env.step(actions[j])
+            done = terminated or truncated
+            if done:
+                obs, _ = env.reset()
+            self.obs_now[j], rew_row[j], done_row[j] = obs, reward, done
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+
+def worker_policy(workload, rank, obs_space, act_space):
+    """A worker's own copy of the agent: always on the CPU (rlpyt's CPU copy of a CUDA agent), and a
+    random policy gets its own stream per worker."""
+    policy = replace(workload.policy, device="cpu")
+    return make_policy(replace(workload, policy=policy, seed=workload.seed + 1000 * (rank + 1)),
+                       obs_space, act_space)
+
+
+def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, master_pid):
+    """A sampler worker. mode 'cpu': act locally for a whole batch per go; 'gpu': one env step per action
+    handed over by the master."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    workload = Workload.from_dict(workload_dict)
+    buf = shared.views()
+    stats, stop = buf["stats"][rank + 1], buf["stop"]
+    master = MasterWatch(master_pid)
+
+    def master_alive():
+        if master.gone():
+            raise SystemExit(0)
+
+    envs = EnvSlice(workload, lo, hi, buf["obs_now"][lo:hi])
+    try:
+        if mode == "cpu":
+            obs_space, act_space = envs.envs[0].observation_space, envs.envs[0].action_space
+            policy = worker_policy(workload, rank, obs_space, act_space)
+            params.attach()
+            go, done = sems
+            while True:
+                stats[WAIT_NS] += acquire(go, master_alive)
+                if stop[0]:
+                    return
+                if policy.net is not None:
+                    t0 = perf_counter_ns()
+                    params.load(policy.net)
+                    stats[SYNC_NS] += perf_counter_ns() - t0
+                for t in range(buf["obs"].shape[0]):
+                    buf["obs"][t, lo:hi] = envs.obs_now
+                    t0 = perf_counter_ns()
+                    actions = policy(envs.obs_now)
+                    t1 = perf_counter_ns()
+                    buf["act"][t, lo:hi] = actions
+                    envs.step(actions, buf["rew"][t, lo:hi], buf["done"][t, lo:hi])
+                    stats[INFER_NS] += t1 - t0
+                    stats[ENV_NS] += perf_counter_ns() - t1
+                done.release()
+        else:
+            act_ready, obs_ready = sems
+            batch_T, t = buf["obs"].shape[0], 0
+            obs_ready.release()
+            while True:
+                stats[WAIT_NS] += acquire(act_ready, master_alive)
+                if stop[0]:
+                    return
+                t0 = perf_counter_ns()
+                envs.step(buf["act_now"][lo:hi], buf["rew"][t, lo:hi], buf["done"][t, lo:hi])
+                stats[ENV_NS] += perf_counter_ns() - t0
+                t = (t + 1) % batch_T
+                obs_ready.release()
+    finally:
+        envs.close()
+
+
+class Window:
+    """The per-process time counters over the harness's timed window."""
+
+    def __init__(self, stats):
+        self.stats = stats
+        self.reset()
+
+    def reset(self):
+        self.start = self.stats.copy()
+
+    def delta(self):
+        return self.stats - self.start
+
+
+class SamplerSession:
+    """The master side shared by every sampler: buffers, workers, the batch views a learner reads."""
+
+    def __init__(self, workload, options, mode):
+        import multiprocessing as mp
+        self.workload, self.mode = workload, mode
+        self.batch_T = options["batch_T"]
+        self.procs = []
+        workers = 0 if mode == "serial" else options["workers"]
+        obs_space, act_space = spaces(workload)
+        ctx = mp.get_context(options.get("context", "fork"))
+        self.shared = SharedArrays(ctx, batch_specs(self.batch_T, workload.num_envs, obs_space, act_space, workers))
+        self.buf = self.shared.views()
+        self.samples = {k: self.buf[k] for k in ("obs", "act", "rew", "done")}
+        self.params = ParamStore(ctx, param_count(workload, obs_space, act_space) if mode == "cpu" else 0)
+        self.params.attach()
+        self.window = Window(self.buf["stats"])
+        self.metrics = self
+        self.info = {"workers": max(workers, 1), "batch_size": self.batch_T * workload.num_envs}
+        try:
+            self._start(ctx, workers, options)
+            self.policy = make_policy(workload, obs_space, act_space)  # after the fork: see param_count
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, ctx, workers, options):
+        if self.mode == "serial":
+            self.envs = EnvSlice(self.workload, 0, self.workload.num_envs, self.buf["obs_now"])
+            return
+        per = self.workload.num_envs // workers
+        cpus = sorted(os.sched_getaffinity(0))
+        self.sems = [(ctx.Semaphore(0), ctx.Semaphore(0)) for _ in range(workers)]
+        for rank in range(workers):
+            pin = [cpus[rank % len(cpus)]] if options["worker_affinity"] == "spread" else None
+            proc = ctx.Process(target=worker_main, daemon=True, name=f"rlpyt-worker-{rank}",
+                               args=(rank, "cpu" if self.mode == "cpu" else "gpu", self.workload.to_dict(),
+                                     rank * per, (rank + 1) * per, self.shared, self.sems[rank],
+                                     self.params, pin, os.getpid()))
+            proc.start()
+            self.procs.append(proc)
+        self.slices = [slice(r * per, (r + 1) * per) for r in range(workers)]
+        if self.mode != "cpu":
+            for rank in range(workers):  # initial observations written
+                self._wait(rank)
+
+    def workers_alive(self):
+        for rank, proc in enumerate(self.procs):
+            if not proc.is_alive():
+                raise RuntimeError(f"sampler worker {rank} (pid {proc.pid}) exited with code {proc.exitcode}")
+
+    def _wait(self, rank):
+        self.buf["stats"][0, WAIT_NS] += acquire(self.sems[rank][1], self.workers_alive)
+
+    def _select(self, t, where):
+        """Record the observations of `where`, select their actions, hand them back."""
+        obs = self.buf["obs_now"][where]
+        self.buf["obs"][t, where] = obs
+        t0 = perf_counter_ns()
+        actions = self.policy(obs)
+        self.buf["stats"][0, INFER_NS] += perf_counter_ns() - t0
+        self.buf["act"][t, where] = actions
+        self.buf["act_now"][where] = actions
+        return actions
+
+    def step(self) -> int:
+        getattr(self, f"_batch_{self.mode}")()
+        return self.batch_T * self.workload.num_envs
+
+    def _batch_serial(self):
+        stats = self.buf["stats"][0]
+        for t in range(self.batch_T):
+            actions = self._select(t, slice(None))
+            t0 = perf_counter_ns()
+            self.envs.step(actions, self.buf["rew"][t], self.buf["done"][t])
+            stats[ENV_NS] += perf_counter_ns() - t0
+
+    def _batch_cpu(self):
+        if self.policy.net is not None:  # as after an optimiser step: workers load these at batch start
+            t0 = perf_counter_ns()
+            self.params.publish(self.policy.net)
+            self.buf["stats"][0, SYNC_NS] += perf_counter_ns() - t0
+        for go, _ in self.sems:
+            go.release()
+        for rank in range(len(self.procs)):
+            self._wait(rank)
+
+    def _batch_gpu(self):
+        for t in range(self.batch_T):
+            self._select(t, slice(None))
+            for act_ready, _ in self.sems:
+                act_ready.release()
+            for rank in range(len(self.procs)):
+                self._wait(rank)
+
+    def _batch_alternating(self):
+        half = len(self.procs) // 2
+        groups = [range(0, half), range(half, len(self.procs))]
+        pending = [False, False]  # group stepping, its observations not yet collected
+        for t in range(self.batch_T):
+            for g, ranks in enumerate(groups):
+                if pending[g]:
+                    for rank in ranks:
+                        self._wait(rank)
+                self._select(t, slice(self.slices[ranks[0]].start, self.slices[ranks[-1]].stop))
+                for rank in ranks:
+                    self.sems[rank][0].release()
+                pending[g] = True
+        for ranks in groups:
+            for rank in ranks:
+                self._wait(rank)
+
+    # -- metrics over the timed window ------------------------------------------------------------------
+    def reset(self):
+        self.window.reset()
+
+    def read(self, seconds):
+        d = self.window.delta() / (seconds * 1e9)
+        master, workers = d[0], d[1:]
+        acting = workers if self.mode == "cpu" else d[:1]
+        stepping = workers if len(workers) else d[:1]
+        return {"env_frac": float(stepping[:, ENV_NS].mean()),
+                "inference_frac": float(acting[:, INFER_NS].mean()),
+                "wait_frac": float(master[WAIT_NS]),
+                "sync_frac": float(master[SYNC_NS] + (workers[:, SYNC_NS].mean() if len(workers) else 0.0))}
+
+    def close(self):
+        self.buf["stop"][0] = 1
+        for sem_pair in getattr(self, "sems", []):
+            sem_pair[0].release()
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self.procs = []
+        if hasattr(self, "envs"):
+            self.envs.close()
+
+
+SAMPLER_OPTIONS = (
+    Option("batch_T", int, 32, "time steps per batch (one unit = batch_T x num_envs transitions)"),
+)
+WORKER_OPTIONS = (
+    Option("workers", int, 2, "worker processes; each steps num_envs / workers envs"),
+    Option("worker_affinity", str, "none", "pin worker i to the i-th allowed CPU (spread) or not",
+           ("none", "spread")),
+    Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn")),
+)
+
+
+class RlpytSampler(Adapter):
+    requires = ("gymnasium",)
+    options = SAMPLER_OPTIONS + WORKER_OPTIONS
+    mode = ""
+    min_workers = 1
+
+    def supports(self, workload, options):
+        workers = options["workers"]
+        if options["batch_T"] < 1:
+            return f"batch_T={options['batch_T']} must be >= 1"
+        if workers < self.min_workers:
+            return f"{self.name} needs workers >= {self.min_workers} (got {workers})"
+        if workload.num_envs % workers:
+            return f"num_envs={workload.num_envs} must be a multiple of workers={workers}"
+        return None
+
+    def open(self, workload, options):
+        return SamplerSession(workload, options, self.mode)
+
+
+@register
+class RlpytSerial(RlpytSampler):
+    name = "rlpyt-serial"
+    description = "rlpyt SerialSampler: one process steps all envs and selects all actions"
+    options = SAMPLER_OPTIONS
+    mode = "serial"
+
+    def supports(self, workload, options):
+        return None if options["batch_T"] >= 1 else f"batch_T={options['batch_T']} must be >= 1"
+
+
+@register
+class RlpytCpu(RlpytSampler):
+    name = "rlpyt-cpu"
+    description = "rlpyt CpuSampler: workers act with their own agent copy; parameters via shared memory"
+    mode = "cpu"
+
+
+@register
+class RlpytGpu(RlpytSampler):
+    name = "rlpyt-gpu"
+    description = "rlpyt GpuSampler: workers step envs; the master batches inference for all, per step"
+    mode = "gpu"
+
+
+@register
+class RlpytAlternating(RlpytSampler):
+    name = "rlpyt-alternating"
+    description = "rlpyt AlternatingSampler: two worker groups; one steps while the master acts for the other"
+    mode = "alternating"
+    min_workers = 2

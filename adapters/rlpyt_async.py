@@ -1,0 +1,245 @@
+"""`rlpyt-async`: rlpyt's asynchronous sampling/optimisation (AsyncRl runner, async replay buffer).
+
+Sampler processes act with their own copy of the Q-network, collect batch_T steps at a time and write
+them into a replay ring in shared memory; the optimiser (this process) trains concurrently on uniform
+minibatches from it. Both sides are throttled to the target replay ratio (transitions consumed by
+updates per transition added), and the optimiser never runs more than `max_lag` parameter versions
+ahead of the oldest version a sampler is acting with. One unit of work is one optimiser update; the
+env steps it reports are the transitions the samplers added meanwhile.
+"""
+import os
+import time
+from time import perf_counter_ns
+
+import numpy as np
+
+from rlbench.adapters.rlpyt import (
+    ENV_NS, INFER_NS, LEARN_NS, SYNC_NS, WAIT_NS, WORKER_OPTIONS, EnvSlice, ParamStore, SharedArrays, Window,
+    MasterWatch, param_count, spaces, worker_policy)
+from rlbench.api import Adapter, Option, Unsupported, Workload, make_policy, register
+
+ADDED, CONSUMED, STOP = range(3)
+IDLE_S = 50e-6  # sleep while throttled; short against any batch
+
+
+def ring_specs(capacity, workers, obs_space, act_space, max_lag) -> dict:
+    obs = (obs_space.shape, obs_space.dtype)
+    return {
+        "obs": ((capacity, *obs[0]), obs[1]), "next_obs": ((capacity, *obs[0]), obs[1]),
+        "act": ((capacity, *act_space.shape), act_space.dtype), "rew": ((capacity,), np.float32),
+        "done": ((capacity,), np.bool_), "ctrl": ((3,), np.int64), "acting": ((workers,), np.int64),
+        "lag_hist": ((workers, max_lag + 2), np.int64), "stats": ((workers + 1, 8), np.float64),
+    }
+
+
+def sampler_main(rank, workload_dict, lo, hi, opts, shared, lock, params, cpus, master_pid):
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    master = MasterWatch(master_pid)
+    workload = Workload.from_dict(workload_dict)
+    ring = shared.views()
+    ctrl, stats, hist = ring["ctrl"], ring["stats"][rank + 1], ring["lag_hist"][rank]
+    T, n, capacity = opts["batch_T"], hi - lo, ring["rew"].shape[0]
+    M, N = opts["minibatch"], workload.num_envs  # how far samplers may run ahead: enough that the optimiser can always start
+    slack = max(2 * T * N, M + T * N, M / opts["replay_ratio"] + T * N)
+    obs_now = np.empty((n, *ring["obs"].shape[1:]), ring["obs"].dtype)
+    envs = EnvSlice(workload, lo, hi, obs_now)
+    policy = worker_policy(workload, rank, envs.envs[0].observation_space, envs.envs[0].action_space)
+    params.attach()
+    local = {k: np.empty((T, n, *ring[k].shape[1:]), ring[k].dtype) for k in ("obs", "next_obs", "act", "rew", "done")}
+    try:
+        while True:
+            t0 = perf_counter_ns()
+            while True:  # keep the newest parameters while throttled, so the optimiser's lag bound holds
+                if ctrl[STOP] or master.gone():
+                    return
+                version = params.load(policy.net)
+                ring["acting"][rank] = version
+                if ctrl[ADDED] - ctrl[CONSUMED] / opts["replay_ratio"] < slack:
+                    break
+                time.sleep(IDLE_S)
+            stats[WAIT_NS] += perf_counter_ns() - t0
+            for t in range(T):
+                local["obs"][t] = obs_now
+                t1 = perf_counter_ns()
+                actions = policy(obs_now)
+                t2 = perf_counter_ns()
+                local["act"][t] = actions
+                envs.step(actions, local["rew"][t], local["done"][t])
+                local["next_obs"][t] = obs_now  # after an auto-reset this is the new episode's: `done` masks it
+                stats[INFER_NS] += t2 - t1
+                stats[ENV_NS] += perf_counter_ns() - t2
+            t3 = perf_counter_ns()
+            with lock:
+                at = (ctrl[ADDED] + np.arange(T * n)) % capacity
+                for k, v in local.items():
+                    ring[k][at] = v.reshape(T * n, *v.shape[2:])
+                ctrl[ADDED] += T * n
+                lag = params.version - version
+            hist[min(lag, hist.size - 1)] += 1
+            stats[SYNC_NS] += perf_counter_ns() - t3
+    finally:
+        envs.close()
+
+
+class AsyncSession:
+    def __init__(self, workload, options):
+        import multiprocessing as mp
+        self.workload, self.opts = workload, options
+        self.procs = []
+        workers = options["workers"]
+        obs_space, act_space = spaces(workload)
+        if not hasattr(act_space, "n"):
+            raise Unsupported("rlpyt-async trains a DQN-style learner: discrete action spaces only")
+        ctx = mp.get_context(options["context"])
+        self.shared = SharedArrays(ctx, ring_specs(options["capacity"], workers, obs_space, act_space,
+                                                   options["max_lag"]))
+        self.ring = self.shared.views()
+        self.ctrl = self.ring["ctrl"]
+        self.lock = ctx.Lock()
+        self.params = ParamStore(ctx, param_count(workload, obs_space, act_space))
+        self.params.attach()
+        self.window = Window(self.ring["stats"])
+        self.metrics = self
+        self.info = {"workers": workers, "batch_size": options["minibatch"]}
+        self.rng = np.random.default_rng(workload.seed)
+        self.updates = 0
+        self.last_added = 0
+        try:
+            per, cpus = workload.num_envs // workers, sorted(os.sched_getaffinity(0))
+            for rank in range(workers):
+                pin = [cpus[rank % len(cpus)]] if options["worker_affinity"] == "spread" else None
+                proc = ctx.Process(target=sampler_main, daemon=True, name=f"rlpyt-sampler-{rank}",
+                                   args=(rank, workload.to_dict(), rank * per, (rank + 1) * per, dict(options),
+                                         self.shared, self.lock, self.params, pin, os.getpid()))
+                proc.start()
+                self.procs.append(proc)
+            self._build_learner(obs_space, act_space)  # torch only after the fork
+        except BaseException:
+            self.close()
+            raise
+
+    def _build_learner(self, obs_space, act_space):
+        import torch
+        self.torch = torch
+        self.net = make_policy(self.workload, obs_space, act_space).net
+        self.device = next(self.net.parameters()).device
+        self.net.train()
+        self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
+        self.params.publish(self.net)
+
+    def _workers_alive(self):
+        for rank, proc in enumerate(self.procs):
+            if not proc.is_alive():
+                raise RuntimeError(f"sampler {rank} (pid {proc.pid}) exited with code {proc.exitcode}")
+
+    def _wait_until(self, ready):
+        t0 = perf_counter_ns()
+        last_check = t0
+        while not ready():
+            time.sleep(IDLE_S)
+            now = perf_counter_ns()
+            if now - last_check > 1e9:
+                self._workers_alive()
+                last_check = now
+        self.ring["stats"][0, WAIT_NS] += perf_counter_ns() - t0
+
+    def step(self) -> int:
+        o, M = self.opts, self.opts["minibatch"]
+        ctrl, stats = self.ctrl, self.ring["stats"][0]
+        self._wait_until(lambda: ctrl[ADDED] >= M and ctrl[CONSUMED] + M <= o["replay_ratio"] * ctrl[ADDED])
+        self._wait_until(lambda: self.params.version - self.ring["acting"].min() < o["max_lag"])
+        t0 = perf_counter_ns()
+        with self.lock:
+            idx = self.rng.integers(0, min(int(ctrl[ADDED]), o["capacity"]), size=M)
+            batch = {k: self.torch.as_tensor(self.ring[k][idx]).to(self.device)
+                     for k in ("obs", "next_obs", "act", "rew", "done")}
+        t1 = perf_counter_ns()
+        self._learn(batch)
+        t2 = perf_counter_ns()
+        self.params.publish(self.net)
+        ctrl[CONSUMED] += M
+        self.updates += 1
+        stats[LEARN_NS] += t2 - t1
+        stats[SYNC_NS] += perf_counter_ns() - t2 + (t1 - t0)
+        added = int(ctrl[ADDED])
+        made, self.last_added = added - self.last_added, added
+        return made
+
+    def _learn(self, b):
+        torch, net, M = self.torch, self.net, self.opts["minibatch"]
+        obs, next_obs = b["obs"].float().reshape(M, -1), b["next_obs"].float().reshape(M, -1)
+        q = net(obs).gather(1, b["act"].long().reshape(M, 1)).squeeze(1)
+        with torch.no_grad():
+            target = b["rew"] + 0.99 * (~b["done"]).float() * net(next_obs).max(1).values
+        loss = torch.nn.functional.smooth_l1_loss(q, target)
+        self.optim.zero_grad()
+        loss.backward()
+        self.optim.step()
+
+    # -- metrics over the timed window ------------------------------------------------------------------
+    def reset(self):
+        self.window.reset()
+        self.mark = (self.updates, int(self.ctrl[ADDED]), int(self.ctrl[CONSUMED]), self.ring["lag_hist"].sum(0))
+
+    def read(self, seconds):
+        updates, added, consumed, hist0 = self.mark
+        d = self.window.delta() / (seconds * 1e9)
+        hist = self.ring["lag_hist"].sum(0) - hist0
+        lags = np.arange(hist.size)
+        added = int(self.ctrl[ADDED]) - added
+        return {"updates_per_s": (self.updates - updates) / seconds,
+                "replay_ratio": (int(self.ctrl[CONSUMED]) - consumed) / added if added else float("nan"),
+                "policy_lag_mean": float((hist * lags).sum() / hist.sum()) if hist.sum() else float("nan"),
+                "policy_lag_max": float(lags[hist > 0].max()) if hist.sum() else float("nan"),
+                "env_frac": float(d[1:, ENV_NS].mean()), "inference_frac": float(d[1:, INFER_NS].mean()),
+                "learn_frac": float(d[0, LEARN_NS]), "wait_frac": float(d[0, WAIT_NS]),
+                "sync_frac": float(d[0, SYNC_NS])}
+
+    def lag_histogram(self) -> np.ndarray:
+        """Batches written per policy lag (versions between acting and writing), all samplers, all time;
+        the last bin counts anything beyond max_lag (never, by construction)."""
+        return self.ring["lag_hist"].sum(0).copy()
+
+    def close(self):
+        self.ring["ctrl"][STOP] = 1
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self.procs = []
+
+
+@register
+class RlpytAsync(Adapter):
+    name = "rlpyt-async"
+    kind = "runner"
+    description = "rlpyt AsyncRl: samplers fill a shared replay ring while a DQN-style optimiser trains"
+    requires = ("gymnasium", "torch")
+    options = (
+        Option("batch_T", int, 16, "time steps each sampler collects between parameter syncs"),
+        Option("replay_ratio", float, 4.0, "target transitions consumed by updates per transition added"),
+        Option("minibatch", int, 64, "transitions per optimiser update"),
+        Option("capacity", int, 65536, "replay ring size in transitions"),
+        Option("max_lag", int, 4, "most parameter versions a sampler may act behind the optimiser"),
+        Option("lr", float, 1e-3, "Adam learning rate"),
+    ) + WORKER_OPTIONS
+
+    def supports(self, workload, options):
+        if workload.policy.name != "mlp":
+            return f"rlpyt-async trains the policy: needs policy mlp (got {workload.policy.name})"
+        workers = options["workers"]
+        if workers < 1 or workload.num_envs % workers:
+            return f"num_envs={workload.num_envs} must be a positive multiple of workers={workers}"
+        for key in ("batch_T", "minibatch", "max_lag"):
+            if options[key] < 1:
+                return f"{key}={options[key]} must be >= 1"
+        if options["replay_ratio"] <= 0:
+            return f"replay_ratio={options['replay_ratio']} must be > 0"
+        if options["capacity"] < options["minibatch"]:
+            return f"capacity={options['capacity']} must hold one minibatch ({options['minibatch']})"
+        return None
+
+    def open(self, workload, options):
+        return AsyncSession(workload, options)

@@ -1,0 +1,467 @@
+"""`rlpyt-sync`: rlpyt's synchronous multi-process runner (SyncRl), written natively.
+
+`ranks` processes each run a whole sampler + A2C learner on their own envs; torch
+DistributedDataParallel all-reduces the gradients, so every rank applies the same update and the
+parameters stay identical. The cell process is rank 0 and the master: it hosts the rendezvous
+store and starts ranks - 1 workers. One step() is one iteration on every rank; rank 0 keeps the
+ranks in lockstep by broadcasting a command (ITERATE, REPORT_PARAMS, STOP) at the start of each.
+
+Spawn is the default start method: forking a process that already runs torch's thread pools (and
+maybe CUDA) is not safe, and spawn is what torch.multiprocessing.spawn uses for DDP.
+"""
+import math
+from datetime import timedelta
+from time import monotonic, perf_counter_ns, sleep
+
+import numpy as np
+
+from rlbench.api import Adapter, Option, Unsupported, make_env, register
+
+ITERATE, REPORT_PARAMS, STOP = 0, 1, 2
+GAMMA, VALUE_COEF, ENTROPY_COEF = 0.99, 0.5, 0.01
+HOST = "127.0.0.1"
+STAGES = ("env", "inference", "learn", "sync")
+
+
+def _key(kind: str, rank: int) -> str:
+    return f"rlpyt-sync/{kind}/{rank}"
+
+
+def _device(spec_device: str, rank: int) -> str:
+    """Rank r on GPU r (round-robin when GPUs are shared, which only gloo allows)."""
+    if not spec_device.startswith("cuda"):
+        return spec_device
+    import torch
+    return f"cuda:{rank % torch.cuda.device_count()}"
+
+
+class _Rank:
+    """One rank's sampler and algorithm: its envs, the model (DDP once connected), Adam, and the
+    seeded generator that samples actions. Counts ns per stage for the session's metrics."""
+
+    def __init__(self, rank: int, workload, options: dict, envs_per_rank: int):
+        self.rank, self.batch_T, self.lr = rank, options["batch_T"], options["lr"]
+        self.ns = dict.fromkeys(STAGES, 0)
+        self.iterations = 0
+        self.envs = []
+        self.ddp = self.optimizer = None
+        self.connected = False
+        try:
+            self._build(workload, envs_per_rank)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, workload, envs_per_rank: int):
+        import gymnasium as gym
+        import torch
+        rank = self.rank
+        first = rank * envs_per_rank  # global env index: seeds do not repeat across ranks
+        for _ in range(envs_per_rank):
+            self.envs.append(make_env(workload.env_id, **workload.env_kwargs))
+        space = self.envs[0].action_space
+        if not isinstance(space, gym.spaces.Discrete):
+            raise Unsupported(f"rlpyt-sync's A2C samples a categorical: needs a Discrete action space "
+                              f"(got {type(space).__name__})")
+        self.action_start = int(space.start)
+        self.obs = np.stack([env.reset(seed=workload.seed + first + i)[0] for i, env in enumerate(self.envs)])
+        self.scale = 1.0 / 255 if self.obs.dtype == np.uint8 else 1.0
+
+        torch.set_num_threads(workload.policy.threads)
+        self.device = torch.device(_device(workload.policy.device, rank))
+        torch.manual_seed(workload.seed)  # identical initial parameters on every rank
+        self.model = _ActorCritic(math.prod(self.obs.shape[1:]), workload.policy.hidden, int(space.n)).to(self.device)
+        self.gen = torch.Generator(self.device)
+        self.gen.manual_seed(workload.seed * 1000 + rank)
+        T, B = self.batch_T, envs_per_rank
+        self.buf_obs = np.empty((T, *self.obs.shape), dtype=self.obs.dtype)
+        self.buf_actions = np.empty((T, B), dtype=np.int64)
+        self.buf_rewards = np.empty((T, B), dtype=np.float32)
+        self.buf_dones = np.empty((T, B), dtype=np.float32)
+
+    def connect(self, store, world_size: int, backend: str, timeout_s: float):
+        """Join the process group; DDP broadcasts rank 0's parameters to the others."""
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group(backend, store=store, rank=self.rank, world_size=world_size,
+                                timeout=timedelta(seconds=timeout_s))
+        self.connected = True
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        self.ddp = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        self.optimizer = torch.optim.Adam(self.ddp.parameters(), lr=self.lr)
+        # nccl broadcasts device tensors, gloo host ones
+        cmd_device = self.device if backend == "nccl" else torch.device("cpu")
+        self.cmd = torch.zeros(1, dtype=torch.int64, device=cmd_device)
+
+    def command(self, value: int = -1) -> int:
+        """Rank 0 sends `value`, the others receive it; the time is waiting for the slowest rank."""
+        import torch.distributed as dist
+        t0 = perf_counter_ns()
+        if self.rank == 0:
+            self.cmd.fill_(value)
+        dist.broadcast(self.cmd, src=0)
+        value = int(self.cmd.item())
+        self.ns["sync"] += perf_counter_ns() - t0
+        return value
+
+    def _tensor(self, obs):
+        import torch
+        x = torch.as_tensor(obs, device=self.device).reshape(len(obs), -1).float()
+        return x * self.scale if self.scale != 1.0 else x
+
+    def iterate(self):
+        """Sample batch_T steps from every env, then one A2C update through DDP."""
+        import torch
+        ns = self.ns
+        for t in range(self.batch_T):
+            t0 = perf_counter_ns()
+            self.buf_obs[t] = self.obs
+            with torch.no_grad():
+                logits, _ = self.model(self._tensor(self.obs))
+                actions = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.gen).squeeze(1)
+            actions = actions.cpu().numpy()
+            t1 = perf_counter_ns()
+            for i, env in enumerate(self.envs):
+                obs, reward, terminated, truncated, _ = env.step(int(actions[i]) + self.action_start)
+                done = terminated or truncated
+                if done:
+                    obs, _ = env.reset()
+                self.obs[i] = obs
+                self.buf_rewards[t, i] = reward
+                self.buf_dones[t, i] = done
+            self.buf_actions[t] = actions
+            t2 = perf_counter_ns()
+            ns["inference"] += t1 - t0
+            ns["env"] += t2 - t1
+        t0 = perf_counter_ns()
+        self._learn()
+        ns["learn"] += perf_counter_ns() - t0
+        self.iterations += 1
+
+    def _learn(self):
+        import torch
+        T, B = self.buf_actions.shape
+        # one forward over the batch and the last observation, whose value bootstraps the returns
+        x = self._tensor(np.concatenate([self.buf_obs.reshape(T * B, *self.obs.shape[1:]), self.obs]))
+        logits, values = self.ddp(x)
+        logits, values, last_value = logits[:T * B], values[:T * B], values[T * B:].detach()
+        rewards = torch.as_tensor(self.buf_rewards, device=self.device)
+        not_done = 1.0 - torch.as_tensor(self.buf_dones, device=self.device)
+        returns = torch.empty_like(rewards)
+        ret = last_value
+        for t in reversed(range(T)):
+            ret = rewards[t] + GAMMA * ret * not_done[t]  # an episode end cuts the return
+            returns[t] = ret
+        returns = returns.reshape(-1)
+        advantage = returns - values.detach()
+        logp = torch.log_softmax(logits, -1)
+        actions = torch.as_tensor(self.buf_actions, device=self.device).reshape(-1, 1)
+        policy_loss = -(logp.gather(1, actions).squeeze(1) * advantage).mean()
+        value_loss = (returns - values).pow(2).mean()
+        entropy = -(logp.exp() * logp).sum(-1).mean()
+        loss = policy_loss + VALUE_COEF * value_loss - ENTROPY_COEF * entropy
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # DDP all-reduces (averages) the gradients here
+        self.optimizer.step()
+
+    def gather_params(self):
+        """Every rank's flat parameter vector, in rank order (all ranks take part)."""
+        import torch
+        import torch.distributed as dist
+        flat = torch.cat([p.detach().reshape(-1) for p in self.model.parameters()])
+        if self.cmd.device != flat.device:
+            flat = flat.to(self.cmd.device)
+        out = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+        dist.all_gather(out, flat)
+        return [o.cpu().numpy().copy() for o in out]
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+        self.envs = []
+        if self.connected:
+            import torch.distributed as dist
+            self.connected = False
+            self.ddp = self.optimizer = None
+            dist.destroy_process_group()
+
+
+def _ActorCritic(obs_size: int, hidden: tuple, n_actions: int):
+    """A shared tanh MLP torso with a policy-logits head and a value head."""
+    import torch
+
+    class ActorCritic(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            layers, size = [], obs_size
+            for h in hidden:
+                layers += [torch.nn.Linear(size, h), torch.nn.Tanh()]
+                size = h
+            self.torso = torch.nn.Sequential(*layers)
+            self.pi = torch.nn.Linear(size, n_actions)
+            self.v = torch.nn.Linear(size, 1)
+
+        def forward(self, x):
+            z = self.torso(x)
+            return self.pi(z), self.v(z).squeeze(-1)
+
+    return ActorCritic()
+
+
+def _worker_main(rank, world_size, port, workload, options, envs_per_rank, backend):
+    """A worker rank: build, say ready, join the group, then follow rank 0's commands."""
+    store = me = None
+    try:
+        import torch.distributed as dist
+        store = dist.TCPStore(HOST, port, world_size, False, timeout=timedelta(seconds=options["timeout_s"]))
+        me = _Rank(rank, workload, options, envs_per_rank)
+        store.set(_key("ready", rank), "1")
+        me.connect(store, world_size, backend, options["timeout_s"])
+        while True:
+            cmd = me.command()
+            if cmd == ITERATE:
+                me.iterate()
+            elif cmd == REPORT_PARAMS:
+                me.gather_params()
+            else:
+                break
+    except BaseException as exc:
+        if store is not None:
+            try:
+                store.set(_key("error", rank), f"{type(exc).__name__}: {exc}")
+            except Exception:
+                pass
+        raise
+    finally:
+        if me is not None:
+            me.close()
+
+
+class SyncMetrics:
+    """Rank 0's figures over the timed window: iterations per second and where its time went."""
+
+    def __init__(self, rank: _Rank):
+        self._rank = rank
+        self.reset()
+
+    def reset(self):
+        self._ns0 = dict(self._rank.ns)
+        self._it0 = self._rank.iterations
+
+    def read(self, seconds: float) -> dict:
+        if seconds <= 0:
+            return {}
+        out = {"updates_per_s": (self._rank.iterations - self._it0) / seconds}
+        for stage in STAGES:
+            out[f"{stage}_frac"] = (self._rank.ns[stage] - self._ns0[stage]) / 1e9 / seconds
+        return out
+
+
+class _Helpers:
+    """spawn and forkserver start multiprocessing's resource tracker (and the fork server) on our
+    behalf, and they outlive every worker. Those not running before open() are stopped again on
+    close(), so a session leaves no process behind; the workers register nothing with them."""
+
+    def __init__(self):
+        from multiprocessing import forkserver, resource_tracker
+        self._was_running = {
+            resource_tracker._resource_tracker: resource_tracker._resource_tracker._fd is not None,
+            forkserver._forkserver: forkserver._forkserver._forkserver_pid is not None,
+        }
+
+    def stop(self):
+        for helper, was_running in self._was_running.items():
+            if not was_running:
+                try:
+                    helper._stop()
+                except Exception:  # private API: leaving one behind beats failing close()
+                    pass
+
+
+class SyncSession:
+    def __init__(self, workload, options: dict):
+        self.procs, self.rank0, self.store, self.helpers = [], None, None, None
+        self.failed = None  # why the ranks can no longer work together
+        self._closed = False
+        self.ranks = options["ranks"]
+        self.envs_per_rank = workload.num_envs // self.ranks
+        try:
+            self._open(workload, options)
+        except BaseException:
+            self.close()
+            raise
+        batch = self.ranks * self.envs_per_rank * options["batch_T"]
+        self.info = {"workers": self.ranks, "batch_size": batch}
+        self.metrics = SyncMetrics(self.rank0)
+
+    def _open(self, workload, options):
+        import multiprocessing as mp
+        import torch
+        import torch.distributed as dist
+        if not dist.is_available():
+            raise Unsupported("this torch build has no torch.distributed")
+        device = workload.policy.device
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise Unsupported("no CUDA device")
+        backend = options["backend"]
+        if backend == "auto":
+            backend = "nccl" if device.startswith("cuda") else "gloo"
+        if backend == "nccl":
+            if not dist.is_nccl_available():
+                raise Unsupported("this torch build has no nccl (valid: backend=gloo)")
+            if self.ranks > torch.cuda.device_count():
+                raise Unsupported(f"nccl needs one GPU per rank: ranks={self.ranks} but "
+                                  f"{torch.cuda.device_count()} GPU(s) (valid: backend=gloo)")
+        if dist.is_initialized():
+            raise RuntimeError("a torch.distributed process group already exists in this process")
+        if options["context"] != "fork":
+            self.helpers = _Helpers()
+        timeout_s = options["timeout_s"]
+        # rank 0 builds first: an unsupported env fails here, before any process starts
+        self.rank0 = _Rank(0, workload, options, self.envs_per_rank)
+        # port 0: the OS picks a free port, so there is no race for one
+        self.store = dist.TCPStore(HOST, 0, self.ranks, True, timeout=timedelta(seconds=timeout_s),
+                                   wait_for_workers=False)
+        ctx = mp.get_context(options["context"])
+        for rank in range(1, self.ranks):
+            p = ctx.Process(target=_worker_main, name=f"rlpyt-sync-rank{rank}", daemon=True,
+                            args=(rank, self.ranks, self.store.port, workload, options, self.envs_per_rank, backend))
+            p.start()
+            self.procs.append(p)
+        self._wait_ready(monotonic() + timeout_s)
+        self.rank0.connect(self.store, self.ranks, backend, timeout_s)
+
+    def _wait_ready(self, deadline):
+        """Workers import torch and build their envs; a worker failing here fails open()."""
+        pending = set(range(1, self.ranks))
+        while pending:
+            pending = {r for r in pending if not self.store.check([_key("ready", r)])}
+            self._raise_if_dead()
+            if pending and monotonic() > deadline:
+                raise RuntimeError(f"rlpyt-sync: ranks {sorted(pending)} not ready within timeout_s")
+            sleep(0.005)
+
+    @property
+    def worker_pids(self) -> list:
+        """Process ids of ranks 1.. (rank 0 is this process)."""
+        return [p.pid for p in self.procs]
+
+    def _dead(self):
+        """Why the first worker that has exited is gone ("rank R (pid P) exited with code C: error"),
+        or None while all run."""
+        for rank, p in enumerate(self.procs, 1):
+            if p.exitcode is not None:
+                error = ""
+                try:
+                    if self.store.check([_key("error", rank)]):
+                        error = ": " + self.store.get(_key("error", rank)).decode(errors="replace")
+                except Exception:
+                    pass
+                return f"rlpyt-sync rank {rank} (pid {p.pid}) exited with code {p.exitcode}{error}"
+        return None
+
+    def _raise_if_dead(self):
+        dead = self._dead()
+        if dead:
+            self.failed = dead
+            raise RuntimeError(dead)
+
+    def _all_ranks(self, command: int, work):
+        """Run `work` on rank 0 after telling every rank to do `command`; a failed collective
+        becomes a RuntimeError that names the dead rank when there is one."""
+        if self.failed:
+            raise RuntimeError(f"rlpyt-sync session is broken: {self.failed}")
+        self._raise_if_dead()
+        try:
+            self.rank0.command(command)
+            return work()
+        except Exception as exc:
+            self.failed = f"rlpyt-sync collective failed: {type(exc).__name__}: {exc}"
+            deadline = monotonic() + 5  # a killed peer shows as a closed connection before its exit code
+            while monotonic() < deadline and not self._dead():
+                sleep(0.01)
+            self.failed = self._dead() or self.failed
+            raise RuntimeError(self.failed) from exc
+
+    def step(self) -> int:
+        self._all_ranks(ITERATE, self.rank0.iterate)
+        return self.ranks * self.envs_per_rank * self.rank0.batch_T
+
+    def rank_params(self) -> list:
+        """One flat float array of all parameters per rank, in rank order (for tests)."""
+        return self._all_ranks(REPORT_PARAMS, self.rank0.gather_params)
+
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        stopped = False
+        try:
+            if self.rank0 is not None and self.rank0.connected and not self.failed and not self._dead():
+                self.rank0.command(STOP)
+                stopped = True
+        except Exception:
+            pass
+        finally:
+            try:
+                if self.rank0 is not None:
+                    self.rank0.close()  # destroying the group also unblocks workers stuck in a collective
+            finally:
+                self._join(grace_s=10 if stopped else 1)
+                self.store = None  # the master store stops serving once dropped
+                if self.helpers is not None:
+                    self.helpers.stop()
+
+    def _join(self, grace_s: float):
+        deadline = monotonic() + grace_s
+        for p in self.procs:
+            p.join(max(deadline - monotonic(), 0))
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(2)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        for p in self.procs:
+            p.close()
+        self.procs = []
+
+
+@register
+class RlpytSync(Adapter):
+    name = "rlpyt-sync"
+    kind = "runner"
+    description = ("rlpyt SyncRl natively: `ranks` processes each sample and run A2C on their own envs, "
+                   "gradients all-reduced by torch DistributedDataParallel")
+    requires = ("torch", "gymnasium")
+    options = (
+        Option("ranks", int, 2, "processes, each a DDP rank with num_envs // ranks envs (this process is rank 0)"),
+        Option("batch_T", int, 32, "time steps per env per iteration"),
+        Option("backend", str, "auto", "torch.distributed backend (auto: nccl on cuda, else gloo)",
+               ("auto", "gloo", "nccl")),
+        Option("context", str, "spawn", "multiprocessing start method of the worker ranks",
+               ("spawn", "forkserver", "fork")),
+        Option("lr", float, 1e-3, "Adam learning rate"),
+        Option("timeout_s", float, 60.0, "seconds a collective may wait for the other ranks before failing"),
+    )
+
+    def supports(self, workload, options):
+        ranks = options["ranks"]
+        if ranks < 1:
+            return f"rlpyt-sync needs ranks >= 1 (got {ranks})"
+        if options["batch_T"] < 1:
+            return f"rlpyt-sync needs batch_T >= 1 (got {options['batch_T']})"
+        if workload.policy.name != "mlp":
+            return f"rlpyt-sync trains the policy: needs policy mlp (got {workload.policy.name})"
+        if workload.num_envs % ranks:
+            return (f"rlpyt-sync splits num_envs over ranks: num_envs={workload.num_envs} "
+                    f"is not divisible by ranks={ranks}")
+        if options["timeout_s"] <= 0:
+            return f"rlpyt-sync needs timeout_s > 0 (got {options['timeout_s']:g})"
+        if options["backend"] == "nccl" and not workload.policy.device.startswith("cuda"):
+            return "backend nccl needs policy device cuda (valid: backend=gloo or auto)"
+        return None
+
+    def open(self, workload, options):
+        return SyncSession(workload, options)
