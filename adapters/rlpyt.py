@@ -128,6 +128,17 @@ class MasterWatch:
             return True
 
 
+def stop_processes(procs, grace_s: float = 5.0) -> None:
+    """Give every process until the deadline to exit on its own, then kill what is left."""
+    deadline = perf_counter_ns() + int(grace_s * 1e9)
+    for proc in procs:
+        proc.join(max(deadline - perf_counter_ns(), 0) / 1e9)
+    for proc in procs:
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
 def acquire(sem, alive) -> float:
     """Block on `sem`; every POLL_S ask `alive()` (which raises if the peer died). Returns ns waited."""
     t0 = perf_counter_ns()
@@ -366,11 +377,7 @@ class SamplerSession:
         self.buf["stop"][0] = 1
         for sem_pair in getattr(self, "sems", []):
             sem_pair[0].release()
-        for proc in self.procs:
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+        stop_processes(self.procs)
         self.procs = []
         if hasattr(self, "envs"):
             self.envs.close()

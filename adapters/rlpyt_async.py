@@ -15,7 +15,7 @@ import numpy as np
 
 from rlbench.adapters.rlpyt import (
     ENV_NS, INFER_NS, LEARN_NS, SYNC_NS, WAIT_NS, WORKER_OPTIONS, EnvSlice, ParamStore, SharedArrays, Window,
-    MasterWatch, param_count, spaces, worker_policy)
+    MasterWatch, param_count, spaces, stop_processes, worker_policy)
 from rlbench.api import Adapter, Option, Unsupported, Workload, make_policy, register
 
 ADDED, CONSUMED, STOP = range(3)
@@ -203,11 +203,7 @@ class AsyncSession:
 
     def close(self):
         self.ring["ctrl"][STOP] = 1
-        for proc in self.procs:
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+        stop_processes(self.procs)
         self.procs = []
 
 

@@ -15,6 +15,7 @@ from time import monotonic, perf_counter_ns, sleep
 
 import numpy as np
 
+from rlbench.adapters.rlpyt import stop_processes
 from rlbench.api import Adapter, Option, Unsupported, make_env, register
 
 ITERATE, REPORT_PARAMS, STOP = 0, 1, 2
@@ -407,26 +408,11 @@ class SyncSession:
                 if self.rank0 is not None:
                     self.rank0.close()  # destroying the group also unblocks workers stuck in a collective
             finally:
-                self._join(grace_s=10 if stopped else 1)
+                stop_processes(self.procs, grace_s=10 if stopped else 1)
+                self.procs = []
                 self.store = None  # the master store stops serving once dropped
                 if self.helpers is not None:
                     self.helpers.stop()
-
-    def _join(self, grace_s: float):
-        deadline = monotonic() + grace_s
-        for p in self.procs:
-            p.join(max(deadline - monotonic(), 0))
-        for p in self.procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(2)
-            if p.is_alive():
-                p.kill()
-                p.join()
-        for p in self.procs:
-            p.close()
-        self.procs = []
-
 
 @register
 class RlpytSync(Adapter):

@@ -20,12 +20,11 @@ and DummyEnvWorker.wait returns the very list that BaseVectorEnv.step pops from 
 so an async DummyVectorEnv hands back only every other finished env per call.
 """
 import os
-import time
-from functools import partial
 
 import numpy as np
 
-from rlbench.api import Adapter, Option, become_subreaper, env_fns, make_env, make_policy, register
+from rlbench.adapters import ray_runtime
+from rlbench.api import Adapter, Option, env_fns, make_env, make_policy, register
 
 
 class TianshouSession:
@@ -151,11 +150,7 @@ class TianshouRay(_TianshouAdapter):
         from tianshou.env import RayVectorEnv
         shutdown = None
         if not ray.is_initialized():  # RayVectorEnv would call a bare ray.init(); a small local instance instead
-            before = _descendants()
-            become_subreaper()  # ray.shutdown() may orphan actor workers: adopt, then reap them
-            ray.init(num_cpus=len(os.sched_getaffinity(0)), include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
-            shutdown = partial(_shutdown_ray, ray, before)
+            _, shutdown, _ = ray_runtime.start(num_cpus=len(os.sched_getaffinity(0)))
         try:
             venv = RayVectorEnv(env_fns(workload), **_async_kwargs(options))
         except BaseException:
@@ -163,43 +158,3 @@ class TianshouRay(_TianshouAdapter):
                 shutdown()
             raise
         return TianshouSession(venv, workload, workers=workload.num_envs, on_close=shutdown)
-
-
-def _descendants() -> dict:
-    import psutil
-    return {p.pid: p for p in psutil.Process().children(recursive=True)}
-
-
-def _exited(p) -> bool:
-    import psutil
-    try:
-        os.waitpid(p.pid, os.WNOHANG)  # reaps it once it is our (adopted) child and has exited
-    except ChildProcessError:
-        pass
-    try:
-        return p.status() == psutil.STATUS_ZOMBIE  # exited; whoever is its parent reaps it
-    except psutil.NoSuchProcess:
-        return True
-
-
-def _wait_exited(procs, timeout_s: float) -> list:
-    deadline = time.monotonic() + timeout_s
-    while procs and time.monotonic() < deadline:
-        procs = [p for p in procs if not _exited(p)]
-        if procs:
-            time.sleep(0.05)
-    return [p for p in procs if not _exited(p)]
-
-
-def _shutdown_ray(ray, before: dict, grace_s: float = 30.0):
-    """ray.shutdown(), then make sure every process this Ray instance started (GCS, raylet, one worker
-    per actor) has exited and been reaped: none may outlive the cell."""
-    import psutil
-    started = [p for pid, p in _descendants().items() if pid not in before]
-    ray.shutdown()
-    for p in _wait_exited(started, grace_s):
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    _wait_exited(started, 5.0)

@@ -54,7 +54,16 @@ def run_cell(spec: dict) -> dict:
     info = getattr(session, "info", {}) or {}
     return {"status": "ok", "setup_s": setup_s, "close_s": close_s, **result,
             "cpus": len(os.sched_getaffinity(0)), "torch_threads": _torch_threads(),
-            "workers": info.get("workers"), "batch_size": info.get("batch_size")}
+            **{k: info.get(k) for k in INFO_KEYS}}
+
+
+# What a session's `info` may tell about how it ran, kept in its results row.
+INFO_KEYS = (
+    "workers", "batch_size",
+    "runtime_init_s",   # starting or joining a framework runtime (Ray), inside setup_s, never in a rate
+    "placement",        # where each worker ran: [{node_id, hostname, pid}, ...]
+    "cluster",          # the cluster the cell ran on (nodes, resources); the run's env.json gets it
+)
 
 
 def _torch_threads():

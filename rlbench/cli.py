@@ -35,6 +35,7 @@ def parse_args(argv):
     common.add_argument("--timeout", type=float, help="wall-clock limit per repeat, seconds")
     common.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches")
     common.add_argument("--profile", action="store_true", help="one extra py-spy run per cell (speedscope)")
+    common.add_argument("--ray-address", help="run Ray-based adapters on this existing cluster (HOST:PORT, auto)")
     run = sub.add_parser("run", parents=[common], help="run a suite file, or one sweep given by flags")
     run.add_argument("suite", nargs="?", help="suite file (TOML); omit to describe a sweep with --adapter/--env")
     run.add_argument("--adapter", action="append", help="adapter name (repeatable)")
@@ -75,7 +76,8 @@ def plan(args) -> Suite:
         raise UsageError("rlbench run needs a suite file or --adapter NAME --env ID")
     overrides = {k: v for k, v in (("repeats", args.repeats), ("duration_s", args.duration),
                                    ("warmup_s", args.warmup),
-                                   ("timeout_s", args.timeout)) if v is not None}
+                                   ("timeout_s", args.timeout), ("ray_address", args.ray_address))
+                 if v is not None}
     settings = parse_settings("command line", overrides, suite.settings)
     cells = suite.cells
     if args.only:
@@ -150,6 +152,7 @@ def cmd_run(args) -> int:
 def run(args) -> tuple:
     """plan -> run -> export -> summarize; returns (exit code, run directory)."""
     from rlbench.fingerprint import fingerprint, now
+    from rlbench.results import ResultSet
     from rlbench.sweep import run_sweep
     suite = plan(args)
     run_id, out_dir = prepare_out_dir(args.out, suite.name)
@@ -170,6 +173,9 @@ def run(args) -> tuple:
         if on_main_thread:
             signal.signal(signal.SIGTERM, previous)
     env["ended_at"] = now()
+    clusters = [r["cluster"] for r in ResultSet.load(out_dir).rows if r.get("cluster")]
+    if clusters:  # as the last cell that ran on a Ray cluster saw it
+        env["ray_cluster"] = clusters[-1]
     _write_env(out_dir, env)
     results = export(out_dir)
     summarize(results, out_dir)

@@ -19,6 +19,7 @@ class Settings(Protocol):
     omp_threads: int = 1
     affinity: tuple = ()
     seed: int = 0
+    ray_address: str = ""   # an existing Ray cluster for Ray-based adapters (RAY_ADDRESS); "" = local
 
     def protocol(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(Protocol)}

@@ -45,6 +45,8 @@ class Runner:
         if threads:
             env.update({v: str(threads) for v in THREAD_VARS})
         env["PYTHONUNBUFFERED"] = "1"
+        if self.settings.ray_address:  # Ray reads it in ray.init(): the core needs no Ray of its own
+            env["RAY_ADDRESS"] = self.settings.ray_address
         return env
 
     def run(self, job: Job, index: int) -> dict:

@@ -13,6 +13,7 @@
 """
 import hashlib
 import itertools
+import re
 import tomllib
 from dataclasses import dataclass, fields, replace
 
@@ -62,6 +63,9 @@ def parse_settings(where: str, table: dict, base: Settings = Settings()) -> Sett
     values = {}
     for key, raw in table.items():
         kind = SETTING_TYPES[key]
+        if kind is str:
+            values[key] = _ray_address(where, raw) if key == "ray_address" else raw
+            continue
         ok = isinstance(raw, list) if kind is tuple else isinstance(raw, (int, float)) and not isinstance(raw, bool)
         if not ok or (kind is int and isinstance(raw, float)) or (kind is not tuple and raw < 0):
             raise UsageError(f"{where}: protocol.{key}={raw!r} must be a non-negative {kind.__name__}")
@@ -70,6 +74,14 @@ def parse_settings(where: str, table: dict, base: Settings = Settings()) -> Sett
     if settings.repeats < 1 or settings.timeout_s <= 0:
         raise UsageError(f"{where}: protocol.repeats must be >= 1 and protocol.timeout_s > 0")
     return settings
+
+
+def _ray_address(where: str, raw) -> str:
+    """'' (start a local Ray per cell), 'auto' (the cluster this machine is part of), HOST:PORT of a
+    head node's GCS, or ray://HOST:PORT (Ray Client)."""
+    if isinstance(raw, str) and (raw in ("", "auto") or re.fullmatch(r"(ray://)?[\w.\-]+:\d{1,5}", raw)):
+        return raw
+    raise UsageError(f"{where}: ray_address={raw!r} (valid: '' for a local Ray, 'auto', HOST:PORT or ray://HOST:PORT)")
 
 
 def expand(where: str, sweep: dict, seed: int) -> list:

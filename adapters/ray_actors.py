@@ -1,0 +1,181 @@
+"""`ray-actors`: RLlib's execution model without RLlib: `actors` Ray actors, each holding a gymnasium
+SyncVectorEnv of num_envs / actors envs, driven from this process.
+
+- mode `sync`: every actor steps, the driver gathers all observations (one unit = num_envs steps).
+- mode `async`: as RLlib's asynchronous sampling, the driver `ray.wait`s for the first `wait_k`
+  actors, acts for those and sends them off again; the others keep stepping (unit = wait_k actors).
+- policy `driver`: the driver selects actions for the observations it gathered (central inference);
+  `actor`: each actor runs its own copy of the policy and returns only observations.
+- transport `inline`: the actor returns its observations (Ray inlines small objects in the reply and
+  moves larger ones through the object store anyway); `object_store`: the actor `ray.put`s them and
+  returns the reference, and the driver fetches them zero-copy. Either way the driver copies every
+  observation into its batch, so no figure skips reading the data.
+
+RAY_ADDRESS (`--ray-address`) joins an existing cluster instead of starting a local Ray; the time to
+start or join Ray is `runtime_init_s`, outside every rate.
+"""
+import os
+from dataclasses import replace
+
+import numpy as np
+
+from rlbench.adapters import ray_runtime
+from rlbench.api import Adapter, Option, Unsupported, Workload, env_fns, make_env, make_policy, register
+
+STRATEGIES = {"pack": "PACK", "spread": "SPREAD"}
+
+
+class EnvActor:
+    """The body of the Ray actor (wrapped with ray.remote at open): envs lo..lo+M-1 of the workload."""
+
+    def __init__(self, workload_dict, lo, count, policy_in_actor, object_store):
+        import gymnasium as gym
+        workload = Workload.from_dict(workload_dict)
+        fns = env_fns(workload)[lo:lo + count]
+        self.envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        self.obs, _ = self.envs.reset(seed=workload.seed + lo)  # env j gets seed + lo + j, as in `serial`
+        own = replace(workload, seed=workload.seed + lo)  # one random stream per actor
+        self.policy = make_policy(own, self.envs.single_observation_space,
+                                  self.envs.single_action_space) if policy_in_actor else None
+        self.object_store = object_store
+
+    def where(self) -> dict:
+        import socket
+        import ray
+        return {"node_id": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname(),
+                "pid": os.getpid()}
+
+    def observe(self):
+        return self._out()
+
+    def step(self, actions=None):
+        if actions is None:
+            actions = self.policy(self.obs)
+        self.obs, _, _, _, _ = self.envs.step(actions)
+        return self._out()
+
+    def _out(self):
+        if self.object_store:
+            import ray
+            return ray.put(self.obs)
+        return self.obs
+
+
+class RayActorsSession:
+    def __init__(self, workload, options):
+        self.workload, self.opts = workload, options
+        self.actors, self.pg, self._shutdown = [], None, None
+        n, self.per = options["actors"], workload.num_envs // options["actors"]
+        try:
+            self._open(workload, options, n)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, workload, o, n):
+        import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        local_cpus = max(len(os.sched_getaffinity(0)), int(np.ceil(n * o["actor_cpus"])))
+        init_s, self._shutdown, on_cluster = ray_runtime.start(num_cpus=local_cpus)
+        self.ray = ray
+        cluster = ray_runtime.cluster_info(ray)
+        have, need = cluster["resources"].get("CPU", 0), n * o["actor_cpus"]
+        if need > have:
+            raise Unsupported(f"{n} actors x actor_cpus={o['actor_cpus']:g} need {need:g} CPUs; the cluster has "
+                              f"{have:g} (valid: fewer actors or a smaller actor_cpus)")
+        self.pg = placement_group([{"CPU": o["actor_cpus"]}] * n, strategy=STRATEGIES[o["placement"]])
+        ray.get(self.pg.ready(), timeout=o["ready_timeout_s"])
+        remote = ray.remote(EnvActor)
+        object_store = o["transport"] == "object_store"
+        for i in range(n):
+            strategy = PlacementGroupSchedulingStrategy(placement_group=self.pg, placement_group_bundle_index=i)
+            self.actors.append(remote.options(num_cpus=o["actor_cpus"], scheduling_strategy=strategy).remote(
+                self.workload.to_dict(), i * self.per, self.per, o["policy"] == "actor", object_store))
+        placement = ray.get([a.where.remote() for a in self.actors], timeout=o["ready_timeout_s"])
+        self.info = {"workers": n, "runtime_init_s": init_s, "cluster": cluster,
+                     "placement": [{"actor": i, **p} for i, p in enumerate(placement)],
+                     "batch_size": self.per * (o["wait_k"] if o["mode"] == "async" else n)}
+        self.policy = make_policy(workload, *self._spaces()) if o["policy"] == "driver" else None
+        self.obs = np.concatenate([self._fetch(r) for r in ray.get([a.observe.remote() for a in self.actors])])
+        self.pending = {}
+        if o["mode"] == "async":
+            self._send(range(n), self.obs)
+
+    def _spaces(self):
+        env = make_env(self.workload.env_id, **self.workload.env_kwargs)
+        try:
+            return env.observation_space, env.action_space
+        finally:
+            env.close()
+
+    def _fetch(self, reply):
+        """The observations an actor replied with, copied into driver memory (every byte read)."""
+        if isinstance(reply, self.ray.ObjectRef):
+            reply = self.ray.get(reply)  # zero-copy view of the object store
+        return np.array(reply, copy=True)
+
+    def _send(self, indices, obs):
+        """Start the next step of these actors; with a driver policy, for the observations given."""
+        actions = self.policy(obs) if self.policy is not None else None
+        for j, i in enumerate(indices):
+            act = actions[j * self.per:(j + 1) * self.per] if actions is not None else None
+            self.pending[self.actors[i].step.remote(act)] = i
+
+    def step(self) -> int:
+        if self.opts["mode"] == "sync":
+            actions = self.policy(self.obs) if self.policy is not None else None
+            refs = [a.step.remote(actions[i * self.per:(i + 1) * self.per] if actions is not None else None)
+                    for i, a in enumerate(self.actors)]
+            self.obs = np.concatenate([self._fetch(r) for r in self.ray.get(refs)])
+            return self.workload.num_envs
+        ready, _ = self.ray.wait(list(self.pending), num_returns=self.opts["wait_k"])
+        indices = [self.pending.pop(r) for r in ready]
+        obs = np.concatenate([self._fetch(r) for r in self.ray.get(ready)])
+        self._send(indices, obs)
+        return len(indices) * self.per
+
+    def close(self):
+        ray = getattr(self, "ray", None)
+        if ray is not None and ray.is_initialized():
+            for actor in self.actors:
+                ray.kill(actor)
+            if self.pg is not None:
+                from ray.util.placement_group import remove_placement_group
+                remove_placement_group(self.pg)
+        self.actors, self.pg, self.pending = [], None, {}
+        if self._shutdown is not None:
+            self._shutdown()
+            self._shutdown = None
+
+
+@register
+class RayActors(Adapter):
+    name = "ray-actors"
+    description = "Ray actors each holding a gymnasium vector env; sync gather or async ray.wait (RLlib's model)"
+    requires = ("ray", "gymnasium")
+    options = (
+        Option("actors", int, 2, "Ray actors; each holds num_envs / actors envs"),
+        Option("mode", str, "sync", "sync: step all, gather all; async: act on the first wait_k to return",
+               ("sync", "async")),
+        Option("wait_k", int, 1, "async: actors taken per ray.wait"),
+        Option("policy", str, "driver", "where actions are selected", ("driver", "actor")),
+        Option("transport", str, "inline", "observations returned inline or through ray.put",
+               ("inline", "object_store")),
+        Option("placement", str, "pack", "placement group strategy", tuple(STRATEGIES)),
+        Option("actor_cpus", float, 1.0, "CPUs each actor reserves"),
+        Option("ready_timeout_s", float, 60.0, "how long placement and actor start-up may take"),
+    )
+
+    def supports(self, workload, options):
+        n = options["actors"]
+        if n < 1 or workload.num_envs % n:
+            return f"num_envs={workload.num_envs} must be a positive multiple of actors={n}"
+        if options["mode"] == "async" and not 1 <= options["wait_k"] <= n:
+            return f"wait_k={options['wait_k']} must be between 1 and actors={n}"
+        if options["actor_cpus"] < 0:
+            return f"actor_cpus={options['actor_cpus']:g} must be >= 0"
+        return None
+
+    def open(self, workload, options):
+        return RayActorsSession(workload, options)
