@@ -44,8 +44,10 @@ class Option:
 
 
 class Session(Protocol):
-    info: dict          # optional: workers, batch_size, device as the adapter ran them
+    info: dict          # optional: see rlbench.cell.INFO_KEYS (workers, batch_size, compile_s, ...)
     metrics: "Metrics"  # optional: figures beyond env steps, over the timed window
+
+    def drain(self) -> None: ...    # optional: wait for work step() only dispatched (block_until_ready)
 
     def step(self) -> int: ...
     def close(self) -> None: ...

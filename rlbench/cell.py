@@ -46,7 +46,8 @@ def run_cell(spec: dict) -> dict:
         return {"status": "unsupported", "error": str(exc)}
     setup_s = perf_counter() - t0
     try:
-        result = measure(session.step, Protocol(**spec["protocol"]), getattr(session, "metrics", None))
+        result = measure(session.step, Protocol(**spec["protocol"]), getattr(session, "metrics", None),
+                         getattr(session, "drain", None))
     finally:
         t1 = perf_counter()
         session.close()
@@ -54,7 +55,7 @@ def run_cell(spec: dict) -> dict:
     info = getattr(session, "info", {}) or {}
     return {"status": "ok", "setup_s": setup_s, "close_s": close_s, **result,
             "cpus": len(os.sched_getaffinity(0)), "torch_threads": _torch_threads(),
-            **{k: info.get(k) for k in INFO_KEYS}}
+            **{k: info[k] for k in INFO_KEYS if info.get(k) is not None}}
 
 
 # What a session's `info` may tell about how it ran, kept in its results row.
@@ -63,6 +64,9 @@ INFO_KEYS = (
     "runtime_init_s",   # starting or joining a framework runtime (Ray), inside setup_s, never in a rate
     "placement",        # where each worker ran: [{node_id, hostname, pid}, ...]
     "cluster",          # the cluster the cell ran on (nodes, resources); the run's env.json gets it
+    "compile_s",        # ahead-of-time compilation (JAX/XLA), inside setup_s, never in a rate
+    "device",           # where the work ran when the adapter decides it (e.g. JAX's default backend)
+    "device_settings",  # accelerator settings applied, e.g. {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 )
 
 

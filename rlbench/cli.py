@@ -173,9 +173,10 @@ def run(args) -> tuple:
         if on_main_thread:
             signal.signal(signal.SIGTERM, previous)
     env["ended_at"] = now()
-    clusters = [r["cluster"] for r in ResultSet.load(out_dir).rows if r.get("cluster")]
-    if clusters:  # as the last cell that ran on a Ray cluster saw it
-        env["ray_cluster"] = clusters[-1]
+    on_cluster = [r for r in ResultSet.load(out_dir).rows if r.get("cluster")]
+    if on_cluster:  # the cluster as the last cell saw it, and where each cell's actors ran
+        env["ray_cluster"] = {**on_cluster[-1]["cluster"],
+                              "placements": {r["cell_id"]: r.get("placement") for r in on_cluster}}
     _write_env(out_dir, env)
     results = export(out_dir)
     summarize(results, out_dir)

@@ -23,11 +23,14 @@ class Protocol:
     min_units: int = 10
 
 
-def measure(step, protocol: Protocol, session_metrics=None) -> dict:
+def measure(step, protocol: Protocol, session_metrics=None, drain=None) -> dict:
     """`session_metrics`, if given, has `reset()` (called as the timed window opens) and
     `read(seconds) -> dict` (called as it closes): figures only the session can see, such as
-    optimiser updates or time in each stage, over exactly the timed window."""
-    warm_steps, warm_units, warm_ns = _warm_up(step, protocol)
+    optimiser updates or time in each stage, over exactly the timed window.
+
+    `drain`, if given, waits until every unit a step dispatched has finished (an accelerator's queue):
+    it runs before the window closes, inside the last unit, so work a step only enqueued is still timed."""
+    warm_steps, warm_units, warm_ns = _warm_up(step, protocol, drain)
     unit_ns = max(warm_ns // max(warm_units, 1), 1)
     expected = int(protocol.duration_s * 1e9 / unit_ns * 2) if warm_units else 0
     capacity = min(max(protocol.min_units, expected), 1 << 20) + 16  # grows if ever full
@@ -44,6 +47,9 @@ def measure(step, protocol: Protocol, session_metrics=None) -> dict:
     while True:
         steps += step()
         now = perf_counter_ns()
+        if drain is not None and units + 1 >= protocol.min_units and now - t0 >= duration_ns:
+            drain()  # the window is about to close: what is still queued belongs inside it
+            now = perf_counter_ns()
         lat[units] = now - last
         last = now
         units += 1
@@ -75,7 +81,7 @@ def measure(step, protocol: Protocol, session_metrics=None) -> dict:
     }
 
 
-def _warm_up(step, protocol):
+def _warm_up(step, protocol, drain=None):
     steps = units = 0
     t0 = now = perf_counter_ns()
     end = t0 + int(protocol.warmup_s * 1e9)
@@ -85,5 +91,8 @@ def _warm_up(step, protocol):
             raise TypeError(f"session.step() must return the env steps it made (an int >= 0), got {n!r}")
         steps += n
         units += 1
+        now = perf_counter_ns()
+    if drain is not None:  # nothing of the warm-up may still run inside the timed window
+        drain()
         now = perf_counter_ns()
     return steps, units, now - t0

@@ -32,7 +32,7 @@ RUN_COLUMNS = (
     "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps",
     "frames", "units", "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms",
     "latency_p99_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s",
-    "runtime_init_s", "wall_s", "omp_threads", "torch_threads", "affinity", "cpus", "placement", *SESSION_METRICS,
+    "runtime_init_s", "compile_s", "device_settings", "wall_s", "omp_threads", "torch_threads", "affinity", "cpus", "placement", *SESSION_METRICS,
     "status", "error", "log", "profile", "started_at",
 )
 SUMMARY_COLUMNS = (

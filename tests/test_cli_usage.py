@@ -30,6 +30,7 @@ SUITE_ERRORS = {
     "bad choice": (sweep(["gymnasium-async"]) + 'options.gymnasium-async = { context = "bogus" }\n',
                    "valid: fork, forkserver, spawn"),
     "invalid TOML": ("[[sweep]\n", "not valid TOML"),
+    "bad ray address": ('[protocol]\nray_address = 6379\n' + sweep(["serial"]), "ray_address=6379"),
 }
 
 
@@ -65,6 +66,8 @@ FLAG_ERRORS = {
     "zero repeats": (["--adapter", "serial", "--env", "CartPole-v1", "--repeats", "0"], "repeats"),
     "no sweep at all": ([], "needs a suite file or --adapter"),
     "unknown flag": (["--adapter", "serial", "--bogus", *FLAGS], "--bogus"),
+    "bad ray address": (["--adapter", "serial", "--ray-address", "head node", *FLAGS],
+                        "ray_address='head node' (valid: '' for a local Ray, 'auto', HOST:PORT or ray://HOST:PORT)"),
 }
 
 
@@ -122,6 +125,20 @@ def test_flags_override_the_suite_protocol():
     suite = _plan([str(REPO / "suites" / "quick.toml"), "--repeats", "1", "--duration", "0.01", "--timeout", "7"])
     assert (suite.settings.repeats, suite.settings.duration_s, suite.settings.timeout_s) == (1, 0.01, 7.0)
     assert suite.settings.warmup_s == 0.1  # the rest stays as the suite says
+
+
+def test_ray_address_reaches_the_cells_as_ray_address(tmp_path, monkeypatch):
+    """Ray reads RAY_ADDRESS in ray.init(): the core passes the cluster on without importing Ray."""
+    from rlbench.plan import Job
+    from rlbench.runner import Runner
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    path = write_suite(tmp_path, sweep(["serial"]), protocol='[protocol]\nray_address = "10.0.0.1:6379"\n')
+    from_suite, from_flag, local = _plan([str(path)]), _plan([str(path), "--ray-address", "auto"]), \
+        _plan([str(REPO / "suites" / "quick.toml")])
+    assert (from_suite.settings.ray_address, from_flag.settings.ray_address) == ("10.0.0.1:6379", "auto")
+    child_env = Runner(from_flag.settings, str(tmp_path / "out")).child_env(Job(from_flag.cells[0], 0))
+    assert child_env["RAY_ADDRESS"] == "auto"
+    assert "RAY_ADDRESS" not in Runner(local.settings, str(tmp_path / "o2")).child_env(Job(local.cells[0], 0))
 
 
 def test_flags_describe_a_sweep():

@@ -162,3 +162,23 @@ def test_unknown_session_metrics_are_refused_with_the_valid_names():
     session = _Counted(names=("updates_per_second",))
     with pytest.raises(ValueError, match=r"unknown metrics: updates_per_second \(valid: updates_per_s,"):
         measure(session.step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.001, min_units=1), session)
+
+
+def test_drain_puts_work_a_step_only_dispatched_inside_the_window(clock):
+    """An accelerator step returns once its work is queued; without a final wait the window would
+    close with the queue still full and the rate would be dispatch speed."""
+    queued = []
+
+    def step():               # enqueue 10 ms of work, return after 1 us of dispatch
+        queued.append(10_000_000)
+        clock.ns += 1_000
+        return 1
+
+    def drain():              # block_until_ready: the queue's work happens now
+        clock.ns += sum(queued)
+        queued.clear()
+
+    r = measure(step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.0, min_units=4), drain=drain)
+    assert r["units"] == 4 and r["seconds"] == pytest.approx(0.040004)  # the warm-up's unit drained before
+    undrained = measure(step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.0, min_units=4))
+    assert undrained["seconds"] == pytest.approx(4e-6)  # dispatch speed: 10,000x too fast

@@ -150,3 +150,18 @@ num_envs = [1]
     ray_row, serial_row = run.row("ray-actors"), run.row("serial")
     assert ray_row["status"] == "error" and "Actor" in ray_row["error"], ray_row
     assert serial_row["status"] == "ok"
+
+
+def test_a_run_records_placement_start_up_and_the_cluster(tmp_path, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    run = run_cli(["run", "--adapter", "ray-actors", "--env", "CartPole-v1", "--num-envs", "2",
+                   "--repeats", "1", "--duration", "0.05"], tmp_path / "run")
+    row = run.row("ray-actors")
+    assert row["status"] == "ok", row
+    assert row["runtime_init_s"] > 0 and row["setup_s"] > row["runtime_init_s"]
+    assert [p["actor"] for p in row["placement"]] == [0, 1] and all(p["pid"] > 0 for p in row["placement"])
+    cluster = run.env["ray_cluster"]
+    assert cluster["address"] == "local" and len(cluster["nodes"]) == 1 and cluster["resources"]["CPU"] >= 2
+    assert cluster["placements"] == {row["cell_id"]: row["placement"]}
+    header = (tmp_path / "run" / "results.csv").read_text().splitlines()[0].split(",")
+    assert {"runtime_init_s", "placement"} <= set(header)
