@@ -67,3 +67,26 @@ def test_cli_run_with_env_kwargs_and_envpool_unsupported(cli_run):
         assert "envpool has no native rlbench/Synthetic-v0" in row["error"]
         assert row.get("env_steps") is None
     assert not list((run.out / "logs").glob("*envpool*"))  # decided before any process ran
+
+
+def test_step_cost_is_cpu_time_so_oversubscription_gets_nothing_for_free():
+    """Two processes sharing one core each burn 100 ms: together they need >= 200 ms of wall time.
+    A wall-clock busy-wait would let both finish in ~100 ms while preempted, so more processes than
+    cores would make a strategy look faster than the machine can be."""
+    import multiprocessing as mp
+    import os
+    import time
+    from rlbench.busy import busy_wait_us
+
+    def burn(cpu):
+        os.sched_setaffinity(0, {cpu})
+        busy_wait_us(100_000)
+
+    cpu = min(os.sched_getaffinity(0))
+    procs = [mp.get_context("fork").Process(target=burn, args=(cpu,)) for _ in range(2)]
+    t0 = time.perf_counter()
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert time.perf_counter() - t0 >= 0.2
