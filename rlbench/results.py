@@ -24,6 +24,10 @@ SESSION_METRICS = (
     "learn_frac",           # time in forward/backward/optimiser step
     "wait_frac",            # time blocked on other processes
     "sync_frac",            # time copying or all-reducing parameters
+    "return_mean",          # mean episodic return reached (purejaxrl-ppo: last 100 episodes, mean over agents)
+    "time_to_target_s",     # training wall time, compile excluded, until return_mean first reached the target
+    "steps_to_target",      # env steps per agent until then
+    "time_per_agent_s",     # wall time per agent of one whole training run at the window's aggregate rate
 )
 
 # results.csv columns, in order (tidy: one row per repeat)

@@ -4,7 +4,10 @@ loop and as an rlbench cell, alternating, each in a fresh process, and prints th
     python scripts/check_overhead.py [--repeats 5] [--duration 2] [--num-envs 16] [--env Pong-v5]
 
 The bare loops build envs with rlbench.envs (the same construction every adapter uses, e.g. Atari
-preprocessing) but time themselves: no harness code runs inside them.
+preprocessing) but time themselves: no harness code runs inside them. `gymnax` compares the adapter with
+a hand-written jitted scan of the same env (its default scan_T and random policy), CartPole-v1 only:
+
+    python scripts/check_overhead.py --adapters gymnax --num-envs 4096
 """
 import argparse
 import json
@@ -48,7 +51,31 @@ def step():
     envs.step(rng.integers(0, A, size=N))
     return N
 """,
+    # A jitted lax.scan of T steps of N vmapped gymnax envs with uniform random actions, as PureJaxRL
+    # writes it; every call waits for its result. T = 128 is the gymnax adapter's default scan_T.
+    "gymnax": """
+import gymnax, jax, jax.numpy as jnp, time
+env, params = gymnax.make(ENV); T = 128; A = env.action_space(params).n
+def rollout(carry):
+    def body(c, _):
+        state, obs, key, ret = c
+        key, k_act, k_env = jax.random.split(key, 3)
+        actions = jax.random.randint(k_act, (N,), 0, A)
+        obs, state, reward, _, _, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+            jax.random.split(k_env, N), state, actions, params)
+        return (state, obs, key, ret + reward), None
+    return jax.lax.scan(body, carry, None, length=T)[0]
+rollout = jax.jit(rollout)
+key, k_reset = jax.random.split(jax.random.PRNGKey(0))
+obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_reset, N), params)
+carry = jax.block_until_ready(rollout((state, obs, key, jnp.zeros(N))))  # compile before the warm-up
+def step():
+    global carry
+    carry = jax.block_until_ready(rollout(carry))
+    return N * T
+""",
 }
+ONLY = {"gymnax": ("CartPole-v1",)}  # envs a bare loop can run
 TIMER = """
 t_end = time.perf_counter() + {warmup}
 while time.perf_counter() < t_end:
@@ -88,6 +115,9 @@ def main():
     a = p.parse_args()
     print(f"{'adapter':<16} {'bare steps/s':>14} {'(CV)':>6} {'harness steps/s':>16} {'(CV)':>6} {'harness/bare':>13}")
     for adapter in a.adapters.split(","):
+        if adapter in ONLY and a.env not in ONLY[adapter]:
+            print(f"{adapter:<16} skipped: runs {', '.join(ONLY[adapter])} only", flush=True)
+            continue
         b, h = [], []
         for i in range(a.repeats):  # alternate which goes first, so drift hits both sides alike
             for side in ((b, bare), (h, harness))[:: 1 if i % 2 == 0 else -1]:

@@ -1,0 +1,615 @@
+"""JAX on the accelerator: `gymnax`, `purejaxrl-ppo` and `envpool-xla`.
+
+Everything a unit does runs inside one ahead-of-time compiled XLA program: envs stepped with
+`vmap` over num_envs and `lax.scan` over time, the policy in JAX, and for `purejaxrl-ppo` the whole
+PPO iteration (rollout, GAE, epochs of minibatch updates). The program is lowered and compiled in
+`open()`; that time is `compile_s` (inside setup_s, never in a rate). Every `step()` ends in
+`block_until_ready`, and `drain()` waits for the last outputs, so no unit is timed at dispatch speed.
+
+Accelerator settings are environment variables JAX reads once, when its backend starts, so they are
+set in `open()` before the first `import jax` (a cell is a fresh process): preallocation
+(`XLA_PYTHON_CLIENT_PREALLOCATE`, off by default), `XLA_PYTHON_CLIENT_MEM_FRACTION`, and on CPU
+`--xla_force_host_platform_device_count` for `devices > 1`. `info["device_settings"]` records what the
+process ran with; `jax_imported_before` is true when JAX was already imported (the settings then came
+from the process environment, not from the options).
+
+Counting: one env step is one transition of one env. gymnax resets a finished env inside the step
+that finished it, so every step counts; EnvPool resets on the following step (`elapsed_step` 0), which
+is not counted, as in `envpool-sync`.
+"""
+import math
+import os
+import sys
+from time import perf_counter
+
+from rlbench.api import Adapter, Option, Unsupported, env_info, envpool_kwargs, register
+
+GYMNAX_ENVS = {"CartPole-v1": "CartPole-v1"}   # rlbench (EnvPool) name -> gymnax name
+JAX_POLICIES = ("random", "mlp")
+
+JAX_OPTIONS = (
+    Option("devices", int, 1, "devices to shard over (jax.shard_map); 0 = all local devices (as many as "
+                              "divide the work). On CPU, N > 1 forces N host devices (XLA_FLAGS) before JAX starts"),
+    Option("platform", str, "auto", "JAX backend: auto = GPU for policy device=cuda, else JAX's default",
+           choices=("auto", "cpu", "gpu")),
+    Option("preallocate", bool, False, "XLA_PYTHON_CLIENT_PREALLOCATE: grab most of the GPU memory up front"),
+    Option("mem_fraction", float, 0.0, "XLA_PYTHON_CLIENT_MEM_FRACTION (0 = JAX's default)"),
+)
+FORCE_DEVICES = "--xla_force_host_platform_device_count"
+RECORDED = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR",
+            "XLA_FLAGS", "JAX_PLATFORMS")  # what JAX reads as its backends start
+
+
+# -- JAX start-up, devices and settings -----------------------------------------------------------------
+
+def _settings(options) -> dict:
+    env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "true" if options["preallocate"] else "false"}
+    if options["mem_fraction"] > 0:
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{options['mem_fraction']:g}"
+    if options.get("devices", 1) > 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        if FORCE_DEVICES not in flags:
+            flags = f"{flags} {FORCE_DEVICES}={options['devices']}".strip()
+        env["XLA_FLAGS"] = flags
+    return env
+
+
+def start_jax(options):
+    """Import JAX with the options' settings in place; returns (jax, device_settings as run)."""
+    before = "jax" in sys.modules
+    wanted = _settings(options)
+    if not before:  # a fresh cell: the settings apply. Later (tests) they would only leak into children.
+        os.environ.update(wanted)
+    import jax
+    recorded = {k: os.environ[k] for k in RECORDED if k in os.environ}
+    return jax, {**recorded, "jax_imported_before": before}
+
+
+def platform_for(workload, options) -> str:
+    if options["platform"] != "auto":
+        return options["platform"]
+    return "gpu" if workload.policy.name == "mlp" and workload.policy.device.startswith("cuda") else ""
+
+
+def pick_devices(jax, workload, options, divides: int, what: str) -> list:
+    """The devices to run on, or Unsupported naming why not."""
+    platform = platform_for(workload, options)
+    try:
+        devices = jax.devices(platform) if platform else jax.devices()
+    except RuntimeError as exc:
+        raise Unsupported(f"JAX has no {platform} backend here (default: {jax.default_backend()}): "
+                          f"{str(exc).splitlines()[0]}") from None
+    if not options["devices"]:  # all local devices, or as many of them as divide the work
+        return devices[:max(d for d in range(1, len(devices) + 1) if divides % d == 0)]
+    want = options["devices"]
+    if want > len(devices):
+        hint = (f"; set XLA_FLAGS={FORCE_DEVICES}={want} before JAX is imported"
+                if devices[0].platform == "cpu" else "")
+        raise Unsupported(f"devices={want} but JAX sees {len(devices)} {devices[0].platform} device(s){hint}")
+    if divides % want:
+        raise Unsupported(f"{what}={divides} must be a multiple of devices={want}")
+    return devices[:want]
+
+
+def _jax_supports(workload, options, adapter: str):
+    pol = workload.policy
+    if pol.name not in JAX_POLICIES:
+        return f"{adapter} runs the policy inside the compiled loop: policy random or mlp (got {pol.name})"
+    if options.get("devices", 1) < 0:
+        return f"devices={options['devices']} must be >= 0 (0 = all local devices)"
+    if not 0 <= options["mem_fraction"] <= 1:
+        return f"mem_fraction={options['mem_fraction']} must be in [0, 1]"
+    if pol.name == "mlp" and pol.device.startswith("cuda") and options["platform"] == "cpu":
+        return "policy device=cuda with platform=cpu"
+    if pol.name == "mlp" and not (pol.device == "cpu" or pol.device.startswith("cuda")):
+        return f"policy device={pol.device}: cpu or cuda"
+    return None
+
+
+def compile_ahead(jax, fn, *args, donate=(0,)):
+    """jit -> lower -> compile, timed: (executable, seconds)."""
+    t0 = perf_counter()
+    compiled = jax.jit(fn, donate_argnums=donate).lower(*args).compile()
+    return compiled, perf_counter() - t0
+
+
+def sharded(jax, fn, devices, in_specs, out_specs):
+    """fn over one device's shard, run on every device (no communication), or fn itself on one."""
+    if len(devices) == 1:
+        return fn
+    from jax.sharding import Mesh
+    mesh = Mesh(devices, ("d",))
+    return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+
+
+def place(jax, tree, devices, split: bool):
+    """Put a pytree on the devices: split along its leading axis, or replicated."""
+    if len(devices) == 1:
+        return jax.device_put(tree, devices[0])
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    sharding = NamedSharding(Mesh(devices, ("d",)), P("d") if split else P())
+    return jax.device_put(tree, sharding)
+
+
+# -- policies in JAX --------------------------------------------------------------------------------------
+
+def mlp_init(jax, key, sizes, out_scale=1.0):
+    """[(W, b), ...] for layer sizes; W ~ N(0, 1/fan_in) (the last layer times out_scale), b = 0."""
+    import jax.numpy as jnp
+    params = []
+    keys = jax.random.split(key, len(sizes) - 1)
+    for i, (k, a, b) in enumerate(zip(keys, sizes[:-1], sizes[1:])):
+        scale = (out_scale if i == len(sizes) - 2 else 1.0) / math.sqrt(a)
+        params.append((jax.random.normal(k, (a, b), jnp.float32) * scale, jnp.zeros((b,), jnp.float32)))
+    return params
+
+
+def mlp_apply(jax, params, x):
+    import jax.numpy as jnp
+    x = x.reshape(x.shape[0], -1).astype(jnp.float32)
+    for w, b in params[:-1]:
+        x = jnp.tanh(x @ w + b)
+    w, b = params[-1]
+    return x @ w + b
+
+
+def make_actor(jax, workload, obs_shape, action):
+    """(params, act(params, obs, key) -> actions) for the workload's policy; `action` is
+    ("discrete", n) or ("box", low, high) with finite bounds."""
+    import jax.numpy as jnp
+    key = jax.random.PRNGKey(workload.seed)
+    discrete = action[0] == "discrete"
+    n_out = action[1] if discrete else int(math.prod(action[1].shape))
+    if workload.policy.name == "random":
+        if discrete:
+            return (), lambda params, obs, k: jax.random.randint(k, (obs.shape[0],), 0, n_out, jnp.int32)
+        low, high = jnp.asarray(action[1]), jnp.asarray(action[2])
+        return (), lambda params, obs, k: jax.random.uniform(k, (obs.shape[0], *low.shape), low.dtype, low, high)
+    params = mlp_init(jax, key, [int(math.prod(obs_shape)), *workload.policy.hidden, n_out])
+    if discrete:
+        return params, lambda p, obs, k: jnp.argmax(mlp_apply(jax, p, obs), -1).astype(jnp.int32)
+    low, high = jnp.asarray(action[1]), jnp.asarray(action[2])
+
+    def act(p, obs, k):
+        out = jnp.tanh(mlp_apply(jax, p, obs)).reshape(obs.shape[0], *low.shape)
+        return (low + (out + 1) * 0.5 * (high - low)).astype(low.dtype)
+    return params, act
+
+
+def gymnax_env(workload):
+    import gymnax
+    env, env_params = gymnax.make(GYMNAX_ENVS[workload.env_id])
+    return env, env_params, env.action_space(env_params).n, env.observation_space(env_params).shape
+
+
+def _gymnax_supports(workload, adapter):
+    if workload.env_id not in GYMNAX_ENVS:
+        return f"gymnax has no {workload.env_id} (valid: {', '.join(GYMNAX_ENVS)})"
+    if workload.env_kwargs:
+        return f"{adapter} takes no env_kwargs for {workload.env_id} (got {', '.join(workload.env_kwargs)})"
+    return None
+
+
+# -- gymnax: vmapped envs in a jitted scan --------------------------------------------------------------
+
+class GymnaxSession:
+    """One unit: `scan_T` steps of all num_envs envs, policy included, one compiled call."""
+    sync = True  # tests turn this off to show what drain() catches
+
+    def __init__(self, workload, options):
+        jax, settings = start_jax(options)
+        import jax.numpy as jnp
+        from jax.sharding import PartitionSpec as P
+        self.jax = jax
+        devices = pick_devices(jax, workload, options, workload.num_envs, "num_envs")
+        env, env_params, n_actions, obs_shape = gymnax_env(workload)
+        T, n = options["scan_T"], workload.num_envs
+        params, act = make_actor(jax, workload, obs_shape, ("discrete", n_actions))
+        step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+        def unit(carry, params):  # one device's envs
+            def body(c, _):
+                state, obs, key, ret = c
+                key, k_act, k_env = jax.random.split(key[0], 3)
+                actions = act(params, obs, k_act)
+                obs, state, reward, _, _, _ = step_env(jax.random.split(k_env, obs.shape[0]), state, actions,
+                                                       env_params)
+                return (state, obs, key[None], ret + reward), None
+            return jax.lax.scan(body, carry, None, length=T)[0]
+
+        d = len(devices)
+        keys = jax.random.split(jax.random.PRNGKey(workload.seed), n + d)
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys[:n], env_params)
+        carry = (state, obs, keys[n:], jnp.zeros((n,), jnp.float32))  # one loop key per device
+        fn = sharded(jax, unit, devices, (P("d"), P()), P("d"))
+        self.carry = place(jax, carry, devices, split=True)
+        self.params = place(jax, params, devices, split=False)
+        self.run, compile_s = compile_ahead(jax, fn, self.carry, self.params)
+        self.per_unit = T * n
+        self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": d,
+                     "device_settings": {**settings, "devices": d}}
+
+    def step(self) -> int:
+        self.carry = self.run(self.carry, self.params)
+        if self.sync:
+            self.jax.block_until_ready(self.carry)
+        return self.per_unit
+
+    def drain(self):
+        self.jax.block_until_ready(self.carry)
+
+    def returns(self):
+        """Reward summed per env since open (keeps the rewards live in the program)."""
+        return self.carry[3]
+
+    def close(self):
+        self.carry = self.params = self.run = None
+
+
+@register
+class Gymnax(Adapter):
+    name = "gymnax"
+    kind = "vector_env"
+    description = "gymnax envs in JAX: vmap over num_envs, lax.scan over scan_T steps, policy inside, AOT-compiled"
+    requires = ("jax", "gymnax")
+    options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)"),
+               *JAX_OPTIONS)
+
+    def supports(self, workload, options):
+        if options["scan_T"] < 1:
+            return f"scan_T={options['scan_T']} must be >= 1"
+        if options["devices"] > 1 and workload.num_envs % options["devices"]:
+            return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
+        return _gymnax_supports(workload, self.name) or _jax_supports(workload, options, self.name)
+
+    def open(self, workload, options):
+        return GymnaxSession(workload, options)
+
+
+# -- purejaxrl-ppo: PPO compiled end to end, num_agents runs vmapped ------------------------------------
+
+GAMMA, GAE_LAMBDA, CLIP_EPS, ENT_COEF, VF_COEF, MAX_GRAD_NORM = 0.99, 0.95, 0.2, 0.01, 0.5, 0.5
+HISTORY = 100  # "solved": mean return of the last 100 finished episodes (gymnasium's CartPole-v1 criterion)
+
+
+def build_ppo(jax, workload, options):
+    """(init(key) -> train state, update(train state) -> (train state, mean return of the agent's last
+    HISTORY finished episodes, 0 before the first)) for one agent,
+    PureJaxRL's CartPole recipe: separate tanh MLP actor and critic, Adam with a clipped global norm,
+    GAE, clipped policy and value losses, epochs of shuffled minibatches; gymnax auto-resets."""
+    import jax.numpy as jnp
+    import optax
+    env, env_params, n_actions, obs_shape = gymnax_env(workload)
+    n, T = workload.num_envs, options["num_steps"]
+    epochs, n_mb = options["update_epochs"], options["num_minibatches"]
+    batch = n * T
+    num_updates = max(options["total_timesteps"] // batch, 1)
+    hidden = list(workload.policy.hidden)
+    obs_dim = int(math.prod(obs_shape))
+
+    def lr(count):
+        if not options["anneal_lr"]:
+            return options["lr"]
+        return options["lr"] * jnp.maximum(1.0 - (count // (epochs * n_mb)) / num_updates, 0.0)
+
+    tx = optax.chain(optax.clip_by_global_norm(MAX_GRAD_NORM), optax.adam(lr, eps=1e-5))
+    step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def net(params, obs):
+        return mlp_apply(jax, params["actor"], obs), mlp_apply(jax, params["critic"], obs)[:, 0]
+
+    def init(key):
+        k_a, k_c, k_env, key = jax.random.split(key, 4)
+        params = {"actor": mlp_init(jax, k_a, [obs_dim, *hidden, n_actions], out_scale=0.01),
+                  "critic": mlp_init(jax, k_c, [obs_dim, *hidden, 1])}
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_env, n), env_params)
+        return {"params": params, "opt": tx.init(params), "env": state, "obs": obs, "key": key,
+                "ep_ret": jnp.zeros((n,), jnp.float32), "hist": jnp.zeros((HISTORY,), jnp.float32),
+                "episodes": jnp.int32(0)}
+
+    def rollout_step(c, _):
+        params, state, obs, key, (ep_ret, hist, episodes) = c
+        key, k_act, k_env = jax.random.split(key, 3)
+        logits, value = net(params, obs)
+        action = jax.random.categorical(k_act, logits)
+        logp = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], 1)[:, 0]
+        next_obs, state, reward, term, trunc, _ = step_env(jax.random.split(k_env, n), state, action, env_params)
+        done = jnp.logical_or(term, trunc)
+        ep_ret = ep_ret + reward
+        slot = (episodes + jnp.cumsum(done) - 1) % HISTORY   # finished episodes go into a ring
+        hist = hist.at[jnp.where(done, slot, HISTORY)].set(ep_ret, mode="drop")
+        episodes = episodes + done.sum(dtype=jnp.int32)
+        ep_ret = jnp.where(done, 0.0, ep_ret)
+        return (params, state, next_obs, key, (ep_ret, hist, episodes)), (obs, action, logp, value, reward, done)
+
+    def gae(traj, last_value):
+        _, _, _, value, reward, done = traj
+
+        def back(c, x):
+            adv, next_value = c
+            v, r, d = x
+            nonterminal = 1.0 - d
+            delta = r + GAMMA * next_value * nonterminal - v
+            adv = delta + GAMMA * GAE_LAMBDA * nonterminal * adv
+            return (adv, v), adv
+        _, advantages = jax.lax.scan(back, (jnp.zeros_like(last_value), last_value),
+                                     (value, reward, done.astype(jnp.float32)), reverse=True)
+        return advantages, advantages + value
+
+    def loss_fn(params, mb):
+        obs, action, logp_old, value_old, adv, target = mb
+        logits, value = net(params, obs)
+        logp_all = jax.nn.log_softmax(logits)
+        logp = jnp.take_along_axis(logp_all, action[:, None], 1)[:, 0]
+        v_clipped = value_old + jnp.clip(value - value_old, -CLIP_EPS, CLIP_EPS)
+        v_loss = 0.5 * jnp.maximum((value - target) ** 2, (v_clipped - target) ** 2).mean()
+        ratio = jnp.exp(logp - logp_old)
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - CLIP_EPS, 1 + CLIP_EPS) * adv).mean()
+        entropy = -(jnp.exp(logp_all) * logp_all).sum(-1).mean()
+        return pg + VF_COEF * v_loss - ENT_COEF * entropy
+
+    def update(ts):
+        carry = (ts["params"], ts["env"], ts["obs"], ts["key"], (ts["ep_ret"], ts["hist"], ts["episodes"]))
+        (params, state, obs, key, (ep_ret, hist, episodes)), traj = jax.lax.scan(rollout_step, carry, None,
+                                                                                 length=T)
+        advantages, targets = gae(traj, net(params, obs)[1])
+        obs_t, action, logp, value, _, _ = traj
+        data = (obs_t, action, logp, value, advantages, targets)
+        data = jax.tree.map(lambda x: x.reshape(batch, *x.shape[2:]), data)
+
+        def epoch(c, _):
+            params, opt, key = c
+            key, k_perm = jax.random.split(key)
+            perm = jax.random.permutation(k_perm, batch)
+            mbs = jax.tree.map(lambda x: x[perm].reshape(n_mb, batch // n_mb, *x.shape[1:]), data)
+
+            def minibatch(c, mb):
+                params, opt = c
+                grads = jax.grad(loss_fn)(params, mb)
+                updates, opt = tx.update(grads, opt, params)
+                return (optax.apply_updates(params, updates), opt), None
+            (params, opt), _ = jax.lax.scan(minibatch, (params, opt), mbs)
+            return (params, opt, key), None
+        (params, opt, key), _ = jax.lax.scan(epoch, (params, ts["opt"], key), None, length=epochs)
+        new = {"params": params, "opt": opt, "env": state, "obs": obs, "key": key,
+               "ep_ret": ep_ret, "hist": hist, "episodes": episodes}
+        kept = jnp.minimum(episodes, HISTORY)
+        mean_return = jnp.where(jnp.arange(HISTORY) < kept, hist, 0.0).sum() / jnp.maximum(kept, 1)
+        return new, mean_return
+
+    return init, update
+
+
+def greedy_return(jax, workload, params, num_envs=32, seed=12345, steps=None):
+    """Mean undiscounted return of the first episode of num_envs fresh envs under the greedy (argmax)
+    actor: an evaluation separate from training (CartPole-v1 caps episodes at 500 steps)."""
+    import jax.numpy as jnp
+    env, env_params, _, _ = gymnax_env(workload)
+    steps = steps or env_params.max_steps_in_episode
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(seed), num_envs),
+                                                         env_params)
+
+    def body(c, key):
+        state, obs, ret, alive = c
+        action = jnp.argmax(mlp_apply(jax, params["actor"], obs), -1)
+        obs, state, r, term, trunc, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+            jax.random.split(key, num_envs), state, action, env_params)
+        ret = ret + r * alive
+        return (state, obs, ret, alive * (1.0 - jnp.logical_or(term, trunc))), None
+    init = (state, obs, jnp.zeros(num_envs), jnp.ones(num_envs))
+    (_, _, ret, _), _ = jax.jit(lambda c, ks: jax.lax.scan(body, c, ks))(
+        init, jax.random.split(jax.random.PRNGKey(seed + 1), steps))
+    return float(ret.mean())
+
+
+class PPOSession:
+    """One unit: `updates_per_unit` PPO iterations of every agent (each: num_steps x num_envs env steps,
+    GAE, update_epochs x num_minibatches Adam steps), one compiled call."""
+
+    def __init__(self, workload, options):
+        jax, settings = start_jax(options)
+        from jax.sharding import PartitionSpec as P
+        self.jax, self.workload, self.options = jax, workload, options
+        agents = options["num_agents"]
+        devices = pick_devices(jax, workload, options, agents, "num_agents")
+        init, update = build_ppo(jax, workload, options)
+        K = options["updates_per_unit"]
+
+        def unit(ts):  # one device's agents, K iterations
+            def body(ts, _):
+                return jax.vmap(update)(ts)
+            return jax.lax.scan(body, ts, None, length=K)  # returns: [K, agents]
+
+        ts = jax.vmap(init)(jax.random.split(jax.random.PRNGKey(workload.seed), agents))
+        self.ts = place(jax, ts, devices, split=True)
+        fn = sharded(jax, unit, devices, (P("d"),), (P("d"), P(None, "d")))
+        self.run, compile_s = compile_ahead(jax, fn, self.ts)
+        self.agents, self.K = agents, K
+        self.per_agent_iter = workload.num_envs * options["num_steps"]
+        self.per_unit = self.per_agent_iter * agents * K
+        self.returns = None
+        self.iterations = 0
+        self.t_start = self.t_last = None
+        self.time_to_target = self.steps_to_target = None
+        self.metrics = self
+        self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": len(devices),
+                     "batch_size": workload.num_envs * options["num_steps"],
+                     "device_settings": {**settings, "devices": len(devices)}}
+
+    def step(self) -> int:
+        if self.t_start is None:
+            self.t_start = self.t_last = perf_counter()
+        self.ts, self.returns = self.run(self.ts)
+        self.jax.block_until_ready((self.ts, self.returns))
+        now = perf_counter()
+        if self.time_to_target is None:
+            self._check_target(now)
+        self.iterations += self.K
+        self.t_last = now
+        return self.per_unit
+
+    def _check_target(self, now):
+        """First iteration whose mean return over agents reached the target; inside a unit of K
+        iterations its time is interpolated (iterations take equal time)."""
+        import numpy as np
+        means = np.asarray(self.returns).mean(axis=1)
+        hit = np.flatnonzero(means >= self.options["target_return"])
+        if hit.size:
+            i = int(hit[0]) + 1
+            self.time_to_target = self.t_last - self.t_start + (now - self.t_last) * i / self.K
+            self.steps_to_target = (self.iterations + i) * self.per_agent_iter
+
+    def drain(self):
+        self.jax.block_until_ready((self.ts, self.returns))
+
+    def return_mean(self) -> float:
+        """Mean over agents of each one's mean return over its last 100 finished episodes."""
+        return float(self.returns[-1].mean()) if self.returns is not None else float("nan")
+
+    def agent_returns(self):
+        import numpy as np
+        return np.asarray(self.returns[-1])
+
+    def params(self, agent=0):
+        return self.jax.tree.map(lambda x: x[agent], self.ts["params"])
+
+    # -- metrics over the timed window --
+    def reset(self):
+        self.mark = self.iterations
+
+    def read(self, seconds):
+        iterations = self.iterations - self.mark
+        sps = iterations * self.per_agent_iter * self.agents / seconds
+        return {"updates_per_s": iterations / seconds, "return_mean": self.return_mean(),
+                "time_to_target_s": self.time_to_target, "steps_to_target": self.steps_to_target,
+                "time_per_agent_s": self.options["total_timesteps"] / sps if sps else None}
+
+    def close(self):
+        self.ts = self.returns = self.run = None
+
+
+@register
+class PureJaxRLPPO(Adapter):
+    name = "purejaxrl-ppo"
+    kind = "learner"
+    description = ("PureJaxRL-style PPO compiled end to end (rollout, GAE, minibatch epochs in one program); "
+                   "num_agents independent runs vmapped")
+    requires = ("jax", "gymnax", "optax")
+    options = (
+        Option("num_agents", int, 1, "independent training runs (seeds), vmapped in one program"),
+        Option("num_steps", int, 128, "rollout length per env per iteration"),
+        Option("update_epochs", int, 4, "passes over each rollout"),
+        Option("num_minibatches", int, 4, "minibatches per epoch"),
+        Option("lr", float, 2.5e-4, "Adam learning rate"),
+        Option("anneal_lr", bool, True, "anneal the learning rate linearly to 0 over total_timesteps"),
+        Option("total_timesteps", int, 500_000, "env steps per agent of one training run (annealing; "
+                                                "time_per_agent_s is for a run this long)"),
+        Option("target_return", float, 475.0, "mean return counted as solved (time_to_target_s)"),
+        Option("updates_per_unit", int, 1, "PPO iterations per compiled call (one unit)"),
+        *JAX_OPTIONS,
+    )
+
+    def supports(self, workload, options):
+        if workload.policy.name != "mlp":
+            return f"purejaxrl-ppo trains the policy: needs policy mlp (got {workload.policy.name})"
+        for key in ("num_agents", "num_steps", "update_epochs", "num_minibatches", "updates_per_unit"):
+            if options[key] < 1:
+                return f"{key}={options[key]} must be >= 1"
+        batch = workload.num_envs * options["num_steps"]
+        if batch % options["num_minibatches"]:
+            return (f"num_envs x num_steps = {batch} must be a multiple of "
+                    f"num_minibatches={options['num_minibatches']}")
+        if options["devices"] > 1 and options["num_agents"] % options["devices"]:
+            return f"num_agents={options['num_agents']} must be a multiple of devices={options['devices']}"
+        return _gymnax_supports(workload, self.name) or _jax_supports(workload, options, self.name)
+
+    def open(self, workload, options):
+        return PPOSession(workload, options)
+
+
+# -- envpool-xla: EnvPool's C++ pool called from inside a jitted loop -----------------------------------
+
+class EnvPoolXlaSession:
+    """One unit: `scan_T` sync steps of the pool (send + recv through EnvPool's XLA custom calls) with
+    the policy in JAX, one compiled call; transitions counted inside it (elapsed_step > 0)."""
+
+    def __init__(self, workload, options):
+        jax, settings = start_jax(options)
+        import envpool
+        import jax.numpy as jnp
+        import numpy as np
+        self.jax = jax
+        devices = pick_devices(jax, workload, {**options, "devices": 1}, 1, "num_envs")
+        n = workload.num_envs
+        self.env = envpool.make(workload.env_id, env_type="gymnasium", num_envs=n, batch_size=n,
+                                num_threads=options["num_threads"], seed=workload.seed,
+                                **envpool_kwargs(workload.env_id), **workload.env_kwargs)
+        try:
+            handle, recv, send, _ = self.env.xla()
+        except Exception as exc:  # EnvPool's XLA needs a JAX whose FFI it was built against
+            raise Unsupported(f"envpool {envpool.__version__} XLA interface unavailable with jax "
+                              f"{jax.__version__}: {type(exc).__name__}: {exc}") from None
+        space = self.env.action_space
+        if hasattr(space, "n"):
+            action = ("discrete", int(space.n))
+        else:
+            low = np.where(np.isfinite(space.low), space.low, -1.0).astype(space.dtype)
+            high = np.where(np.isfinite(space.high), space.high, 1.0).astype(space.dtype)
+            action = ("box", low, high)
+        params, act = make_actor(jax, workload, self.env.observation_space.shape, action)
+        T = options["scan_T"]
+
+        def unit(handle, obs, env_id, key, params):
+            def body(c, _):
+                handle, obs, env_id, key, count = c
+                key, k_act = jax.random.split(key)
+                handle = send(handle, act(params, obs, k_act), env_id)  # each action to the env it is for
+                handle, (obs, _, _, _, info) = recv(handle)
+                return (handle, obs, info["env_id"], key, count + jnp.count_nonzero(info["elapsed_step"])), None
+            carry = (handle, obs, env_id, key, jnp.int32(0))
+            (handle, obs, env_id, key, count), _ = jax.lax.scan(body, carry, None, length=T)
+            return handle, obs, env_id, key, count
+
+        self.env.async_reset()
+        self.handle, (obs, _, _, _, info) = jax.jit(recv)(handle)   # the reset observations
+        self.carry = (obs, info["env_id"], jax.random.PRNGKey(workload.seed))
+        self.params = params
+        self.run, compile_s = compile_ahead(jax, unit, self.handle, *self.carry, self.params, donate=())
+        self.count = None
+        workers = options["num_threads"] or min(n, os.cpu_count() or 1)
+        self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": workers, "batch_size": n,
+                     "device_settings": {**settings, "devices": 1}}
+
+    def step(self) -> int:
+        self.handle, *carry, self.count = self.run(self.handle, *self.carry, self.params)
+        self.carry = tuple(carry)
+        return int(self.count)  # reading the count waits for the unit
+
+    def drain(self):
+        self.jax.block_until_ready((self.handle, self.carry))
+
+    def close(self):
+        self.run = None
+        self.env.close()
+
+
+@register
+class EnvPoolXla(Adapter):
+    name = "envpool-xla"
+    kind = "vector_env"
+    description = "EnvPool's XLA interface: the C++ pool's send/recv called from a jitted lax.scan, policy in JAX"
+    requires = ("jax", "envpool")
+    options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan of send + recv)"),
+               Option("num_threads", int, 0, "pool threads; 0 = EnvPool default, min(num_envs, hardware threads)"),
+               *(o for o in JAX_OPTIONS if o.name != "devices"))  # one pool, one program, one device
+
+    def supports(self, workload, options):
+        if "envpool" not in env_info(workload.env_id).native:
+            return f"envpool has no native {workload.env_id}"
+        if options["scan_T"] < 1:
+            return f"scan_T={options['scan_T']} must be >= 1"
+        return _jax_supports(workload, options, self.name)
+
+    def open(self, workload, options):
+        return EnvPoolXlaSession(workload, options)
