@@ -8,7 +8,7 @@ from rlbench.api import become_subreaper
 
 
 def start(num_cpus: int):
-    """ray.init() -> (seconds it took, a shutdown callable, whether this is an existing cluster)."""
+    """ray.init() -> (seconds it took, a shutdown callable)."""
     import ray
     address = os.environ.get("RAY_ADDRESS", "")
     before = _descendants()
@@ -20,7 +20,7 @@ def start(num_cpus: int):
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
     init_s = perf_counter() - t0
-    return init_s, (lambda: _shutdown(ray, before, local=not address)), bool(address)
+    return init_s, (lambda: _shutdown(ray, before, local=not address))
 
 
 def cluster_info(ray) -> dict:

@@ -150,7 +150,7 @@ class TianshouRay(_TianshouAdapter):
         from tianshou.env import RayVectorEnv
         shutdown = None
         if not ray.is_initialized():  # RayVectorEnv would call a bare ray.init(); a small local instance instead
-            _, shutdown, _ = ray_runtime.start(num_cpus=len(os.sched_getaffinity(0)))
+            _, shutdown = ray_runtime.start(num_cpus=len(os.sched_getaffinity(0)))
         try:
             venv = RayVectorEnv(env_fns(workload), **_async_kwargs(options))
         except BaseException:
