@@ -7,8 +7,9 @@ from time import perf_counter
 from rlbench.api import become_subreaper
 
 
-def start(num_cpus: int):
-    """ray.init() -> (seconds it took, a shutdown callable)."""
+def start(num_cpus: int, object_store_memory: int = None):
+    """ray.init() -> (seconds it took, a shutdown callable). `object_store_memory` (bytes) sizes a local
+    instance's object store (Ray's default otherwise); a joined cluster keeps the store it has."""
     import ray
     address = os.environ.get("RAY_ADDRESS", "")
     before = _descendants()
@@ -18,7 +19,8 @@ def start(num_cpus: int):
     if address:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        sized = {"object_store_memory": int(object_store_memory)} if object_store_memory else {}
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False, **sized)
     init_s = perf_counter() - t0
     return init_s, (lambda: _shutdown(ray, before, local=not address))
 

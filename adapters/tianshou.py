@@ -1,4 +1,5 @@
-"""`tianshou-dummy`, `tianshou-subproc`, `tianshou-shmem`, `tianshou-ray`: tianshou's vector envs.
+"""`tianshou-dummy`, `tianshou-subproc`, `tianshou-shmem`, `tianshou-ray`: tianshou's vector envs;
+`tianshou-replay`: its ReplayBuffer / PrioritizedReplayBuffer on the replay workloads (kind replay).
 
 tianshou's vector envs do not reset finished envs: `step()` returns the final observation and the
 caller resets them with `reset(env_id=ids)`, as tianshou's Collector does. The session does the same
@@ -24,7 +25,9 @@ import os
 import numpy as np
 
 from rlbench.adapters import ray_runtime
-from rlbench.api import Adapter, Option, env_fns, make_env, make_policy, register
+from rlbench.api import (Adapter, Option, ReplaySession, env_fns, in_process_only, make_env, make_policy, register,
+                         replay_spec)
+from rlbench.replay import PRIORITY_ALPHA, PRIORITY_BETA
 
 
 class TianshouSession:
@@ -158,3 +161,74 @@ class TianshouRay(_TianshouAdapter):
                 shutdown()
             raise
         return TianshouSession(venv, workload, workers=workload.num_envs, on_close=shutdown)
+
+
+class TianshouReplayStore:
+    """tianshou's ReplayBuffer (uniform and reuse workloads) or PrioritizedReplayBuffer(alpha, beta)
+    (prioritized ones), driven as its Collector drives them: each add is a Batch of one env's step,
+    stacked along a leading env axis (obs, act, rew, terminated, truncated, obs_next when the buffer
+    stores it, info) added with buffer_ids=[0]. tianshou stores one transition per add (a Batch
+    assignment in Python per key); none of its public paths writes many transitions at once into a
+    plain buffer, so the fill before timing is one add per item too.
+
+    `sample(n)` returns a Batch with obs and obs_next; the learner gets both and both are consumed.
+    With ignore_obs_next (the default here, as for tianshou's Atari setups), obs_next is not stored but
+    gathered again from obs at each index's successor (`buffer.next`, which looks at the done flags):
+    a second gather of item_bytes per item, tianshou's real cost. Without it obs_next is stored:
+    twice the memory, and the second gather reads that array instead. The driver hands over one item
+    per add, so a stored obs_next is the item itself. Priorities go through `update_weight`.
+    Uniform indices come from the buffer's own RandomState (seeded with the workload seed);
+    prioritized ones from numpy's global generator, as tianshou draws them."""
+    bound = "memcpy_1core"
+
+    def __init__(self, spec, ignore_obs_next: bool):
+        from tianshou.data import Batch, PrioritizedReplayBuffer, ReplayBuffer
+        self.Batch = Batch
+        kwargs = {"ignore_obs_next": ignore_obs_next, "random_seed": spec.seed}
+        if spec.prioritized:
+            self.buffer = PrioritizedReplayBuffer(spec.capacity, alpha=PRIORITY_ALPHA, beta=PRIORITY_BETA, **kwargs)
+        else:
+            self.buffer = ReplayBuffer(spec.capacity, **kwargs)
+        self.store_obs_next = not ignore_obs_next
+        # one env's step, stacked along the env axis as the Collector hands it over
+        self.act = np.zeros(1, dtype=np.int64)
+        self.rew = np.zeros(1, dtype=np.float64)
+        self.flag = np.zeros(1, dtype=bool)        # terminated, truncated: the episode goes on
+        self.buffer_ids = [0]
+
+    def add(self, item) -> None:
+        obs = item[None]
+        step = {"obs": obs, "act": self.act, "rew": self.rew, "terminated": self.flag, "truncated": self.flag,
+                "info": self.Batch()}
+        if self.store_obs_next:
+            step["obs_next"] = obs
+        self.buffer.add(self.Batch(step), buffer_ids=self.buffer_ids)
+
+    def sample(self, n: int):
+        batch, indices = self.buffer.sample(n)
+        return [batch.obs, batch.obs_next], indices
+
+    def update_priorities(self, indices, priorities) -> None:
+        self.buffer.update_weight(indices, priorities)
+
+    def close(self) -> None:
+        self.buffer = None
+
+
+@register
+class TianshouReplay(Adapter):
+    name = "tianshou-replay"
+    kind = "replay"
+    description = "tianshou ReplayBuffer / PrioritizedReplayBuffer: one Batch per add, as its Collector adds"
+    requires = ("tianshou",)
+    options = (
+        Option("ignore_obs_next", bool, True,
+               "obs_next not stored but gathered from the next slot (False: stored, twice the memory)"),
+    )
+
+    def supports(self, workload, options):
+        return in_process_only(workload)
+
+    def open(self, workload, options):
+        spec = replay_spec(workload)
+        return ReplaySession(TianshouReplayStore(spec, options["ignore_obs_next"]), spec)

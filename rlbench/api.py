@@ -13,6 +13,9 @@ from rlbench.errors import Unsupported  # noqa: F401
 from rlbench.results import SESSION_METRICS  # noqa: F401
 from rlbench.proctree import become_subreaper  # noqa: F401  (for adapters whose framework orphans processes)
 from rlbench.policy import make_policy, random_sampler, register_policy  # noqa: F401
+from rlbench import pagecache  # noqa: F401  (disk-backed stores: cold or warm page cache)
+from rlbench.replay import (ReplaySession, ReplaySpec, in_process_only, replay_spec,  # noqa: F401  (kind replay)
+                            scratch_dir)
 from rlbench.workload import PolicySpec, Workload  # noqa: F401
 
 _TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
@@ -41,6 +44,11 @@ class Option:
         if self.choices and value not in self.choices:
             raise ValueError(f"option {self.name}={raw!r} (valid: {', '.join(map(str, self.choices))})")
         return value
+
+
+# The option every disk-backed replay store takes (rlbench.pagecache sets and records the state)
+PAGE_CACHE = Option("cache", str, "cold", "page cache as timing starts: cold (dropped) or warm (read once)",
+                    ("cold", "warm"))
 
 
 class Session(Protocol):

@@ -67,6 +67,12 @@ INFO_KEYS = (
     "compile_s",        # ahead-of-time compilation (JAX/XLA), inside setup_s, never in a rate
     "device",           # where the work ran when the adapter decides it (e.g. JAX's default backend)
     "device_settings",  # accelerator settings applied, e.g. {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    "item_bytes",       # replay: bytes per stored item
+    "capacity_items",   # replay: items the store held (the workload's capacity x capacity_scale)
+    "capacity_scale",   # replay: held / full capacity (< 1 when scaled down to fit max_mb)
+    "page_cache",       # replay on disk: cold or warm, and the share of the file resident as timing began
+    "bound",            # replay: the machine limit its rate is a fraction of (memcpy_1core, disk_random_read, ...)
+    "bound_gbps",       # replay: that limit when the session measured it itself (host-to-device copies)
 )
 
 

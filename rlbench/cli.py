@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from rlbench import registry
 from rlbench.errors import UsageError
+from rlbench.limits import DEFAULTS as LIMIT_DEFAULTS, positive_int
 from rlbench.plan import Settings
 from rlbench.suite import Suite, load_suite, make_cell, parse_settings
 from rlbench.workload import Workload, parse_policy
@@ -50,13 +51,21 @@ def parse_args(argv):
     sub.add_parser("env", help="print this machine's fingerprint (env.json)")
     val = sub.add_parser("validate", parents=[common], help=f"run {VALIDATE_SUITE} and compare with published figures")
     val.add_argument("--from", dest="from_dir", metavar="DIR", help="compare an existing run instead of running")
+    lim = sub.add_parser("limits", help="measure memory-copy and cold disk-read limits (what replay figures are "
+                                        "fractions of)")
+    lim.add_argument("--out-dir", default=REPORTS, help="measure reads on this directory's filesystem "
+                                                        "(default reports/)")
+    lim.add_argument("--memcpy-mb", type=positive_int, default=LIMIT_DEFAULTS["memcpy_mb"], help="MiB per copy buffer")
+    lim.add_argument("--disk-mb", type=positive_int, default=LIMIT_DEFAULTS["disk_mb"], help="MiB of the scratch file")
+    lim.add_argument("--repeats", type=positive_int, default=LIMIT_DEFAULTS["repeats"], help="runs per figure (median)")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
-        commands = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "env": cmd_env, "validate": cmd_validate}
+        commands = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "env": cmd_env, "validate": cmd_validate,
+                    "limits": cmd_limits}
         return commands[args.command](args)
     except UsageError as exc:
         print(f"rlbench: error: {exc}", file=sys.stderr)
@@ -79,7 +88,8 @@ def plan(args) -> Suite:
                                    ("timeout_s", args.timeout), ("ray_address", args.ray_address))
                  if v is not None}
     settings = parse_settings("command line", overrides, suite.settings)
-    cells = suite.cells
+    cells = tuple(replace(c, protocol=tuple((k, v) for k, v in c.protocol if k not in overrides))
+                  for c in suite.cells)  # the command line beats a sweep's own [protocol]
     if args.only:
         cells = tuple(c for c in cells if any(fnmatch.fnmatchcase(c.cell_id, g) for g in args.only))
         if not cells:
@@ -152,7 +162,7 @@ def cmd_run(args) -> int:
 def run(args) -> tuple:
     """plan -> run -> export -> summarize; returns (exit code, run directory)."""
     from rlbench.fingerprint import fingerprint, now
-    from rlbench.results import ResultSet
+    from rlbench.results import ResultSet, ResultStore
     from rlbench.sweep import run_sweep
     suite = plan(args)
     run_id, out_dir = prepare_out_dir(args.out, suite.name)
@@ -165,6 +175,10 @@ def run(args) -> tuple:
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if on_main_thread else None  # a killed CI job cleans up
     try:
+        if suite.limits["measure"] and any(registry.get(c.adapter).kind == "replay" for c in suite.cells):
+            ResultStore(out_dir).close()  # interrupted while measuring, it is still a run (of no rows)
+            env["limits"] = measure_limits(out_dir, suite.limits)
+            _write_env(out_dir, env)
         run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, args.profile)
     except KeyboardInterrupt:
         interrupted = True
@@ -181,6 +195,20 @@ def run(args) -> tuple:
     results = export(out_dir)
     summarize(results, out_dir)
     return (130 if interrupted else 0), out_dir
+
+
+def measure_limits(out_dir, sizes: dict) -> dict:
+    """The machine limits replay figures are fractions of, measured on this run's filesystem before the
+    sweep; a failure is recorded ({"error": ...}) and the sweep runs without them."""
+    from rlbench.limits import measure_in_subprocess, summary_line
+    print("rlbench: limits: ", end="", file=sys.stderr, flush=True)  # the figures end the line (~15 s)
+    try:
+        limits = measure_in_subprocess(out_dir, sizes["memcpy_mb"], sizes["disk_mb"], sizes["repeats"])
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        raise
+    print(summary_line(limits), file=sys.stderr)
+    return limits
 
 
 def _interrupt(signum, frame):
@@ -246,6 +274,14 @@ def cmd_list(args) -> int:
     for label, err in registry.LOAD_ERRORS.items():
         print(f"{label}: failed to load: {err}")
     return 0
+
+
+def cmd_limits(args) -> int:
+    from rlbench.limits import measure_in_subprocess
+    os.makedirs(args.out_dir, exist_ok=True)
+    limits = measure_in_subprocess(args.out_dir, args.memcpy_mb, args.disk_mb, args.repeats)
+    print(json.dumps(limits, indent=2))
+    return 1 if "error" in limits else 0
 
 
 def cmd_env(args) -> int:

@@ -21,6 +21,7 @@ class EnvInfo:
     frameskip: int = 1          # frames = env steps x frameskip
     kwargs: dict = field(default_factory=dict)   # allowed env_kwargs -> default
     native: tuple = ()          # families that implement the env natively besides gymnasium
+    choices: dict = field(default_factory=dict)  # env_kwargs with a fixed set of values -> that set
 
 
 ENVS = {
@@ -50,12 +51,19 @@ def _rom(env_id: str) -> str:
 
 def env_info(env_id: str) -> EnvInfo:
     from rlbench.errors import UsageError
+    from rlbench import replay
     if env_id in ENVS:
         return ENVS[env_id]
+    if env_id.startswith(replay.PREFIX):  # a replay workload: what replay backends store and sample
+        if env_id[len(replay.PREFIX):] not in replay.WORKLOADS:
+            raise UsageError(f"unknown replay workload '{env_id}' (valid: "
+                             f"{', '.join(replay.PREFIX + w for w in replay.WORKLOADS)})")
+        return EnvInfo(env_id, "replay", kwargs=replay.KWARGS, choices=replay.CHOICES)
     if ATARI_ID.match(env_id) and _rom(env_id) in atari_games():
         return EnvInfo(env_id, "atari", frameskip=ATARI["frameskip"], native=("envpool",))
-    raise UsageError(f"unknown env '{env_id}' (valid: {', '.join(sorted(ENVS))}, or an Atari game "
-                     f"as <Game>-v5, e.g. Pong-v5{'' if atari_games() else '; ale-py is not installed'})")
+    raise UsageError(f"unknown env '{env_id}' (valid: {', '.join(sorted(ENVS))}, an Atari game "
+                     f"as <Game>-v5, e.g. Pong-v5{'' if atari_games() else ' (ale-py is not installed)'}, "
+                     f"or a replay workload, e.g. {replay.PREFIX}DQN-Qbert)")
 
 
 def typed_env_kwargs(env_id: str, given: dict) -> dict:
@@ -67,6 +75,11 @@ def typed_env_kwargs(env_id: str, given: dict) -> dict:
         if key not in info.kwargs:
             raise UsageError(f"unknown key '{key}' for {env_id} (valid: {', '.join(info.kwargs) or 'none'})")
         kind = type(info.kwargs[key])
+        if key in info.choices:
+            if raw not in info.choices[key]:
+                raise UsageError(f"{key}={raw!r} for {env_id} (valid: {', '.join(info.choices[key])})")
+            out[key] = raw
+            continue
         try:
             if isinstance(raw, bool) or (kind is int and isinstance(raw, float) and not raw.is_integer()):
                 raise ValueError

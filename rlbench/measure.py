@@ -67,12 +67,13 @@ def measure(step, protocol: Protocol, session_metrics=None, drain=None) -> dict:
                          f"(valid: {', '.join(SESSION_METRICS)})")
     cpu = proctree.cpu_util(cpu0, proctree.cpu_seconds(me), seconds)
     lat_ms = lat[:units] / 1e6
-    p50, p95, p99 = np.percentile(lat_ms, [50, 95, 99])
+    p50, p95, p99, p999 = np.percentile(lat_ms, [50, 95, 99, 99.9])
     policy_s = PolicyClock.ns / 1e9
     return {
         "env_steps": int(steps), "units": units, "seconds": seconds,
         "steps_per_s": steps / seconds, "units_per_s": units / seconds,
         "latency_p50_ms": float(p50), "latency_p95_ms": float(p95), "latency_p99_ms": float(p99),
+        "latency_p999_ms": float(p999),
         "latency_max_ms": float(lat_ms.max()), "latency_mean_ms": float(lat_ms.mean()),
         "policy_s": policy_s if PolicyClock.calls else None,
         "env_s": seconds - policy_s if PolicyClock.calls else None,

@@ -4,7 +4,7 @@ A cell is one point of a sweep (adapter, env, num_envs, policy, options); a job 
 one cell. Repeats of different cells are interleaved (round-robin), so slow drift of the machine
 spreads over all cells instead of biasing whichever ran last.
 """
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from rlbench.measure import Protocol
 from rlbench.workload import Workload
@@ -34,6 +34,7 @@ class Cell:
     index: int = 0                                      # position in the suite (report order)
     omp_threads: int = None                             # sweep axis; None = the suite's [protocol] value
     affinity: tuple = None                              # CPUs the cell may use; None = [protocol] value
+    protocol: tuple = ()                                # (key, value) pairs of its sweep's own [protocol]
 
     @property
     def cell_id(self) -> str:
@@ -50,10 +51,14 @@ class Cell:
     def cpus(self, settings: Settings) -> tuple:
         return settings.affinity if self.affinity is None else self.affinity
 
+    def settings(self, settings: Settings) -> Settings:
+        """The run's settings with this cell's sweep-level protocol (durations, timeout) applied."""
+        return replace(settings, **dict(self.protocol)) if self.protocol else settings
+
     def spec(self, settings: Settings, repeat: int) -> dict:
         """The JSON the cell process receives."""
         return {"adapter": self.adapter, "options": self.options, "workload": self.workload.to_dict(),
-                "protocol": settings.protocol(), "affinity": list(self.cpus(settings)),
+                "protocol": self.settings(settings).protocol(), "affinity": list(self.cpus(settings)),
                 "repeat": repeat, "cell_id": self.cell_id}
 
 

@@ -28,23 +28,37 @@ SESSION_METRICS = (
     "time_to_target_s",     # training wall time, compile excluded, until return_mean first reached the target
     "steps_to_target",      # env steps per agent until then
     "time_per_agent_s",     # wall time per agent of one whole training run at the window's aggregate rate
+    # replay backends (kind replay): items are the workload's records of item_bytes each
+    "add_items_per_s", "add_mb_per_s",          # items written into the store (all actors)
+    "sample_items_per_s", "sample_mb_per_s",    # items sampled and read by the learner
+    "sample_latency_p50_ms", "sample_latency_p99_ms", "sample_latency_p999_ms", "sample_latency_max_ms",
+    "add_latency_p99_ms", "add_latency_max_ms",  # target mode: from each op's scheduled start (no coordinated omission)
+    "keeps_up",             # target mode: 1 when neither the add nor the sample schedule fell behind, else 0
 )
+
+# What a replay session tells about its store (see rlbench.cell.INFO_KEYS)
+REPLAY_INFO = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound", "bound_gbps")
+
+# ... and what summary.csv copies of it from a cell's first ok run (bound_gbps becomes limit_gbps)
+REPLAY_IDENTITY = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound")
 
 # results.csv columns, in order (tidy: one row per repeat)
 RUN_COLUMNS = (
     "schema", "run_id", "suite", "cell_id", "cell_index", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers",
     "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps",
     "frames", "units", "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms",
-    "latency_p99_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s",
-    "runtime_init_s", "compile_s", "device_settings", "wall_s", "omp_threads", "torch_threads", "affinity", "cpus", "placement", *SESSION_METRICS,
+    "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s",
+    "runtime_init_s", "compile_s", "device_settings", *REPLAY_INFO, "wall_s", "omp_threads", "torch_threads", "affinity", "cpus", "placement", *SESSION_METRICS,
     "status", "error", "log", "profile", "started_at",
 )
 SUMMARY_COLUMNS = (
     "schema", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers", "batch_size",
-    "policy", "device", "options", "frameskip", "omp_threads", "cpus", "n", "status", "steps_per_s_median", "steps_per_s_ci_low",
+    "policy", "device", "options", "frameskip", "omp_threads", "cpus", *REPLAY_IDENTITY, "n", "status",
+    "steps_per_s_median", "steps_per_s_ci_low",
     "steps_per_s_ci_high", "ci_method", "steps_per_s_iqr", "steps_per_s_cv", "steps_per_s_min", "steps_per_s_max",
     "frames_per_s_median", "latency_p50_ms_median", "latency_p99_ms_median", "policy_frac_median",
-    "cpu_util_median", "peak_rss_mb_max", *(f"{m}_median" for m in SESSION_METRICS), "warning", "error", "profile",
+    "cpu_util_median", "peak_rss_mb_max", *(f"{m}_median" for m in SESSION_METRICS), "limit_gbps", "limit_frac",
+    "warning", "error", "profile",
 )
 
 
@@ -80,7 +94,8 @@ class Benchmark:
             return "ok"
         return "ok+" + "+".join(sorted(statuses - {"ok"})) if "ok" in statuses else "+".join(sorted(statuses))
 
-    def summary_row(self) -> dict:
+    def summary_row(self, limits: dict = None) -> dict:
+        """limits: the run's env["limits"] (rlbench.limits), what a replay cell's rate is a fraction of."""
         s = self.stat("steps_per_s")
         ok = self.ok_runs
         first = ok[0] if ok else self.first
@@ -89,7 +104,7 @@ class Benchmark:
         profile = next((r["profile"] for r in self.runs if r.get("profile")), "")
         row = {k: first.get(k) for k in ("schema", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs", "num_envs",
                                          "workers", "batch_size", "policy", "device", "options", "frameskip",
-                                         "omp_threads", "cpus")}
+                                         "omp_threads", "cpus", *REPLAY_IDENTITY)}
         row.update(
             n=s.n, status=self.status, steps_per_s_median=s.median, steps_per_s_ci_low=s.ci_low,
             steps_per_s_ci_high=s.ci_high, ci_method=s.ci_method, steps_per_s_iqr=s.iqr, steps_per_s_cv=s.cv,
@@ -101,7 +116,21 @@ class Benchmark:
             peak_rss_mb_max=max((r["peak_rss_mb"] for r in ok), default=float("nan")),
             **{f"{m}_median": self.stat(m).median for m in SESSION_METRICS},
             warning=s.warning if ok else "", error="; ".join(errors), profile=profile, schema=SCHEMA_VERSION)
+        row["limit_gbps"] = self.limit_gbps(row["bound"], limits or {})
+        row["limit_frac"] = (None if row["limit_gbps"] is None or row["item_bytes"] is None else
+                             s.median * row["item_bytes"] / (row["limit_gbps"] * 1e9))
         return row
+
+    def limit_gbps(self, bound, limits: dict):
+        """The limit a replay cell is bound by: the run's measured figure of that name
+        (memcpy_1core or memcpy_1core_gbps, ...), else the one its session measured (bound_gbps)."""
+        if not bound:
+            return None
+        figure = limits.get(bound) or limits.get(f"{bound}_gbps")
+        if isinstance(figure, dict) and figure.get("median"):
+            return figure["median"]
+        own = self.stat("bound_gbps")
+        return own.median if own.n else None
 
 
 @dataclass
@@ -130,7 +159,7 @@ class ResultSet:
     def summary_rows(self) -> list:
         """One row per cell, in the order the suite lists its cells."""
         benchmarks = sorted(self.benchmarks.values(), key=lambda b: b.first.get("cell_index", 0))
-        return [b.summary_row() for b in benchmarks]
+        return [b.summary_row(self.env.get("limits")) for b in benchmarks]
 
     @property
     def rows(self) -> list:

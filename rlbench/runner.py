@@ -39,12 +39,16 @@ class Runner:
     def profile_path(self, job: Job) -> str:
         return os.path.join(self.out_dir, "profiles", f"{_slug(job.cell.cell_id)}.speedscope.json")
 
+    def scratch_dir(self, job: Job) -> str:
+        return os.path.join(self.out_dir, "scratch", f"{_slug(job.cell.cell_id)}-r{job.repeat}")
+
     def child_env(self, job: Job) -> dict:
         env = dict(os.environ)
         threads = job.cell.threads(self.settings)
         if threads:
             env.update({v: str(threads) for v in THREAD_VARS})
         env["PYTHONUNBUFFERED"] = "1"
+        env["RLBENCH_SCRATCH_DIR"] = self.scratch_dir(job)  # on-disk stores live on the run's disk
         if self.settings.ray_address:  # Ray reads it in ray.init(): the core needs no Ray of its own
             env["RAY_ADDRESS"] = self.settings.ray_address
         return env
@@ -57,23 +61,26 @@ class Runner:
         ours_before = {p.pid for p in psutil.Process().children(recursive=True)}
         t0 = time.perf_counter()
         result, proc = {}, None
+        timeout_s = job.cell.settings(self.settings).timeout_s
         try:
             if job.profile:
                 os.makedirs(os.path.dirname(self.profile_path(job)), exist_ok=True)
+            os.makedirs(self.scratch_dir(job))
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(self.command(job, spec), stdout=subprocess.PIPE, stderr=log,
                                         env=self.child_env(job), start_new_session=True)
                 try:
-                    out, _ = proc.communicate(timeout=self.settings.timeout_s)
+                    out, _ = proc.communicate(timeout=timeout_s)
                     result = _last_result(out) or {"status": "error", "error": _no_result(proc.returncode, log_path)}
                 except subprocess.TimeoutExpired:
-                    result = {"status": "timeout", "error": f"no result after {self.settings.timeout_s:g}s; "
+                    result = {"status": "timeout", "error": f"no result after {timeout_s:g}s; "
                                                            "process tree killed"}
         except OSError as exc:
             result = {"status": "error", "error": f"cannot start cell process: {exc}"}
         finally:
             leaked = self._cleanup(proc, ours_before)
             removed = proctree.remove_shm(proctree.shm_entries() - shm_before)
+            shutil.rmtree(os.path.join(self.out_dir, "scratch"), ignore_errors=True)
         wall_s = time.perf_counter() - t0
         if leaked and result.get("status") == "ok":
             result["error"] = f"{leaked} leftover process(es) killed after the cell"

@@ -10,21 +10,28 @@
     policy = ["random", "mlp:hidden=64x64"]     # optional, default "random"
     env_kwargs = { step_cost_us = [10, 100] }   # optional
     options.gymnasium-async = { shared_memory = [true, false] }   # optional, per adapter
+    protocol = { duration_s = 10 }              # optional: this sweep's own durations / timeout_s
+    [limits]                        # optional: the machine limits measured before a sweep with replay cells
+    disk_mb = 1024                  # memcpy_mb, disk_mb, repeats (rlbench.limits); measure = false skips it
 """
 import hashlib
 import itertools
 import re
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from rlbench import registry
 from rlbench.envs import env_info, typed_env_kwargs
 from rlbench.errors import UsageError
+from rlbench.limits import DEFAULTS as LIMIT_DEFAULTS
 from rlbench.plan import Cell, Settings
+from rlbench.replay import replay_spec
 from rlbench.workload import Workload, parse_policy
 
-TOP_KEYS = {"name", "description", "schema", "protocol", "sweep"}
-SWEEP_KEYS = {"adapters", "envs", "num_envs", "policy", "env_kwargs", "options", "omp_threads", "affinity"}
+TOP_KEYS = {"name", "description", "schema", "protocol", "sweep", "limits"}
+SWEEP_KEYS = {"adapters", "envs", "num_envs", "policy", "env_kwargs", "options", "omp_threads", "affinity",
+              "protocol"}
+SWEEP_PROTOCOL_KEYS = {"warmup_s", "warmup_units", "duration_s", "min_units", "timeout_s"}
 SETTING_TYPES = {f.name: f.type for f in fields(Settings)}
 
 
@@ -35,6 +42,7 @@ class Suite:
     sha256: str
     settings: Settings
     cells: tuple
+    limits: dict = field(default_factory=lambda: dict(LIMIT_DEFAULTS))  # [limits], resolved
 
 
 def load_suite(path: str) -> Suite:
@@ -48,6 +56,7 @@ def load_suite(path: str) -> Suite:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
     _check_keys(path, "top level", doc, TOP_KEYS)
     settings = parse_settings(path, doc.get("protocol", {}))
+    limits = parse_limits(path, doc.get("limits", {}))
     sweeps = doc.get("sweep")
     if not isinstance(sweeps, list) or not sweeps:
         raise UsageError(f"{path}: needs at least one [[sweep]] table")
@@ -55,7 +64,8 @@ def load_suite(path: str) -> Suite:
     for i, sweep in enumerate(sweeps):
         cells += expand(f"{path}: sweep[{i}]", sweep, settings.seed)
     cells = [replace(c, index=i) for i, c in enumerate(_unique(cells))]
-    return Suite(doc.get("name", path), path, hashlib.sha256(raw_bytes).hexdigest(), settings, tuple(cells))
+    return Suite(doc.get("name", path), path, hashlib.sha256(raw_bytes).hexdigest(), settings, tuple(cells),
+                 limits)
 
 
 def parse_settings(where: str, table: dict, base: Settings = Settings()) -> Settings:
@@ -74,6 +84,18 @@ def parse_settings(where: str, table: dict, base: Settings = Settings()) -> Sett
     if settings.repeats < 1 or settings.timeout_s <= 0:
         raise UsageError(f"{where}: protocol.repeats must be >= 1 and protocol.timeout_s > 0")
     return settings
+
+
+def parse_limits(where: str, table: dict) -> dict:
+    """[limits]: the sizes of the machine-limit measurement (rlbench.limits), and whether to run it."""
+    _check_keys(where, "limits", table, set(LIMIT_DEFAULTS))
+    for key, raw in table.items():
+        kind = type(LIMIT_DEFAULTS[key])
+        if kind is bool and not isinstance(raw, bool):
+            raise UsageError(f"{where}: limits.{key}={raw!r} must be true or false")
+        if kind is int and (not isinstance(raw, int) or isinstance(raw, bool) or raw < 1):
+            raise UsageError(f"{where}: limits.{key}={raw!r} must be a positive integer")
+    return {**LIMIT_DEFAULTS, **table}
 
 
 def _ray_address(where: str, raw) -> str:
@@ -110,6 +132,7 @@ def expand(where: str, sweep: dict, seed: int) -> list:
             raise UsageError(f"{where}: options.{name}: not one of this sweep's adapters "
                              f"(valid: {', '.join(_axis(sweep['adapters']))})")
         _table(where, f"options.{name}", options[name])
+    protocol = _sweep_protocol(where, sweep.get("protocol", {}))
     threads = [_cpu_setting(where, "omp_threads", t) for t in _axis(sweep.get("omp_threads", [None]))]
     affinities = _affinity_axis(where, sweep.get("affinity"))
     cells = []
@@ -121,12 +144,27 @@ def expand(where: str, sweep: dict, seed: int) -> list:
                 workload = Workload(info.env_id, n, policy, seed, info.frameskip, kw)
                 for given in _product(options.get(name, {})):
                     cell = make_cell(f"{where}: options.{name}", name, workload, given)
-                    cells.append(replace(cell, omp_threads=omp, affinity=cpus))
+                    cells.append(replace(cell, omp_threads=omp, affinity=cpus, protocol=protocol))
     return cells
+
+
+def _sweep_protocol(where: str, table) -> tuple:
+    """A sweep's own durations and timeout (e.g. paced replay workloads need longer windows)."""
+    _check_keys(where, "protocol", table, SWEEP_PROTOCOL_KEYS)
+    parsed = parse_settings(f"{where}: protocol", table)
+    return tuple(sorted((k, getattr(parsed, k)) for k in table))
 
 
 def make_cell(where: str, adapter: str, workload: Workload, given: dict) -> Cell:
     cls = registry.get(adapter)
+    if (cls.kind == "replay") != (env_info(workload.env_id).family == "replay"):
+        need = "a replay workload (replay/<name>)" if cls.kind == "replay" else "an env, not a replay workload"
+        raise UsageError(f"{where}: adapter '{adapter}' (kind {cls.kind}) needs {need}, got '{workload.env_id}'")
+    if cls.kind == "replay":
+        try:
+            replay_spec(workload)
+        except ValueError as exc:
+            raise UsageError(f"{where}: {workload.env_id}: {exc}") from None
     try:
         resolved = cls.resolve_options(given)
     except ValueError as exc:

@@ -12,12 +12,12 @@ ASYNC = sweep(["gymnasium-async"])
 # (suite text, what the message must contain besides the file name)
 BAD_SUITES = {
     "unknown top-level key": ("bogus = 1\n" + SWEEP,
-                              ["'bogus'", "top level", "valid: description, name, protocol, schema, sweep"]),
+                              ["'bogus'", "top level", "valid: description, limits, name, protocol, schema, sweep"]),
     "unknown sweep key": (SWEEP + "bogus = 1\n",
                           ["sweep[0]", "'bogus'", "valid: adapters, affinity, env_kwargs, envs, num_envs, omp_threads, options, policy"]),
     "unknown adapter": (sweep(["nope"]), ["'nope'", "valid:", "serial", "gymnasium-async", "envpool-sync"]),
     "unknown env": (sweep(["serial"], envs=["Nope-v0"]),
-                    ["envs", "'Nope-v0'", "valid: Ant-v4, CartPole-v1, HalfCheetah-v4, rlbench/Synthetic-v0, or an Atari game"]),
+                    ["envs", "'Nope-v0'", "valid: Ant-v4, CartPole-v1, HalfCheetah-v4, rlbench/Synthetic-v0, an Atari game", "replay/DQN-Qbert"]),
     "unknown option": (ASYNC + 'options.gymnasium-async = { bogus = 1 }\n',
                        ["options.gymnasium-async", "'bogus'", "valid: shared_memory, context"]),
     "option of the wrong type": (ASYNC + 'options.gymnasium-async = { shared_memory = "maybe" }\n',
@@ -149,3 +149,19 @@ def test_empty_axes_and_untyped_env_kwargs_are_rejected_at_load(tmp_path, text, 
     with pytest.raises(UsageError) as err:
         load_suite(str(path))
     assert str(path) in str(err.value) and expected in str(err.value)
+
+
+def test_a_sweep_may_set_its_own_durations_and_the_command_line_still_wins(tmp_path):
+    from rlbench.cli import parse_args, plan
+    body = (sweep(["serial"]) + "protocol = { duration_s = 7.5, timeout_s = 300 }\n" + sweep(["serial"], num_envs=[2]))
+    path = write_suite(tmp_path, body)
+    suite = load_suite(str(path))
+    long, short = suite.cells
+    assert long.settings(suite.settings).duration_s == 7.5 and long.settings(suite.settings).timeout_s == 300
+    assert short.settings(suite.settings).duration_s == suite.settings.duration_s
+    assert long.spec(suite.settings, 0)["protocol"]["duration_s"] == 7.5
+    cli_plan = plan(parse_args(["run", str(path), "--duration", "0.1"]))
+    assert cli_plan.cells[0].settings(cli_plan.settings).duration_s == 0.1
+    assert cli_plan.cells[0].settings(cli_plan.settings).timeout_s == 300
+    with pytest.raises(UsageError, match="unknown key 'repeats' in protocol"):
+        load_suite(str(write_suite(tmp_path, sweep(["serial"]) + "protocol = { repeats = 2 }\n", name="bad.toml")))

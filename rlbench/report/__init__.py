@@ -22,5 +22,6 @@ def write_atomic(path: str, text: str) -> str:
 def reporters():
     from rlbench.report.csv_reporter import CsvReporter
     from rlbench.report.html import HtmlReporter
+    from rlbench.report.replay import ReplayReporter
     from rlbench.report.validation import ValidationReporter
-    return [CsvReporter(), ValidationReporter(), HtmlReporter()]
+    return [CsvReporter(), ValidationReporter(), ReplayReporter(), HtmlReporter()]

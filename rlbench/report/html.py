@@ -9,6 +9,7 @@ from rlbench import SCHEMA_VERSION
 from rlbench.plan import kv_label
 from rlbench.report import Reporter, write_atomic
 from rlbench.report.console import fmt_rate
+from rlbench.report.replay import replay_section
 from rlbench.results import SESSION_METRICS
 from rlbench.validate import validation_rows
 
@@ -17,7 +18,7 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 360, 70, 230, 20, 45
 
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
-h1{font-size:22px}h2{font-size:18px;margin-top:32px}table{border-collapse:collapse;font-size:13px}
+h1{font-size:22px}h2{font-size:18px;margin-top:32px}h3{font-size:15px;margin-top:22px}table{border-collapse:collapse;font-size:13px}
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}
 th{background:#f3f3f3;cursor:pointer;user-select:none}th:after{content:' \\2195';color:#aaa}
 tr.bad td{background:#fff3f3}.warn{color:#b35900}svg text{font-size:11px;font-family:sans-serif}
@@ -35,10 +36,11 @@ class HtmlReporter(Reporter):
     def report(self, results, out_dir):
         rows = results.summary_rows()
         parts = [f"<h1>rlbench report: {_e(_suite_name(rows))}</h1>", _headline(results.env)]
-        for env_label, env_rows in _group(rows, _env_label).items():
+        for env_label, env_rows in _group([r for r in rows if r.get("kind") != "replay"], _env_label).items():
             parts.append(f"<h2>{_e(env_label)}: env steps/s vs num_envs</h2>")
             parts.append(throughput_chart(env_rows))
             parts.append(winners_table(env_rows))
+        parts.append(replay_section(results))
         ran = [r for r in rows if r["n"] or r["status"] not in ("unsupported",)]
         skipped = [r for r in rows if r not in ran]
         validation = validation_rows(results)

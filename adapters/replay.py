@@ -1,0 +1,345 @@
+"""Our replay stores: an in-process NumPy ring, a shared-memory ring written by actor processes and
+sampled by the learner, and an np.memmap store on disk; prioritized sampling with a sum tree for all.
+
+They are the reference the native peers (stable-baselines3, tianshou, torchrl, Ray) are compared with,
+on the same workloads through the same driver (rlbench.replay): one store, one copy into the batch.
+"""
+import ctypes
+import multiprocessing as mp
+import os
+
+import numpy as np
+
+from rlbench.api import (PAGE_CACHE, Adapter, Option, ReplaySession, Unsupported, in_process_only, pagecache, register,
+                         replay_spec, scratch_dir)
+from rlbench.replay import PRIORITY_ALPHA, PRIORITY_BETA
+
+
+class SumTree:
+    """Priorities in a binary tree of partial sums: sampling and updates are O(log capacity), and
+    both are vectorised over a batch (one numpy op per tree level)."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.size = 1 << max(1, (capacity - 1).bit_length())
+        self.tree = np.zeros(2 * self.size)
+        self.max_priority = 1.0
+
+    @property
+    def total(self) -> float:
+        return float(self.tree[1])
+
+    def update(self, indices, priorities) -> None:
+        nodes = np.asarray(indices, dtype=np.int64) + self.size
+        self.tree[nodes] = priorities
+        nodes = np.unique(nodes >> 1)
+        while nodes[0] >= 1:
+            self.tree[nodes] = self.tree[2 * nodes] + self.tree[2 * nodes + 1]
+            if nodes[0] == 1:
+                break
+            nodes = np.unique(nodes >> 1)
+
+    def set_one(self, index: int, priority: float) -> None:
+        """One add: a Python walk up the tree beats numpy's per-call cost at batch size 1."""
+        tree = self.tree
+        i = index + self.size
+        tree[i] = priority
+        i >>= 1
+        while i:
+            tree[i] = tree[2 * i] + tree[2 * i + 1]
+            i >>= 1
+
+    def sample(self, n: int, rng) -> tuple:
+        """Stratified: one draw in each of n equal slices of the total mass. Returns indices and
+        importance weights (N * P(i))^-beta normalised by the batch's largest."""
+        total = self.total
+        u = (np.arange(n) + rng.random(n)) * (total / n)
+        nodes = np.ones(n, dtype=np.int64)
+        while nodes[0] < self.size:
+            left = self.tree[2 * nodes]
+            right = u >= left
+            u = np.where(right, u - left, u)
+            nodes = 2 * nodes + right
+        indices = np.minimum(nodes - self.size, self.capacity - 1)
+        p = np.maximum(self.tree[indices + self.size], 1e-12) / total
+        weights = (self.capacity * p) ** -PRIORITY_BETA
+        return indices, weights / weights.max()
+
+
+class _Sampling:
+    """Uniform or prioritized index selection shared by our stores (priorities are p ** alpha)."""
+
+    def __init__(self, spec, capacity: int = None):
+        self.capacity = capacity or spec.capacity
+        self.rng = np.random.default_rng(spec.seed + 1)
+        self.tree = SumTree(self.capacity) if spec.prioritized else None
+
+    def indices(self, n: int) -> np.ndarray:
+        if self.tree is None:
+            return np.sort(self.rng.integers(0, self.capacity, n))
+        return self.tree.sample(n, self.rng)[0]
+
+    def added(self, slot: int) -> None:
+        if self.tree is not None:
+            self.tree.set_one(slot, self.tree.max_priority)
+
+    def added_many(self, slots) -> None:
+        if self.tree is not None and len(slots):
+            self.tree.update(slots, np.full(len(slots), self.tree.max_priority))
+
+    def update_priorities(self, indices, priorities) -> None:
+        p = np.asarray(priorities, dtype=np.float64) ** PRIORITY_ALPHA
+        self.tree.max_priority = max(self.tree.max_priority, float(p.max()))
+        self.tree.update(indices, p)
+
+
+class _Delivery:
+    """Where a sampled batch goes: a host batch reused across samples (a fresh 640 MB array per
+    sample would time page faults, not the store), or the GPU, copied from a pinned staging buffer
+    or from pageable memory and synchronised so the copy is inside the op."""
+
+    def __init__(self, spec, device: str = "cpu", pinned: bool = False):
+        self.device, self.staging, self.host, self.item_bytes = device, None, None, spec.item_bytes
+        if device == "cpu":
+            return
+        import torch
+        if not torch.cuda.is_available():
+            raise Unsupported("device=cuda: torch sees no CUDA device")
+        self.torch = torch
+        shape = (spec.batch_size, spec.item_bytes)
+        if pinned:
+            self.staging = torch.empty(shape, dtype=torch.uint8).pin_memory()
+            self.staging_np = self.staging.numpy()
+        self.gpu = torch.empty(shape, dtype=torch.uint8, device=device)
+
+    def out(self, batch_size: int):
+        """The array the store gathers the batch into: pinned staging, or the reused host batch."""
+        if self.staging is not None:
+            return self.staging_np[:batch_size]
+        if self.host is None or len(self.host) < batch_size:
+            self.host = np.ones((batch_size, self.item_bytes), dtype=np.uint8)  # faulted in now, not per sample
+        return self.host[:batch_size]
+
+    def send(self, batch: np.ndarray):
+        if self.device == "cpu":
+            return batch
+        src = self.staging[:len(batch)] if self.staging is not None else self.torch.from_numpy(batch)
+        self.gpu[:len(batch)].copy_(src, non_blocking=self.staging is not None)
+        self.torch.cuda.synchronize()
+        return []   # the copy read every byte; the GPU-side batch is the learner's
+
+
+class NumpyRing:
+    """One preallocated [capacity, item_bytes] array; sampling gathers the batch in one fancy index."""
+    bound = "memcpy_1core"
+
+    def __init__(self, spec, delivery=None, data=None):
+        self.spec = spec
+        self.data = np.empty((spec.capacity, spec.item_bytes), dtype=np.uint8) if data is None else data
+        self.sampling = _Sampling(spec)
+        self.delivery = delivery or _Delivery(spec)
+        self.next = 0
+
+    def add(self, item) -> None:
+        slot = self.next
+        self.data[slot] = item
+        self.sampling.added(slot)
+        self.next = (slot + 1) % self.spec.capacity
+
+    def add_many(self, items) -> None:
+        slots = (self.next + np.arange(len(items))) % self.spec.capacity
+        self.data[slots] = items
+        self.sampling.added_many(slots)
+        self.next = int((slots[-1] + 1) % self.spec.capacity)
+
+    def sample(self, n: int):
+        idx = self.sampling.indices(n)
+        batch = np.take(self.data, idx, axis=0, out=self.delivery.out(n), mode="clip")  # "raise" would buffer
+        return self.delivery.send(batch), idx
+
+    def update_priorities(self, indices, priorities) -> None:
+        self.sampling.update_priorities(indices, priorities)
+
+    def close(self) -> None:
+        self.data = None
+
+
+class ShmWriter:
+    """What an actor process holds: the shared storage, per-slot sequence words (a seqlock: odd while
+    a slot is being written) and per-actor write counts. Actor a owns slots [a*per, (a+1)*per)."""
+
+    def __init__(self, ctx, spec):
+        self.per = spec.capacity // spec.actors
+        self.item_bytes = spec.item_bytes
+        self.raw = ctx.RawArray(ctypes.c_uint8, self.per * spec.actors * spec.item_bytes)
+        self.raw_seq = ctx.RawArray(ctypes.c_int64, self.per * spec.actors)
+        self.raw_count = ctx.RawArray(ctypes.c_int64, spec.actors)
+        self._views = None
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_views"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _views=None)
+
+    def views(self):
+        if self._views is None:
+            self._views = (np.frombuffer(self.raw, np.uint8).reshape(-1, self.item_bytes),
+                           np.frombuffer(self.raw_seq, np.int64), np.frombuffer(self.raw_count, np.int64))
+        return self._views
+
+    def count(self, actor: int) -> int:
+        return int(self.views()[2][actor])
+
+    def add(self, item, actor: int = None) -> None:
+        data, seq, count = self.views()
+        actor = int(item[:8].view(np.int64)[0] >> 40) if actor is None else actor
+        slot = actor * self.per + int(count[actor]) % self.per
+        seq[slot] += 1
+        data[slot] = item
+        seq[slot] += 1
+        count[actor] += 1
+
+
+class ShmRing:
+    """Storage in shared memory (no copy-on-write: every process maps the same pages), written by
+    actor processes, sampled by the learner, which also owns the priorities (as in Ape-X)."""
+    bound = "memcpy_1core"
+
+    def __init__(self, spec, context: str, delivery=None):
+        self.spec = spec
+        self._writer = ShmWriter(mp.get_context(context), spec)
+        self.data, self.seq, self.count = self._writer.views()
+        self.capacity = len(self.seq)
+        self.sampling = _Sampling(spec, self.capacity)
+        self.seen = np.zeros(spec.actors, dtype=np.int64)
+        self.delivery = delivery or _Delivery(spec)
+        self.torn_retries = 0
+
+    def writer(self):
+        return self._writer
+
+    def fill(self, items_for) -> None:
+        for a in range(self.spec.actors):
+            items = items_for(a)
+            for k in range(self._writer.per):
+                item = items[k % len(items)]
+                item[:8].view(np.int64)[0] = (a << 40) | k
+                self._writer.add(item, a)
+        self._ingest()
+
+    def _ingest(self) -> None:
+        """Give slots written since the last look the current max priority."""
+        if self.sampling.tree is None:
+            return
+        now = self.count.copy()
+        per = self._writer.per
+        for a in np.nonzero(now != self.seen)[0]:
+            first = max(int(self.seen[a]), int(now[a]) - per)
+            self.sampling.added_many(a * per + np.arange(first, now[a]) % per)
+        self.seen = now
+
+    def sample(self, n: int):
+        self._ingest()
+        idx = self.sampling.indices(n)
+        before = self.seq[idx]
+        batch = np.take(self.data, idx, axis=0, out=self.delivery.out(n), mode="clip")  # "raise" would buffer
+        torn = np.nonzero((before != self.seq[idx]) | (before & 1))[0]
+        while len(torn):  # a slot rewritten mid-copy: read it again until a clean copy
+            self.torn_retries += len(torn)
+            before = self.seq[idx[torn]]
+            batch[torn] = self.data[idx[torn]]
+            torn = torn[(before != self.seq[idx[torn]]) | (before & 1 == 1)]
+        return self.delivery.send(batch), idx
+
+    def update_priorities(self, indices, priorities) -> None:
+        self.sampling.update_priorities(indices, priorities)
+
+    def close(self) -> None:
+        self.data = self.seq = self.count = None
+
+
+class MemmapStore(NumpyRing):
+    """A NumPy ring in an np.memmap file in the run's scratch folder, read with a cold page cache
+    (dropped with posix_fadvise after unmapping) or a warm one (read through once), as chosen."""
+
+    def __init__(self, spec, cache: str, folder: str):
+        self.path = os.path.join(folder, f"replay-{os.getpid()}.bin")
+        self.cache = cache
+        self.page_cache = None
+        data = np.memmap(self.path, dtype=np.uint8, mode="w+", shape=(spec.capacity, spec.item_bytes))
+        super().__init__(spec, data=data)
+        self.bound = "disk_random_read_1m" if cache == "cold" else "memcpy_1core"
+
+    def before_window(self) -> None:
+        """Set the page-cache state right before timing and record it."""
+        shape = self.data.shape
+        self.data.flush()
+        del self.data
+        pagecache.set_state(self.path, self.cache)
+        self.data = np.memmap(self.path, dtype=np.uint8, mode="r+", shape=shape)
+        self.page_cache = pagecache.describe(self.path, self.cache)
+
+    def after_window(self) -> None:
+        """Reads warm the cache as the window runs: how far is part of the record."""
+        self.page_cache = pagecache.after(self.page_cache, self.path)
+
+    def close(self) -> None:
+        self.data = None
+        if os.path.exists(self.path):
+            os.remove(self.path)
+
+
+DEVICE_OPTIONS = (
+    Option("device", str, "cpu", "where sampled batches go: cpu, or cuda (host-to-GPU copy inside the op)",
+           ("cpu", "cuda")),
+    Option("pinned", bool, True, "device=cuda: gather into a pinned staging buffer (else pageable memory)"),
+)
+
+
+@register
+class NumpyRingAdapter(Adapter):
+    name = "numpy-ring"
+    kind = "replay"
+    description = "In-process NumPy ring buffer (uniform, or prioritized with a sum tree)"
+    options = DEVICE_OPTIONS
+
+    def supports(self, workload, options):
+        return in_process_only(workload)
+
+    def open(self, workload, options):
+        spec = replay_spec(workload)
+        delivery = _Delivery(spec, options["device"], options["pinned"])
+        return ReplaySession(NumpyRing(spec, delivery), spec)
+
+
+@register
+class ShmRingAdapter(Adapter):
+    name = "shm-ring"
+    kind = "replay"
+    description = "Shared-memory ring: num_envs actor processes write, the learner process samples"
+    options = DEVICE_OPTIONS + (
+        Option("context", str, "fork", "how actor processes start (storage is shared memory either way)",
+               ("fork", "forkserver", "spawn")),
+    )
+
+    def open(self, workload, options):
+        spec = replay_spec(workload)
+        delivery = _Delivery(spec, options["device"], options["pinned"])
+        store = ShmRing(spec, options["context"], delivery)
+        return ReplaySession(store, spec, options["context"])
+
+
+@register
+class MemmapAdapter(Adapter):
+    name = "memmap"
+    kind = "replay"
+    description = "np.memmap store on disk (the run's folder), cold or warm page cache"
+    options = (PAGE_CACHE,)
+
+    def supports(self, workload, options):
+        return in_process_only(workload)
+
+    def open(self, workload, options):
+        spec = replay_spec(workload)
+        return ReplaySession(MemmapStore(spec, options["cache"], scratch_dir()), spec)

@@ -1,0 +1,181 @@
+"""torchrl's replay buffers as their users build them: a TensorDictReplayBuffer over a LazyTensorStorage
+(RAM) or a LazyMemmapStorage (files on disk), with a RandomSampler, or a PrioritizedSampler whose
+priorities the learner writes back with `update_priority(index, priority)`.
+
+Items are TensorDict({"obs": uint8 [item_bytes]}); the fill goes through `rb.extend` in chunks, single
+adds through `rb.add`. A sample is the TensorDict torchrl returns (a fresh gathered batch each time, with
+its "index" entry); the learner reads td["obs"] through a zero-copy numpy view.
+
+torch runs with the threads the cell gives it (OMP_NUM_THREADS); nothing here changes them.
+"""
+import ctypes
+import mmap
+import shutil
+import tempfile
+
+from rlbench.api import (PAGE_CACHE, Adapter, ReplaySession, Unsupported, in_process_only, pagecache, register,
+                         replay_spec, scratch_dir)
+from rlbench.replay import PRIORITY_ALPHA, PRIORITY_BETA
+
+
+def _prioritized_sampler(capacity: int):
+    """torchrl's PrioritizedSampler, or Unsupported when its C++ segment trees do not load."""
+    import torch
+    import torchrl
+    from torchrl.data import PrioritizedSampler
+    try:
+        return PrioritizedSampler(capacity, alpha=PRIORITY_ALPHA, beta=PRIORITY_BETA)
+    except RuntimeError as exc:
+        try:
+            import torchrl._torchrl  # noqa: F401  (the real reason, when it is an import failure)
+            why = str(exc)
+        except ImportError as err:
+            why = f"ImportError: {str(err)[:160]}"
+        raise Unsupported(f"torchrl {torchrl.__version__}'s PrioritizedSampler needs its C++ extension "
+                          f"(torchrl._torchrl segment trees), which does not load with torch {torch.__version__} "
+                          f"({why}); install a torchrl build matching this torch") from None
+
+
+class TorchRLStore:
+    """One TensorDictReplayBuffer over `make_storage(capacity)`: a LazyTensorStorage or LazyMemmapStorage."""
+    bound = "memcpy_1core"
+
+    def __init__(self, spec, make_storage):
+        import torch
+        from tensordict import TensorDict
+        from torchrl.data import RandomSampler, TensorDictReplayBuffer
+        self.torch, self.TensorDict = torch, TensorDict
+        self.spec, self.rb, self.storage = spec, None, None
+        self._tracker = _ResourceTracker()
+        try:
+            self.storage = make_storage(spec.capacity)
+            sampler = _prioritized_sampler(spec.capacity) if spec.prioritized else RandomSampler()
+            self.rb = TensorDictReplayBuffer(storage=self.storage, sampler=sampler,
+                                             generator=torch.Generator().manual_seed(spec.seed + 1))
+        except BaseException:
+            self.close()
+            raise
+
+    def add(self, item) -> None:
+        self.rb.add(self.TensorDict({"obs": self.torch.from_numpy(item)}, batch_size=[]))
+
+    def add_many(self, items) -> None:
+        self.rb.extend(self.TensorDict({"obs": self.torch.from_numpy(items)}, batch_size=[len(items)]))
+
+    def sample(self, n: int):
+        td = self.rb.sample(n)
+        return td["obs"].numpy(), td["index"]
+
+    def update_priorities(self, indices, priorities) -> None:
+        # float32, the sampler's tree dtype (a float64 tensor trips an assert in torchrl's C++ tree)
+        self.rb.update_priority(indices, self.torch.as_tensor(priorities, dtype=self.torch.float32))
+
+    def close(self) -> None:
+        self.rb = self.storage = None
+        self._tracker.stop_if_started()
+
+
+class _ResourceTracker:
+    """torchrl keeps its buffer's counters in multiprocessing Values, whose named semaphores start
+    multiprocessing's resource tracker, a helper process that would outlive the session. If it was not
+    running before, it is stopped on close, once the buffer's semaphores have been released."""
+
+    def __init__(self):
+        from multiprocessing import resource_tracker
+        self.tracker = resource_tracker._resource_tracker
+        self.was_running = self.tracker._fd is not None
+
+    def stop_if_started(self) -> None:
+        import gc
+        if self.was_running:
+            return
+        gc.collect()  # the buffer's semaphores unregister while the tracker still runs
+        try:
+            self.tracker._stop()
+        except Exception:  # private API: leaving it behind beats failing close()
+            pass
+
+
+class TorchRLMemmapStore(TorchRLStore):
+    """A LazyMemmapStorage in its own folder under the run's scratch folder (torchrl writes obs.memmap,
+    index.memmap and meta.json there), timed with a cold page cache (dropped: the pages are written
+    back and unmapped from torchrl's own mapping, then evicted with posix_fadvise) or a warm one (read
+    through once), as chosen; the share resident as the window opens and closes is recorded. close()
+    removes the folder."""
+
+    def __init__(self, spec, cache: str, folder: str):
+        from torchrl.data import LazyMemmapStorage
+        self.dir = tempfile.mkdtemp(prefix="torchrl-replay-", dir=folder)
+        self.cache = cache
+        self.page_cache = None
+        self.bound = "disk_random_read_1m" if cache == "cold" else "memcpy_1core"
+        try:
+            super().__init__(spec, lambda capacity: LazyMemmapStorage(capacity, scratch_dir=self.dir))
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+
+    def files(self) -> list:
+        """(path, address, bytes) of each memory-mapped leaf torchrl keeps (obs and its index)."""
+        out = []
+        for t in self.storage._storage.values(include_nested=True, leaves_only=True):
+            out.append((t.filename, t.data_ptr(), t.numel() * t.element_size()))
+        return out
+
+    def before_window(self) -> None:
+        """Set the page-cache state right before timing and record it."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        for path, addr, size in self.files():
+            start = addr - addr % mmap.PAGESIZE
+            length = ctypes.c_size_t(size + addr - start)
+            if libc.msync(ctypes.c_void_p(start), length, 4) != 0:  # MS_SYNC
+                raise OSError(ctypes.get_errno(), f"msync {path}")
+            if libc.madvise(ctypes.c_void_p(start), length, 4) != 0:  # MADV_DONTNEED: drop our page mappings
+                raise OSError(ctypes.get_errno(), f"madvise {path}")
+            pagecache.set_state(path, self.cache)
+        self.page_cache = pagecache.describe(self._obs_file(), self.cache)
+
+    def after_window(self) -> None:
+        """Reads warm the cache as the window runs: how far is part of the record."""
+        self.page_cache = pagecache.after(self.page_cache, self._obs_file())
+
+    def _obs_file(self) -> str:
+        return self.storage._storage["obs"].filename
+
+    def close(self) -> None:
+        if self.storage is not None:
+            self.storage.cleanup()  # rmtree of its scratch_dir (our own folder)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        super().close()
+
+
+@register
+class TorchRLTensorAdapter(Adapter):
+    name = "torchrl-tensor"
+    kind = "replay"
+    description = "torchrl TensorDictReplayBuffer over LazyTensorStorage (RAM); Random or PrioritizedSampler"
+    requires = ("torchrl", "tensordict")
+
+    def supports(self, workload, options):
+        return in_process_only(workload)
+
+    def open(self, workload, options):
+        from torchrl.data import LazyTensorStorage
+        spec = replay_spec(workload)
+        return ReplaySession(TorchRLStore(spec, LazyTensorStorage), spec)
+
+
+@register
+class TorchRLMemmapAdapter(Adapter):
+    name = "torchrl-memmap"
+    kind = "replay"
+    description = "torchrl TensorDictReplayBuffer over LazyMemmapStorage (the run's folder), cold or warm cache"
+    requires = ("torchrl", "tensordict")
+    options = (PAGE_CACHE,)
+
+    def supports(self, workload, options):
+        return in_process_only(workload)
+
+    def open(self, workload, options):
+        spec = replay_spec(workload)
+        return ReplaySession(TorchRLMemmapStore(spec, options["cache"], scratch_dir()), spec)

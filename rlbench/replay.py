@@ -1,0 +1,436 @@
+"""Replay workloads (the storage survey's table) and the driver every replay backend shares.
+
+A backend only provides a store: `add(item)`, `sample(batch_size) -> (batch, indices)` and, for
+prioritized workloads, `update_priorities(indices, priorities)`. This driver owns everything that
+must be the same for every backend to be comparable: filling to capacity before timing (every page
+touched), the items, the rates and the schedule, the consumer that reads every sampled byte, the
+actor processes of multi-process stores, and how latency is counted.
+
+Modes (workload argument `mode`):
+  target      adds and samples on a fixed schedule at the workload's rates; latency counts from each
+              op's scheduled start, so a store that falls behind shows it (no coordinated omission);
+              one unit is one scheduled sample, with the adds due before it
+  max-sample  the buffer full, the learner samples as fast as it can; nothing is added
+  max-add     actors add as fast as they can; nothing is sampled
+  max-both    both at once: actor processes add flat out while the learner samples (in-process
+              stores interleave adds and samples in the workload's add:sample ratio)
+`num_envs` is the number of actor processes writing (1 for in-process stores).
+"""
+import multiprocessing as mp
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+MODES = ("target", "max-sample", "max-add", "max-both")
+SAMPLING = ("uniform", "prioritized", "reuse")
+HEADER = 8          # each item starts with its id: actor << 40 | sequence number (tests read it back)
+LAT_SLOTS = 1 << 16  # add latencies kept per actor (a ring; the window reads the ones it spans)
+PRIORITY_ALPHA, PRIORITY_BETA = 0.6, 0.4
+
+
+@dataclass(frozen=True)
+class ReplayWorkload:
+    """One row of the storage survey (../shared/REFERENCE.md); batch sizes are the algorithms' usual ones."""
+    algorithm: str
+    env: str
+    capacity_items: int
+    sampling: str           # uniform | prioritized | reuse (bounded reuse: sampled uniformly here)
+    item_bytes: int
+    add_per_s: float
+    sample_per_s: float     # items per second, in batches of batch_size
+    batch_size: int
+    seq_len: int = 1        # env steps per item when the algorithm stores sequences (R2D2, IMPALA)
+
+
+WORKLOADS = {
+    "DQN-Qbert": ReplayWorkload("DQN", "Atari Qbert", 400_000, "prioritized", 110_000, 400, 1650, 32),
+    "PPO-Qbert": ReplayWorkload("PPO (off-policy)", "Atari Qbert", 100_000, "reuse", 120_000, 50, 87, 64),
+    "R2D2-Qbert": ReplayWorkload("R2D2", "Atari Qbert", 10_000, "prioritized", 10_000_000, 3, 45, 64, seq_len=80),
+    "IMPALA-Qbert": ReplayWorkload("IMPALA", "Atari Qbert", 100_000, "reuse", 3_000_000, 4, 253, 32, seq_len=20),
+    "SAC-Hopper": ReplayWorkload("SAC", "MuJoCo Hopper", 1_000_000, "uniform", 3_000, 71, 138, 256),
+    "QMIX-3s5z": ReplayWorkload("QMIX", "SMAC 3s5z", 50_000, "uniform", 290_000, 19, 60, 32),
+    "MASAC-3s5z": ReplayWorkload("MASAC", "SMAC 3s5z", 1_000_000, "uniform", 29_000, 116, 63, 256),
+    "DQN-GoBigger": ReplayWorkload("DQN", "GoBigger", 100_000, "prioritized", 400_000, 30, 83, 32),
+}
+PREFIX = "replay/"
+# Arguments every replay workload takes (env_kwargs), with their defaults
+KWARGS = {"mode": "max-sample", "max_mb": 1024.0, "item_bytes": 0, "batch_size": 0}
+CHOICES = {"mode": MODES}
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """A workload as one cell runs it: capacity scaled to the memory budget, mode, actors."""
+    name: str
+    item_bytes: int
+    capacity: int
+    full_capacity: int
+    batch_size: int
+    sampling: str
+    seq_len: int
+    add_per_s: float
+    sample_per_s: float
+    mode: str
+    actors: int
+    seed: int
+
+    @property
+    def prioritized(self) -> bool:
+        return self.sampling == "prioritized"
+
+    @property
+    def scale(self) -> float:
+        return self.capacity / self.full_capacity
+
+    @property
+    def adds_per_sample(self) -> float:
+        """Items added per item sampled at the workload's rates (in-process max-both)."""
+        return self.add_per_s / self.sample_per_s
+
+
+def replay_spec(workload) -> ReplaySpec:
+    name = workload.env_id[len(PREFIX):]
+    w = WORKLOADS[name]
+    kw = {**KWARGS, **workload.env_kwargs}
+    item_bytes = int(kw["item_bytes"]) or w.item_bytes
+    if item_bytes < 2 * HEADER:
+        raise ValueError(f"item_bytes={item_bytes} is too small (at least {2 * HEADER})")
+    batch = int(kw["batch_size"]) or w.batch_size
+    capacity = min(w.capacity_items, int(kw["max_mb"] * 2**20 // item_bytes))
+    if capacity < max(batch, 2 * workload.num_envs):
+        raise ValueError(f"max_mb={kw['max_mb']:g} holds only {capacity} items of {item_bytes} bytes "
+                         f"(need at least batch_size={batch})")
+    return ReplaySpec(name, item_bytes, capacity, w.capacity_items, batch, w.sampling, w.seq_len, w.add_per_s,
+                      w.sample_per_s, kw["mode"], workload.num_envs, workload.seed)
+
+
+def scratch_dir() -> str:
+    """Where an on-disk store puts its files: the run's scratch folder on the run's disk (the runner
+    removes it after each repeat), else the working directory."""
+    return os.environ.get("RLBENCH_SCRATCH_DIR") or os.getcwd()
+
+
+def in_process_only(workload):
+    """supports() of a store the learner process writes itself: no actor processes to host."""
+    if workload.num_envs != 1:
+        return "in-process store: adds come from the learner process (num_envs must be 1)"
+    return None
+
+
+def make_items(spec: ReplaySpec, actor: int, k: int = 4) -> list:
+    """A few distinct random payloads an actor cycles through; `stamp` writes each add's id."""
+    rng = np.random.default_rng([spec.seed, actor])
+    return [rng.integers(0, 256, spec.item_bytes, dtype=np.uint8) for _ in range(k)]
+
+
+def stamp(item: np.ndarray, actor: int, seq: int) -> np.ndarray:
+    item[:HEADER].view(np.int64)[0] = (actor << 40) | seq
+    return item
+
+
+def item_ids(batch) -> np.ndarray:
+    """The ids stamped into sampled items (for tests: what a store returns is what actors wrote)."""
+    return np.array([int(np.asarray(b)[:HEADER].view(np.int64)[0]) for b in batch])
+
+
+def consume(batch) -> int:
+    """The learner reads every sampled byte (a lazy or zero-copy store cannot skip the copy);
+    `batch` is one array [n, item_bytes] or a sequence of item arrays."""
+    total = 0
+    for part in ([batch] if isinstance(batch, np.ndarray) else batch):
+        a = np.ascontiguousarray(part).reshape(-1)
+        n8 = a.size // 8 * 8
+        total += int(np.bitwise_xor.reduce(a[:n8].view(np.uint64))) if n8 else 0
+        total += int(a[n8:].sum())
+    return total
+
+
+def new_priorities(rng, n: int) -> np.ndarray:
+    """What a learner writes back after an update: |TD error|-like, never zero."""
+    return np.abs(rng.standard_normal(n)) + 1e-3
+
+
+def sleep_until(t_ns: int) -> None:
+    """Sleep, then spin the last half millisecond (sleep alone oversleeps by ~0.1 ms)."""
+    while True:
+        left = t_ns - time.perf_counter_ns()
+        if left <= 0:
+            return
+        if left > 1_500_000:
+            time.sleep((left - 500_000) / 1e9)
+
+
+def percentiles_ms(lat_ns) -> dict:
+    if len(lat_ns) == 0:
+        return {}
+    p50, p99, p999 = np.percentile(lat_ns, [50, 99, 99.9]) / 1e6
+    return {"p50": float(p50), "p99": float(p99), "p999": float(p999), "max": float(np.max(lat_ns) / 1e6)}
+
+
+# -- actor processes (multi-process stores) -------------------------------------------------------
+
+RUN, STOP = 1, 2
+
+
+class ActorShared:
+    """What the learner and its actors share: control word, schedule start, per-actor add counts and
+    (done_ns, latency_ns) of recent adds."""
+
+    def __init__(self, ctx, actors: int):
+        self.ctl = ctx.RawArray("q", 2)                 # phase, schedule start (perf_counter_ns)
+        self.added = ctx.RawArray("q", actors)
+        self.lat = ctx.RawArray("q", actors * LAT_SLOTS * 2)
+
+    def arrays(self):
+        return (np.frombuffer(self.ctl, np.int64), np.frombuffer(self.added, np.int64),
+                np.frombuffer(self.lat, np.int64).reshape(-1, LAT_SLOTS, 2))
+
+
+def actor_main(writer, spec: ReplaySpec, actor: int, shared: ActorShared, parent: int) -> None:
+    """Add items at the workload's rate (target) or flat out (max-add, max-both) until told to stop."""
+    ctl, added, lat = shared.arrays()
+    items = make_items(spec, actor)
+    period_ns = int(1e9 * spec.actors / spec.add_per_s)
+    paced = spec.mode == "target"
+    seq = writer.count(actor)
+    while ctl[0] != RUN:
+        if ctl[0] == STOP or os.getppid() != parent:
+            return
+        time.sleep(0.001)
+    start = int(ctl[1]) + actor * period_ns // spec.actors
+    k = 0
+    while ctl[0] == RUN:
+        if paced:
+            due = start + k * period_ns
+            sleep_until(due)
+        else:
+            due = time.perf_counter_ns()
+        writer.add(stamp(items[seq % len(items)], actor, seq))
+        done = time.perf_counter_ns()
+        lat[actor, k % LAT_SLOTS] = (done, done - due)
+        seq += 1
+        k += 1
+        added[actor] += 1
+        if k % 1024 == 0 and os.getppid() != parent:
+            return
+
+
+class ActorPool:
+    def __init__(self, writer, spec: ReplaySpec, context: str = "fork"):
+        ctx = mp.get_context(context)
+        self.shared = ActorShared(ctx, spec.actors)
+        self.ctl, self.added, self.lat = self.shared.arrays()
+        self.procs = [ctx.Process(target=actor_main, args=(writer, spec, a, self.shared, os.getpid()), daemon=True)
+                      for a in range(spec.actors)]
+        for p in self.procs:
+            p.start()
+
+    def go(self) -> None:
+        self.ctl[1] = time.perf_counter_ns() + 20_000_000
+        self.ctl[0] = RUN
+
+    def check(self) -> None:
+        for i, p in enumerate(self.procs):
+            if p.exitcode is not None:
+                raise RuntimeError(f"replay actor {i} (pid {p.pid}) died with exit code {p.exitcode}")
+
+    def total_added(self) -> int:
+        return int(self.added.sum())
+
+    def latencies(self, t0: int, t1: int) -> np.ndarray:
+        flat = self.lat.reshape(-1, 2)
+        keep = (flat[:, 0] >= t0) & (flat[:, 0] <= t1)
+        return flat[keep, 1]
+
+    def close(self) -> None:
+        self.ctl[0] = STOP
+        for p in self.procs:
+            p.join(timeout=2)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
+# -- the session ----------------------------------------------------------------------------------
+
+class ReplaySession:
+    """The harness-facing session over one store: `step()` is one learner op, `metrics` the
+    figures of both sides over exactly the timed window.
+
+    Store protocol: add(item), sample(n) -> (batch, indices), update_priorities(indices, p) when
+    prioritized, close(); optional add_many(items [k, item_bytes]) to fill faster, `writer()` (a
+    picklable object with add(item) and count(actor)) for stores written by actor processes,
+    `bound` (the machine limit it should be compared with), `page_cache` with `before_window()` and
+    `after_window()` (set and record the page cache's state as the timed window opens and closes)."""
+
+    def __init__(self, store, spec: ReplaySpec, context: str = "fork"):
+        self.store, self.spec = store, spec
+        self.rng = np.random.default_rng(spec.seed)
+        self.multiprocess = hasattr(store, "writer")
+        self.actors = None
+        self.sample_lat, self.add_lat = [], []
+        self.sampled = self.added_here = 0
+        self._adds_owed = 0.0
+        self._batch = None
+        self._items = make_items(spec, 0)
+        self._seq = 0
+        try:
+            self._fill()
+            self._sample(time.perf_counter_ns())  # first-touch of the sample path (batch buffers), untimed
+            self.sample_lat.clear()
+            if self.multiprocess and spec.mode != "max-sample":
+                self.actors = ActorPool(store.writer(), spec, context)
+                self.actors.go()
+            self._start_schedule()
+        except BaseException:
+            self.close()
+            raise
+        self.info = {"item_bytes": spec.item_bytes, "capacity_items": spec.capacity,
+                     "capacity_scale": round(spec.scale, 6), "bound": getattr(store, "bound", "memcpy_1core"),
+                     "workers": spec.actors, "batch_size": spec.batch_size}
+        self.metrics = _Window(self)
+
+    def _fill(self) -> None:
+        """Every slot written before timing: pages faulted in, sampling spans the whole capacity."""
+        spec, store = self.spec, self.store
+        if hasattr(store, "fill"):
+            store.fill(lambda actor: make_items(spec, actor))
+            return
+        chunk = max(1, min(spec.capacity, (64 << 20) // spec.item_bytes))
+        block = np.stack([self._items[i % len(self._items)] for i in range(chunk)])
+        left = spec.capacity
+        while left > 0:
+            n = min(chunk, left)
+            for i in range(n):
+                stamp(block[i], 0, self._seq + i)
+            if hasattr(store, "add_many"):
+                store.add_many(block[:n])
+            else:
+                for i in range(n):
+                    store.add(block[i])
+            self._seq += n
+            left -= n
+
+    def _start_schedule(self) -> None:
+        spec = self.spec
+        now = time.perf_counter_ns()
+        self._sample_period = int(1e9 * spec.batch_size / spec.sample_per_s)
+        self._add_period = int(1e9 / spec.add_per_s)
+        self._next_sample = now + self._sample_period
+        self._next_add = now + self._add_period
+
+    # one learner op per step ---------------------------------------------------------------------
+    def step(self) -> int:
+        if self.actors is not None:
+            self.actors.check()
+        mode = self.spec.mode
+        if mode == "max-sample":
+            return self._sample(time.perf_counter_ns())
+        if mode == "max-add":
+            if self.actors is None:
+                self._add(time.perf_counter_ns())
+                return 1
+            before = self.actors.total_added()
+            time.sleep(0.002)
+            return self.actors.total_added() - before
+        if mode == "max-both":
+            if self.actors is None:
+                self._adds_owed += self.spec.batch_size * self.spec.adds_per_sample
+                while self._adds_owed >= 1:
+                    self._add(time.perf_counter_ns())
+                    self._adds_owed -= 1
+            return self._sample(time.perf_counter_ns())
+        # target: one unit is one scheduled sample; adds due before it run first (here, when no actor
+        # process adds), each waiting for its own scheduled time
+        while self.actors is None and self._next_add < self._next_sample:
+            due, self._next_add = self._next_add, self._next_add + self._add_period
+            sleep_until(due)
+            self._add(due)
+        due, self._next_sample = self._next_sample, self._next_sample + self._sample_period
+        sleep_until(due)
+        return self._sample(due)
+
+    def _sample(self, due: int) -> int:
+        batch, indices = self.store.sample(self.spec.batch_size)
+        if isinstance(batch, list) and len(batch) == self.spec.batch_size and np.ndim(batch[0]) == 1:
+            # one array per item (zero-copy views, e.g. Ray's): the learner needs one [B, item] batch,
+            # so it copies them into its own, as the other stores' gathers do
+            if self._batch is None:
+                self._batch = np.ones((self.spec.batch_size, self.spec.item_bytes), dtype=np.uint8)
+            batch = np.stack(batch, out=self._batch)
+        consume(batch)
+        if self.spec.prioritized:
+            self.store.update_priorities(indices, new_priorities(self.rng, len(indices)))
+        self.sample_lat.append(time.perf_counter_ns() - due)
+        self.sampled += self.spec.batch_size
+        return self.spec.batch_size
+
+    def _add(self, due: int) -> None:
+        item = stamp(self._items[self._seq % len(self._items)], 0, self._seq)
+        self.store.add(item)
+        self._seq += 1
+        self.added_here += 1
+        self.add_lat.append(time.perf_counter_ns() - due)
+
+    def total_added(self) -> int:
+        return self.added_here + (self.actors.total_added() if self.actors is not None else 0)
+
+    def close(self) -> None:
+        if self.actors is not None:
+            self.actors.close()
+            self.actors = None
+        self.store.close()
+
+
+class _Window:
+    """Rates and latencies of both sides over the harness's timed window."""
+
+    def __init__(self, session: ReplaySession):
+        self.s = session
+
+    def reset(self) -> None:
+        s = self.s
+        if hasattr(s.store, "before_window"):
+            s.store.before_window()
+        if getattr(s.store, "page_cache", None):
+            s.info["page_cache"] = s.store.page_cache
+        s.sample_lat.clear()
+        s.add_lat.clear()
+        self.sampled0, self.added0 = s.sampled, s.total_added()
+        self.sample_due0 = s._next_sample
+        self.add_due0 = s._next_add
+        self.t0 = time.perf_counter_ns()
+
+    def read(self, seconds: float) -> dict:
+        s, spec = self.s, self.s.spec
+        t1 = time.perf_counter_ns()
+        if hasattr(s.store, "after_window"):
+            s.store.after_window()
+            s.info["page_cache"] = s.store.page_cache
+        added = s.total_added() - self.added0
+        sampled = s.sampled - self.sampled0
+        add_lat = np.array(s.add_lat, dtype=np.int64)
+        if s.actors is not None:
+            add_lat = np.concatenate([add_lat, s.actors.latencies(self.t0, t1)])
+        mb = spec.item_bytes / 1e6
+        out = {"add_items_per_s": added / seconds, "add_mb_per_s": added * mb / seconds,
+               "sample_items_per_s": sampled / seconds, "sample_mb_per_s": sampled * mb / seconds}
+        out.update({f"sample_latency_{k}_ms": v for k, v in percentiles_ms(s.sample_lat).items()})
+        add_pct = percentiles_ms(add_lat)
+        if add_pct:
+            out.update(add_latency_p99_ms=add_pct["p99"], add_latency_max_ms=add_pct["max"])
+        if spec.mode == "target":
+            out["keeps_up"] = float(self._kept_up(added, sampled, t1))
+        return out
+
+    def _kept_up(self, added: int, sampled: int, t1: int) -> bool:
+        """Behind = more than one op (or 2% of the window's ops) scheduled but not yet done."""
+        spec = self.s.spec
+        window_s = (t1 - self.t0) / 1e9
+        due_samples = window_s * spec.sample_per_s / spec.batch_size
+        due_adds = window_s * spec.add_per_s
+        done_samples = sampled / spec.batch_size
+        return (done_samples >= due_samples - max(1.0, 0.02 * due_samples) - 1
+                and added >= due_adds - max(1.0, 0.02 * due_adds) - spec.actors)

@@ -1,0 +1,251 @@
+"""The replay view: per survey workload, every store's rates against the machine's limits, whether it
+kept up with the workload's schedule, and sample bandwidth vs item size; replay.csv holds the same rows."""
+import csv
+import html
+import io
+import math
+import os
+
+from rlbench.plan import kv_label
+from rlbench.replay import KWARGS, PREFIX, WORKLOADS
+from rlbench.report import Reporter, write_atomic
+
+OURS = ("numpy-ring", "shm-ring", "memmap")
+PEERS = ("sb3-replay", "tianshou-replay", "torchrl-tensor", "torchrl-memmap")  # the targets' comparison set
+LIMIT_LINES = (("memcpy_1core_gbps", "memcpy 1 core", "#444"), ("memcpy_allcore_gbps", "memcpy all cores", "#888"),
+               ("disk_random_read_1m_gbps", "disk 1 MiB random", "#b35900"))
+COLUMNS = ("workload", "mode", "store", "actors", "item_bytes", "capacity_items", "capacity_scale", "page_cache",
+           "n", "status", "items_per_s", "mb_per_s", "add_items_per_s", "sample_items_per_s", "bound",
+           "limit_gbps", "limit_frac", "sample_latency_p99_ms", "sample_latency_p999_ms", "add_latency_p99_ms",
+           "keeps_up", "error")
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#7f7f7f", "#bcbd22", "#393b79", "#637939")
+W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 380, 70, 250, 20, 45
+
+
+def replay_rows(results) -> list:
+    """One row per replay cell: what it sustained and against which limit (medians of repeats);
+    keeps_up counts the repeats that kept up, e.g. '3/3'."""
+    out = []
+    kept = _kept_up_counts(results)
+    for r in results.summary_rows():
+        if r.get("kind") != "replay":
+            continue
+        mode = (r.get("env_kwargs") or {}).get("mode", KWARGS["mode"])
+        rate = r["steps_per_s_median"]
+        item = r.get("item_bytes")
+        out.append({
+            "workload": r["env"][len(PREFIX):], "mode": mode, "store": store_label(r), "actors": r["num_envs"],
+            "item_bytes": item, "capacity_items": r.get("capacity_items"), "capacity_scale": r.get("capacity_scale"),
+            "page_cache": r.get("page_cache") or "", "n": r["n"], "status": r["status"],
+            "items_per_s": rate, "mb_per_s": rate * item / 1e6 if item and _ok(rate) else None,
+            "add_items_per_s": r.get("add_items_per_s_median"), "sample_items_per_s": r.get("sample_items_per_s_median"),
+            "bound": r.get("bound") or "", "limit_gbps": r.get("limit_gbps"), "limit_frac": r.get("limit_frac"),
+            "sample_latency_p99_ms": r.get("sample_latency_p99_ms_median"),
+            "sample_latency_p999_ms": r.get("sample_latency_p999_ms_median"),
+            "add_latency_p99_ms": r.get("add_latency_p99_ms_median"),
+            "keeps_up": kept.get(r["cell_id"], "") if mode == "target" else "", "error": r.get("error") or "",
+            "adapter": r["adapter"],
+        })
+    return out
+
+
+def store_label(row) -> str:
+    opts = kv_label(row.get("options"))
+    return row["adapter"] + (f" ({opts})" if opts else "")
+
+
+def _kept_up_counts(results) -> dict:
+    out = {}
+    for cell_id, bench in results.benchmarks.items():
+        flags = [r.get("keeps_up") for r in bench.ok_runs if r.get("keeps_up") is not None]
+        if flags:
+            out[cell_id] = f"{sum(1 for f in flags if f >= 1)}/{len(flags)}"
+    return out
+
+
+def _ok(v) -> bool:
+    return isinstance(v, (int, float)) and v == v
+
+
+def targets(rows) -> list:
+    """The issue's targets, from this run: our fastest store vs the fastest of sb3/tianshou/torchrl per
+    workload (max-sample), and the shared-memory ring's share of single-core memcpy on 10 MB items."""
+    out = []
+    sampled = [r for r in rows if r["mode"] == "max-sample" and _ok(r["mb_per_s"]) and r["n"]]
+    for workload in WORKLOADS:
+        at = [r for r in sampled if r["workload"] == workload]
+        ours = max((r for r in at if r["adapter"] in OURS), key=lambda r: r["mb_per_s"], default=None)
+        peer = max((r for r in at if r["adapter"] in PEERS), key=lambda r: r["mb_per_s"], default=None)
+        if ours and peer:
+            ratio = ours["mb_per_s"] / peer["mb_per_s"]
+            out.append({"target": f"{workload}: our fastest >= fastest peer", "ours": ours["store"],
+                        "figure": f"{ours['mb_per_s']:.0f} vs {peer['mb_per_s']:.0f} MB/s ({peer['store']})",
+                        "ratio": ratio, "met": ratio >= 1.0})
+    for r in sampled:
+        if r["adapter"] == "shm-ring" and (r["item_bytes"] or 0) >= 10_000_000 and _ok(r["limit_frac"]) \
+                and r["bound"] == "memcpy_1core":
+            out.append({"target": f"{r['workload']}: shm-ring sample bandwidth >= 0.7 x memcpy (1 core)",
+                        "ours": r["store"], "figure": f"{r['mb_per_s']:.0f} MB/s vs {r['limit_gbps'] * 1000:.0f} MB/s",
+                        "ratio": r["limit_frac"], "met": r["limit_frac"] >= 0.7})
+    return out
+
+
+class ReplayReporter(Reporter):
+    def report(self, results, out_dir):
+        rows = replay_rows(results)
+        if not rows:
+            return []
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        return [write_atomic(os.path.join(out_dir, "replay.csv"), buf.getvalue())]
+
+
+# -- HTML ------------------------------------------------------------------------------------------
+
+def _e(s) -> str:
+    return html.escape(str(s))
+
+
+def _num(v, digits=3) -> str:
+    if not _ok(v):
+        return "-"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+
+
+def replay_section(results) -> str:
+    rows = replay_rows(results)
+    if not rows:
+        return ""
+    limits = results.env.get("limits") or {}
+    parts = ["<h2>Replay and storage: the survey's workloads</h2>",
+             "<p>Each store held the workload's items (capacity scaled to the run's memory budget, as recorded) "
+             "and was filled, every page touched, before timing. <i>max-sample</i>: the learner samples "
+             "batches as fast as it can and reads every byte; <i>max-add</i>: actors add as fast as they can; "
+             "<i>max-both</i>: both at once; <i>target</i>: adds and samples on the workload's schedule, latency "
+             "counted from each op's scheduled start. Fraction = MB/s over the machine limit named in "
+             "<i>bound</i>, measured in this run.</p>", _limits_table(limits)]
+    met = targets(rows)
+    if met:
+        parts += ["<h3>Targets</h3>", _targets_table(met)]
+    parts += ["<h3>Sample bandwidth vs item size (max-sample)</h3>", bandwidth_chart(rows, limits)]
+    for workload in WORKLOADS:
+        at = [r for r in rows if r["workload"] == workload]
+        if at:
+            w = WORKLOADS[workload]
+            parts.append(f"<h3>{_e(workload)}: {_e(w.algorithm)} on {_e(w.env)}, {w.sampling}, items of "
+                         f"{_num(at[0]['item_bytes'])} bytes, {w.add_per_s:g} adds/s and {w.sample_per_s:g} "
+                         f"samples/s in batches of {w.batch_size}</h3>")
+            parts.append(_workload_table(at))
+    return "".join(parts)
+
+
+def _limits_table(limits) -> str:
+    if not limits:
+        return "<p>No machine limits were measured in this run.</p>"
+    if "error" in limits:
+        return f"<p class='warn'>Machine limits could not be measured: {_e(limits['error'])}</p>"
+    cells = []
+    for key, label, _ in LIMIT_LINES + (("disk_seq_read_gbps", "disk, sequential reads (cold)", ""),
+                                        ("disk_random_read_4k_gbps", "disk, random 4 KiB reads (cold)", "")):
+        fig = limits.get(key)
+        if isinstance(fig, dict):
+            cells.append(f"<tr><td>{_e(label)}</td><td>{fig['median']:.3g} GB/s</td></tr>")
+    where = f"{limits.get('disk_path', '?')} ({limits.get('fs_type', '?')}); page cache {limits.get('page_cache', '?')}"
+    return (f"<table class='meta'><tr><th>machine limit</th><th>median</th></tr>{''.join(cells)}</table>"
+            f"<p><small>disk: {_e(where)}</small></p>")
+
+
+def _targets_table(rows) -> str:
+    body = "".join(f"<tr{'' if t['met'] else ' class=bad'}><td>{_e(t['target'])}</td><td>{_e(t['ours'])}</td>"
+                   f"<td>{_e(t['figure'])}</td><td>{t['ratio']:.2f}</td><td>{'met' if t['met'] else 'missed'}</td></tr>"
+                   for t in rows)
+    head = "".join(f"<th>{h}</th>" for h in ("target", "our store", "figure", "ratio", "verdict"))
+    return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _workload_table(rows) -> str:
+    head = "".join(f"<th>{h}</th>" for h in ("store", "mode", "actors", "items/s", "MB/s", "bound", "fraction",
+                                             "sample p99 ms", "add p99 ms", "keeps up", "capacity (scale)",
+                                             "page cache", "status"))
+    body = []
+    for r in sorted(rows, key=lambda r: (r["mode"], -(r["mb_per_s"] or 0))):
+        frac = r["limit_frac"]
+        cap = f"{_num(r['capacity_items'])} ({r['capacity_scale']:.3g})" if _ok(r["capacity_scale"]) else "-"
+        status = _e(r["status"]) + (f"<br><small>{_e(r['error'])}</small>" if r["error"] else "")
+        cells = [_e(r["store"]), _e(r["mode"]), _e(r["actors"]), _num(r["items_per_s"]), _num(r["mb_per_s"]),
+                 _e(r["bound"]), f"{frac:.1%}" if _ok(frac) else "-", _num(r["sample_latency_p99_ms"]),
+                 _num(r["add_latency_p99_ms"]), _e(r["keeps_up"]), cap, _e(r["page_cache"]), status]
+        vals = ["", "", r["actors"], r["items_per_s"], r["mb_per_s"], "", frac, r["sample_latency_p99_ms"],
+                r["add_latency_p99_ms"], "", r["capacity_items"], "", ""]
+        tds = "".join(f"<td data-v='{v if _ok(v) else ''}'>{c}</td>" if isinstance(v, (int, float)) else f"<td>{c}</td>"
+                      for c, v in zip(cells, vals))
+        bad = r["status"] != "ok" or r["keeps_up"].startswith("0/")
+        body.append(f"<tr{' class=bad' if bad else ''}>{tds}</tr>")
+    return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def bandwidth_chart(rows, limits) -> str:
+    """Sampled MB/s vs item bytes, log-log, one line per store, the machine limits as dashed lines."""
+    ok = [r for r in rows if r["mode"] == "max-sample" and _ok(r["mb_per_s"]) and r["mb_per_s"] > 0]
+    if not ok:
+        return "<p>No max-sample cells in this run.</p>"
+    lines = [(label, limits[k]["median"] * 1000, color) for k, label, color in LIMIT_LINES
+             if isinstance(limits.get(k), dict) and _ok(limits[k].get("median"))]
+    xs = sorted({r["item_bytes"] for r in ok})
+    ys = [r["mb_per_s"] for r in ok] + [v for _, v, _ in lines]
+    lx0, lx1 = math.log10(xs[0]) - 0.2, math.log10(xs[-1]) + 0.2
+    ly0, ly1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
+    pw, ph = W - PAD_L - PAD_R, H - PAD_T - PAD_B
+
+    def px(v):
+        return PAD_L + (math.log10(v) - lx0) / (lx1 - lx0) * pw
+
+    def py(v):
+        return PAD_T + ph - (math.log10(v) - ly0) / max(ly1 - ly0, 1) * ph
+
+    svg = [f"<svg width='{W}' height='{H}' role='img' xmlns='http://www.w3.org/2000/svg'>",
+           f"<rect x='{PAD_L}' y='{PAD_T}' width='{pw}' height='{ph}' fill='none' stroke='#999'/>"]
+    for k in range(ly0, ly1 + 1):
+        for m in (1, 2, 5) if k < ly1 else (1,):
+            v = m * 10.0 ** k
+            svg.append(f"<line x1='{PAD_L}' x2='{PAD_L + pw}' y1='{py(v):.1f}' y2='{py(v):.1f}' stroke='#eee'/>"
+                       f"<text x='{PAD_L - 6}' y='{py(v) + 4:.1f}' text-anchor='end'>{_num(v)}</text>")
+    for x in xs:
+        svg.append(f"<text x='{px(x):.1f}' y='{PAD_T + ph + 16}' text-anchor='middle'>{_bytes(x)}</text>")
+    svg.append(f"<text x='{PAD_L + pw / 2}' y='{H - 6}' text-anchor='middle'>item size (log scale)</text>"
+               f"<text transform='translate(14,{PAD_T + ph / 2}) rotate(-90)' text-anchor='middle'>"
+               "sampled MB/s (log scale)</text>")
+    legend = []
+    for label, v, color in lines:
+        svg.append(f"<line x1='{PAD_L}' x2='{PAD_L + pw}' y1='{py(v):.1f}' y2='{py(v):.1f}' stroke='{color}' "
+                   f"stroke-dasharray='6,4'/>")
+        legend.append((f"{label}: {v:,.0f} MB/s", color, True))
+    series = {}
+    for r in ok:
+        series.setdefault(f"{r['store']}, {r['actors']} actor(s)" if r["actors"] > 1 else r["store"], []).append(r)
+    for i, (label, pts) in enumerate(sorted(series.items())):
+        color = PALETTE[i % len(PALETTE)]
+        pts = sorted(pts, key=lambda r: r["item_bytes"])
+        coords = " ".join(f"{px(r['item_bytes']):.1f},{py(r['mb_per_s']):.1f}" for r in pts)
+        svg.append(f"<polyline points='{coords}' fill='none' stroke='{color}' stroke-width='2'/>")
+        for r in pts:
+            svg.append(f"<circle cx='{px(r['item_bytes']):.1f}' cy='{py(r['mb_per_s']):.1f}' r='3.5' fill='{color}'>"
+                       f"<title>{_e(r['workload'])} {_e(label)}: {r['mb_per_s']:,.0f} MB/s</title></circle>")
+        legend.append((label, color, False))
+    for i, (label, color, dashed) in enumerate(legend):
+        y = PAD_T + 12 + i * 16
+        dash = " stroke-dasharray='6,4'" if dashed else ""
+        svg.append(f"<line x1='{W - PAD_R + 10}' x2='{W - PAD_R + 26}' y1='{y - 4}' y2='{y - 4}' stroke='{color}' "
+                   f"stroke-width='2'{dash}/><text x='{W - PAD_R + 30}' y='{y}'>{_e(label)}</text>")
+    svg.append("</svg>")
+    return "".join(svg)
+
+
+def _bytes(n) -> str:
+    for unit, scale in (("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
