@@ -204,10 +204,10 @@ class ShmWriter:
 class ShmRing:
     """Storage in shared memory (no copy-on-write: every process maps the same pages), written by
     actor processes, sampled by the learner, which also owns the priorities (as in Ape-X)."""
-    bound = "memcpy_1core"
 
     def __init__(self, spec, context: str, delivery=None):
         self.spec = spec
+        self.bound = "memcpy_allcore" if spec.actors > 1 else "memcpy_1core"  # several writers, several cores
         self._writer = ShmWriter(mp.get_context(context), spec)
         self.data, self.seq, self.count = self._writer.views()
         self.capacity = len(self.seq)
