@@ -16,6 +16,7 @@ from time import monotonic, perf_counter_ns, sleep
 import numpy as np
 
 from rlbench.adapters.rlpyt import stop_processes
+from rlbench.adapters.torch_mlp import actor_critic
 from rlbench.api import Adapter, Option, Unsupported, make_env, register
 
 ITERATE, REPORT_PARAMS, STOP = 0, 1, 2
@@ -71,7 +72,7 @@ class _Rank:
         torch.set_num_threads(workload.policy.threads)
         self.device = torch.device(_device(workload.policy.device, rank))
         torch.manual_seed(workload.seed)  # identical initial parameters on every rank
-        self.model = _ActorCritic(math.prod(self.obs.shape[1:]), workload.policy.hidden, int(space.n)).to(self.device)
+        self.model = actor_critic(math.prod(self.obs.shape[1:]), workload.policy.hidden, int(space.n)).to(self.device)
         self.gen = torch.Generator(self.device)
         self.gen.manual_seed(workload.seed * 1000 + rank)
         T, B = self.batch_T, envs_per_rank
@@ -185,28 +186,6 @@ class _Rank:
             self.connected = False
             self.ddp = self.optimizer = None
             dist.destroy_process_group()
-
-
-def _ActorCritic(obs_size: int, hidden: tuple, n_actions: int):
-    """A shared tanh MLP torso with a policy-logits head and a value head."""
-    import torch
-
-    class ActorCritic(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            layers, size = [], obs_size
-            for h in hidden:
-                layers += [torch.nn.Linear(size, h), torch.nn.Tanh()]
-                size = h
-            self.torso = torch.nn.Sequential(*layers)
-            self.pi = torch.nn.Linear(size, n_actions)
-            self.v = torch.nn.Linear(size, 1)
-
-        def forward(self, x):
-            z = self.torso(x)
-            return self.pi(z), self.v(z).squeeze(-1)
-
-    return ActorCritic()
 
 
 def _worker_main(rank, world_size, port, workload, options, envs_per_rank, backend):
