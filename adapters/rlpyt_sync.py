@@ -17,7 +17,7 @@ import numpy as np
 
 from rlbench.adapters.rlpyt import stop_processes
 from rlbench.adapters.torch_mlp import actor_critic
-from rlbench.api import Adapter, Option, Unsupported, make_env, register
+from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register
 
 ITERATE, REPORT_PARAMS, STOP = 0, 1, 2
 GAMMA, VALUE_COEF, ENTROPY_COEF = 0.99, 0.5, 0.01
@@ -218,10 +218,11 @@ def _worker_main(rank, world_size, port, workload, options, envs_per_rank, backe
 
 
 class SyncMetrics:
-    """Rank 0's figures over the timed window: iterations per second and where its time went."""
+    """Rank 0's figures over the timed window: iterations (updates) and the transitions they consumed per
+    second, where its time went, and the policy lag (0: every rank acts with the parameters it learns on)."""
 
-    def __init__(self, rank: _Rank):
-        self._rank = rank
+    def __init__(self, rank: _Rank, samples_per_iteration: int, info: dict):
+        self._rank, self._samples, self._info = rank, samples_per_iteration, info
         self.reset()
 
     def reset(self):
@@ -231,7 +232,10 @@ class SyncMetrics:
     def read(self, seconds: float) -> dict:
         if seconds <= 0:
             return {}
-        out = {"updates_per_s": (self._rank.iterations - self._it0) / seconds}
+        iterations = self._rank.iterations - self._it0
+        self._info["policy_lag_hist"] = [iterations]
+        out = {"updates_per_s": iterations / seconds, "samples_per_s": iterations * self._samples / seconds,
+               "policy_lag_mean": 0.0, "policy_lag_max": 0.0}
         for stage in STAGES:
             out[f"{stage}_frac"] = (self._rank.ns[stage] - self._ns0[stage]) / 1e9 / seconds
         return out
@@ -272,7 +276,7 @@ class SyncSession:
             raise
         batch = self.ranks * self.envs_per_rank * options["batch_T"]
         self.info = {"workers": self.ranks, "batch_size": batch}
-        self.metrics = SyncMetrics(self.rank0)
+        self.metrics = SyncMetrics(self.rank0, batch, self.info)
 
     def _open(self, workload, options):
         import multiprocessing as mp
@@ -414,19 +418,32 @@ class RlpytSync(Adapter):
     def supports(self, workload, options):
         ranks = options["ranks"]
         if ranks < 1:
-            return f"rlpyt-sync needs ranks >= 1 (got {ranks})"
+            return f"{self.name} needs ranks >= 1 (got {ranks})"
         if options["batch_T"] < 1:
-            return f"rlpyt-sync needs batch_T >= 1 (got {options['batch_T']})"
+            return f"{self.name} needs batch_T >= 1 (got {options['batch_T']})"
         if workload.policy.name != "mlp":
-            return f"rlpyt-sync trains the policy: needs policy mlp (got {workload.policy.name})"
+            return f"{self.name} trains the policy: needs policy mlp (got {workload.policy.name})"
         if workload.num_envs % ranks:
-            return (f"rlpyt-sync splits num_envs over ranks: num_envs={workload.num_envs} "
+            return (f"{self.name} splits num_envs over ranks: num_envs={workload.num_envs} "
                     f"is not divisible by ranks={ranks}")
         if options["timeout_s"] <= 0:
-            return f"rlpyt-sync needs timeout_s > 0 (got {options['timeout_s']:g})"
+            return f"{self.name} needs timeout_s > 0 (got {options['timeout_s']:g})"
         if options["backend"] == "nccl" and not workload.policy.device.startswith("cuda"):
             return "backend nccl needs policy device cuda (valid: backend=gloo or auto)"
         return None
 
     def open(self, workload, options):
         return SyncSession(workload, options)
+
+
+@register
+class Ddp(RlpytSync):
+    name = "ddp"
+    kind = "learner"
+    description = ("rlpyt-sync under the learner kind: synchronous data-parallel A2C, `ranks` processes with "
+                   "their own envs, gradients all-reduced by torch DistributedDataParallel (gloo on CPU, nccl on GPUs)")
+
+    def supports(self, workload, options):
+        if env_info(workload.env_id).family in ("mujoco", "replay"):
+            return f"ddp's A2C samples a categorical policy: needs a Discrete action space ({workload.env_id} has none)"
+        return super().supports(workload, options)
