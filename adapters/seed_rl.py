@@ -131,7 +131,7 @@ class SeedSession:
 
     def _wait_all(self):
         for _, obs_ready in self.sems:
-            self.buf["stats"][0, WAIT_NS] += acquire(obs_ready, self._actors_alive)
+            acquire(obs_ready, self._actors_alive)
 
     def _observe(self, t):
         """The actors' newest observations into the trajectory (on the learner's device)."""
@@ -159,8 +159,10 @@ class SeedSession:
                 act_now += self.action_start
             stats[INFER_NS] += perf_counter_ns() - t0
             self.buf["t"][0] = t
+            t1 = perf_counter_ns()  # handing over and waiting: an actor woken here may take this CPU
             self._release_all()
             self._wait_all()
+            stats[WAIT_NS] += perf_counter_ns() - t1
             self.steps += self.B
         self._observe(self.T)  # bootstraps the returns
         self._learn()
