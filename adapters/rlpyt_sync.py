@@ -16,7 +16,8 @@ from time import monotonic, perf_counter_ns, sleep
 import numpy as np
 
 from rlbench.adapters.rlpyt import stop_processes
-from rlbench.api import Adapter, Option, Unsupported, make_env, register
+from rlbench.adapters.torch_mlp import actor_critic
+from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register
 
 ITERATE, REPORT_PARAMS, STOP = 0, 1, 2
 GAMMA, VALUE_COEF, ENTROPY_COEF = 0.99, 0.5, 0.01
@@ -71,7 +72,7 @@ class _Rank:
         torch.set_num_threads(workload.policy.threads)
         self.device = torch.device(_device(workload.policy.device, rank))
         torch.manual_seed(workload.seed)  # identical initial parameters on every rank
-        self.model = _ActorCritic(math.prod(self.obs.shape[1:]), workload.policy.hidden, int(space.n)).to(self.device)
+        self.model = actor_critic(math.prod(self.obs.shape[1:]), workload.policy.hidden, int(space.n)).to(self.device)
         self.gen = torch.Generator(self.device)
         self.gen.manual_seed(workload.seed * 1000 + rank)
         T, B = self.batch_T, envs_per_rank
@@ -187,28 +188,6 @@ class _Rank:
             dist.destroy_process_group()
 
 
-def _ActorCritic(obs_size: int, hidden: tuple, n_actions: int):
-    """A shared tanh MLP torso with a policy-logits head and a value head."""
-    import torch
-
-    class ActorCritic(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            layers, size = [], obs_size
-            for h in hidden:
-                layers += [torch.nn.Linear(size, h), torch.nn.Tanh()]
-                size = h
-            self.torso = torch.nn.Sequential(*layers)
-            self.pi = torch.nn.Linear(size, n_actions)
-            self.v = torch.nn.Linear(size, 1)
-
-        def forward(self, x):
-            z = self.torso(x)
-            return self.pi(z), self.v(z).squeeze(-1)
-
-    return ActorCritic()
-
-
 def _worker_main(rank, world_size, port, workload, options, envs_per_rank, backend):
     """A worker rank: build, say ready, join the group, then follow rank 0's commands."""
     store = me = None
@@ -239,10 +218,11 @@ def _worker_main(rank, world_size, port, workload, options, envs_per_rank, backe
 
 
 class SyncMetrics:
-    """Rank 0's figures over the timed window: iterations per second and where its time went."""
+    """Rank 0's figures over the timed window: iterations (updates) and the transitions they consumed per
+    second, where its time went, and the policy lag (0: every rank acts with the parameters it learns on)."""
 
-    def __init__(self, rank: _Rank):
-        self._rank = rank
+    def __init__(self, rank: _Rank, samples_per_iteration: int, info: dict):
+        self._rank, self._samples, self._info = rank, samples_per_iteration, info
         self.reset()
 
     def reset(self):
@@ -252,7 +232,10 @@ class SyncMetrics:
     def read(self, seconds: float) -> dict:
         if seconds <= 0:
             return {}
-        out = {"updates_per_s": (self._rank.iterations - self._it0) / seconds}
+        iterations = self._rank.iterations - self._it0
+        self._info["policy_lag_hist"] = [iterations]
+        out = {"updates_per_s": iterations / seconds, "samples_per_s": iterations * self._samples / seconds,
+               "policy_lag_mean": 0.0, "policy_lag_max": 0.0}
         for stage in STAGES:
             out[f"{stage}_frac"] = (self._rank.ns[stage] - self._ns0[stage]) / 1e9 / seconds
         return out
@@ -293,7 +276,7 @@ class SyncSession:
             raise
         batch = self.ranks * self.envs_per_rank * options["batch_T"]
         self.info = {"workers": self.ranks, "batch_size": batch}
-        self.metrics = SyncMetrics(self.rank0)
+        self.metrics = SyncMetrics(self.rank0, batch, self.info)
 
     def _open(self, workload, options):
         import multiprocessing as mp
@@ -435,19 +418,32 @@ class RlpytSync(Adapter):
     def supports(self, workload, options):
         ranks = options["ranks"]
         if ranks < 1:
-            return f"rlpyt-sync needs ranks >= 1 (got {ranks})"
+            return f"{self.name} needs ranks >= 1 (got {ranks})"
         if options["batch_T"] < 1:
-            return f"rlpyt-sync needs batch_T >= 1 (got {options['batch_T']})"
+            return f"{self.name} needs batch_T >= 1 (got {options['batch_T']})"
         if workload.policy.name != "mlp":
-            return f"rlpyt-sync trains the policy: needs policy mlp (got {workload.policy.name})"
+            return f"{self.name} trains the policy: needs policy mlp (got {workload.policy.name})"
         if workload.num_envs % ranks:
-            return (f"rlpyt-sync splits num_envs over ranks: num_envs={workload.num_envs} "
+            return (f"{self.name} splits num_envs over ranks: num_envs={workload.num_envs} "
                     f"is not divisible by ranks={ranks}")
         if options["timeout_s"] <= 0:
-            return f"rlpyt-sync needs timeout_s > 0 (got {options['timeout_s']:g})"
+            return f"{self.name} needs timeout_s > 0 (got {options['timeout_s']:g})"
         if options["backend"] == "nccl" and not workload.policy.device.startswith("cuda"):
             return "backend nccl needs policy device cuda (valid: backend=gloo or auto)"
         return None
 
     def open(self, workload, options):
         return SyncSession(workload, options)
+
+
+@register
+class Ddp(RlpytSync):
+    name = "ddp"
+    kind = "learner"
+    description = ("rlpyt-sync under the learner kind: synchronous data-parallel A2C, `ranks` processes with "
+                   "their own envs, gradients all-reduced by torch DistributedDataParallel (gloo on CPU, nccl on GPUs)")
+
+    def supports(self, workload, options):
+        if env_info(workload.env_id).family in ("mujoco", "replay"):
+            return f"ddp's A2C samples a categorical policy: needs a Discrete action space ({workload.env_id} has none)"
+        return super().supports(workload, options)

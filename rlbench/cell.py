@@ -73,6 +73,7 @@ INFO_KEYS = (
     "page_cache",       # replay on disk: cold or warm, and the share of the file resident as timing began
     "bound",            # replay: the machine limit its rate is a fraction of (memcpy_1core, disk_random_read, ...)
     "bound_gbps",       # replay: that limit when the session measured it itself (host-to-device copies)
+    "policy_lag_hist",  # learners: [batches at lag 0, at lag 1, ...] over the timed window
 )
 
 

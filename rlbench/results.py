@@ -28,6 +28,12 @@ SESSION_METRICS = (
     "time_to_target_s",     # training wall time, compile excluded, until return_mean first reached the target
     "steps_to_target",      # env steps per agent until then
     "time_per_agent_s",     # wall time per agent of one whole training run at the window's aggregate rate
+    # learners (kind learner): one unit is one learner update, its env steps the samples it consumed
+    "samples_per_s",        # env steps (transitions) consumed by learner updates
+    "actor_steps_per_s",    # env steps the actors made (may run ahead of consumption: queued, or dropped)
+    "transfer_frac",        # time moving data between processes or host and device
+    "queue_wait_ms",        # mean time the learner waited for its next batch
+    "h2d_mb_per_s",         # bytes copied host to device (0 on CPU)
     # replay backends (kind replay): items are the workload's records of item_bytes each
     "add_items_per_s", "add_mb_per_s",          # items written into the store (all actors)
     "sample_items_per_s", "sample_mb_per_s",    # items sampled and read by the learner
@@ -38,6 +44,7 @@ SESSION_METRICS = (
 
 # What a replay session tells about its store (see rlbench.cell.INFO_KEYS)
 REPLAY_INFO = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound", "bound_gbps")
+LEARNER_INFO = ("policy_lag_hist",)
 
 # ... and what summary.csv copies of it from a cell's first ok run (bound_gbps becomes limit_gbps)
 REPLAY_IDENTITY = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound")
@@ -48,7 +55,7 @@ RUN_COLUMNS = (
     "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps",
     "frames", "units", "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms",
     "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s",
-    "runtime_init_s", "compile_s", "device_settings", *REPLAY_INFO, "wall_s", "omp_threads", "torch_threads", "affinity", "cpus", "placement", *SESSION_METRICS,
+    "runtime_init_s", "compile_s", "device_settings", *REPLAY_INFO, *LEARNER_INFO, "wall_s", "omp_threads", "torch_threads", "affinity", "cpus", "placement", *SESSION_METRICS,
     "status", "error", "log", "profile", "started_at",
 )
 SUMMARY_COLUMNS = (

@@ -1,0 +1,380 @@
+"""`impala`: IMPALA's actor-learner architecture (Espeholt et al. 2018), with V-trace.
+
+Actor processes each step their slice of the envs with their own copy of the actor-critic, collect
+fixed-length trajectories of `unroll` steps with the behaviour policy's log-probabilities and hand
+them to the learner through a bounded queue: trajectories live in shared-memory slots, the queues
+carry slot numbers (nothing pickled per step), and an actor with no free slot waits, which bounds how
+far acting runs ahead of learning. The learner (the cell process) takes `batch` trajectories per update,
+corrects for the policy lag with V-trace and publishes its new parameters, which actors load before
+their next trajectory. One unit is one learner update; its env steps are the transitions it consumed.
+
+`lag=one` is Cleanba's variant (Huang et al. 2023): each update consumes one trajectory per actor, and
+actor trajectory r is collected with exactly the parameters of update r-1 (a two-slot parameter store
+keeps the last two versions), so every update sees a policy lag of exactly one, deterministically.
+"""
+import math
+import os
+import queue
+import time
+from time import perf_counter_ns
+
+import numpy as np
+
+from rlbench.adapters.rlpyt import (
+    ENV_NS, INFER_NS, LEARN_NS, SYNC_NS, WAIT_NS, EnvSlice, MasterWatch, SharedArrays, Window, spaces,
+    stop_processes)
+from rlbench.adapters.torch_mlp import actor_critic
+from rlbench.api import Adapter, Option, Unsupported, Workload, register
+
+GAMMA, VALUE_COEF, ENTROPY_COEF, GRAD_CLIP = 0.99, 0.5, 0.01, 40.0
+XFER_NS = 7          # stats column: copying trajectories out of shared memory (and to the device)
+RETURNS = 100        # finished-episode returns kept per actor
+POLL_S = 0.2         # how often a blocked side checks that its peers are alive
+PARAM_POLL_S = 2e-4  # how often an actor looks for the parameter version it waits for
+
+
+def vtrace(behaviour_logp, target_logp, rewards, discounts, values, bootstrap, rho_bar=1.0, c_bar=1.0,
+           pg_rho_bar=1.0):
+    """V-trace targets and policy-gradient advantages (IMPALA eq. 1 and 4), all [T, N] torch tensors but
+    `bootstrap` [N]; discounts are gamma x (1 - done). No gradient flows through the result."""
+    import torch
+    with torch.no_grad():
+        rhos = torch.exp(target_logp - behaviour_logp)
+        clipped = torch.clamp(rhos, max=rho_bar)
+        cs = torch.clamp(rhos, max=c_bar)
+        next_values = torch.cat([values[1:], bootstrap[None]])
+        deltas = clipped * (rewards + discounts * next_values - values)
+        acc = torch.zeros_like(bootstrap)
+        vs_minus_v = torch.empty_like(values)
+        for t in reversed(range(len(values))):
+            acc = deltas[t] + discounts[t] * cs[t] * acc
+            vs_minus_v[t] = acc
+        vs = vs_minus_v + values
+        next_vs = torch.cat([vs[1:], bootstrap[None]])
+        advantages = torch.clamp(rhos, max=pg_rho_bar) * (rewards + discounts * next_vs - values)
+    return vs, advantages
+
+
+def net_param_count(obs_size: int, hidden: tuple, n_actions: int) -> int:
+    """Size of actor_critic's flat parameters, known without torch (the master forks before importing it)."""
+    sizes = [obs_size, *hidden]
+    torso = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+    return torso + (sizes[-1] + 1) * n_actions + sizes[-1] + 1
+
+
+class VersionedParams:
+    """The learner's parameters in shared memory, in two slots: version v lives in slot v % 2, so an actor
+    may load the newest or wait for one exact version (the one before the newest stays readable)."""
+
+    def __init__(self, ctx, count: int):
+        self.shared = SharedArrays(ctx, {"p": ((2, count), np.float32), "v": ((2,), np.int64),
+                                         "latest": ((1,), np.int64)})
+        self.lock = ctx.Lock()
+        self.shared.views()["v"][:] = -1  # no version published yet
+
+    def attach(self):
+        self.views = self.shared.views()
+
+    @property
+    def latest(self) -> int:
+        return int(self.views["latest"][0])
+
+    def publish(self, net, version: int) -> None:
+        import torch
+        flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach().cpu().numpy()
+        with self.lock:
+            self.views["p"][version % 2] = flat
+            self.views["v"][version % 2] = version
+            self.views["latest"][0] = version
+
+    def load(self, net, version: int) -> bool:
+        """Copy `version` into net; False if that slot does not hold it (yet)."""
+        import torch
+        with self.lock:
+            if self.views["v"][version % 2] != version:
+                return False
+            flat = self.views["p"][version % 2].copy()
+        torch.nn.utils.vector_to_parameters(torch.from_numpy(flat), net.parameters())
+        return True
+
+
+def trajectory_specs(slots, unroll, n, obs_space, workers) -> dict:
+    return {
+        "obs": ((slots, unroll + 1, n, *obs_space.shape), obs_space.dtype),
+        "act": ((slots, unroll, n), np.int64), "rew": ((slots, unroll, n), np.float32),
+        "done": ((slots, unroll, n), np.bool_), "logp": ((slots, unroll, n), np.float32),
+        "version": ((slots,), np.int64), "rollout": ((slots,), np.int64),
+        "stats": ((workers + 1, 8), np.float64), "steps": ((workers,), np.int64),
+        "returns": ((workers, RETURNS), np.float32), "episodes": ((workers,), np.int64),
+        "stop": ((1,), np.int64),
+    }
+
+
+def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q, cpus, master_pid):
+    import torch
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    torch.set_num_threads(1)
+    master = MasterWatch(master_pid)
+    workload = Workload.from_dict(workload_dict)
+    buf = shared.views()
+    params.attach()
+    stats, stop = buf["stats"][rank + 1], buf["stop"]
+    obs_now = np.empty(buf["obs"].shape[2:], buf["obs"].dtype)
+    envs = EnvSlice(workload, lo, hi, obs_now)
+    space = envs.envs[0].action_space
+    net = actor_critic(math.prod(obs_now.shape[1:]), workload.policy.hidden, int(space.n))
+    gen = torch.Generator().manual_seed(workload.seed + 1000 * (rank + 1))
+    scale = 1 / 255 if obs_now.dtype == np.uint8 else 1.0
+    ep_return = np.zeros(hi - lo)
+    T, rollout = opts["unroll"], 0
+    try:
+        while not stop[0]:
+            t0 = perf_counter_ns()
+            slot = _get(free_q, lambda: stop[0] or master.gone())
+            if slot is None:
+                return
+            want = max(rollout - 1, 0) if opts["lag"] == "one" else None
+            while True:  # the newest parameters, or (lag=one) exactly those of update rollout-1
+                version = params.latest if want is None else want
+                if params.load(net, version):
+                    break
+                if stop[0] or master.gone():
+                    return
+                time.sleep(PARAM_POLL_S)
+            stats[WAIT_NS] += perf_counter_ns() - t0
+            for t in range(T):
+                buf["obs"][slot, t] = obs_now
+                t1 = perf_counter_ns()
+                with torch.no_grad():
+                    logits, _ = net(torch.as_tensor(obs_now).reshape(len(obs_now), -1).float() * scale)
+                    logp_all = torch.log_softmax(logits, -1)
+                    actions = torch.multinomial(logp_all.exp(), 1, generator=gen).squeeze(1)
+                    buf["logp"][slot, t] = logp_all.gather(1, actions[:, None]).squeeze(1).numpy()
+                actions = actions.numpy()
+                t2 = perf_counter_ns()
+                buf["act"][slot, t] = actions
+                envs.step(actions, buf["rew"][slot, t], buf["done"][slot, t])
+                ep_return += buf["rew"][slot, t]
+                for j in np.nonzero(buf["done"][slot, t])[0]:
+                    buf["returns"][rank, buf["episodes"][rank] % RETURNS] = ep_return[j]
+                    buf["episodes"][rank] += 1
+                    ep_return[j] = 0.0
+                stats[INFER_NS] += t2 - t1
+                stats[ENV_NS] += perf_counter_ns() - t2
+            buf["obs"][slot, T] = obs_now
+            buf["version"][slot], buf["rollout"][slot] = version, rollout
+            buf["steps"][rank] += T * (hi - lo)
+            full_q.put((slot, rank))
+            rollout += 1
+    finally:
+        envs.close()
+
+
+def _get(q, give_up):
+    """q.get(), checking give_up() every POLL_S; None once it says so."""
+    while True:
+        try:
+            return q.get(timeout=POLL_S)
+        except queue.Empty:
+            if give_up():
+                return None
+
+
+class ImpalaSession:
+    def __init__(self, workload, options):
+        import multiprocessing as mp
+        self.workload, self.opts = workload, options
+        self.procs, self.queues = [], []
+        workers, T = options["workers"], options["unroll"]
+        obs_space, act_space = spaces(workload)
+        if not hasattr(act_space, "n"):
+            raise Unsupported("impala trains a softmax policy: discrete action spaces only")
+        n = workload.num_envs // workers
+        self.batch = workers if options["lag"] == "one" else options["batch"]
+        slots = max(options["queue"], self.batch) + workers
+        ctx = mp.get_context(options["context"])
+        self.shared = SharedArrays(ctx, trajectory_specs(slots, T, n, obs_space, workers))
+        self.buf = self.shared.views()
+        obs_size = math.prod(obs_space.shape)
+        self.params = VersionedParams(ctx, net_param_count(obs_size, workload.policy.hidden, int(act_space.n)))
+        self.params.attach()
+        self.free_q, self.full_q = ctx.Queue(), ctx.Queue()
+        self.queues = [self.free_q, self.full_q]
+        for s in range(slots):  # every actor fills one while `queue` (or a batch) wait; then actors block
+            self.free_q.put(s)
+        self.window = Window(self.buf["stats"])
+        self.metrics = self
+        self.info = {"workers": workers, "batch_size": self.batch * T * n}
+        self.updates = self.version = 0
+        self.pending = {}
+        self.lag_hist = np.zeros(2, dtype=np.int64)
+        try:
+            cpus = sorted(os.sched_getaffinity(0))
+            for rank in range(workers):
+                pin = [cpus[rank % len(cpus)]] if options["worker_affinity"] == "spread" else None
+                proc = ctx.Process(target=actor_main, daemon=True, name=f"impala-actor-{rank}",
+                                   args=(rank, workload.to_dict(), rank * n, (rank + 1) * n, dict(options),
+                                         self.shared, self.params, self.free_q, self.full_q, pin, os.getpid()))
+                proc.start()
+                self.procs.append(proc)
+            self._build_learner(obs_size, int(act_space.n))  # torch only after the fork
+        except BaseException:
+            self.close()
+            raise
+
+    def _build_learner(self, obs_size, n_actions):
+        import torch
+        self.torch = torch
+        spec = self.workload.policy
+        torch.manual_seed(self.workload.seed)
+        self.device = torch.device(spec.device)
+        if spec.device.startswith("cuda") and not torch.cuda.is_available():
+            raise Unsupported("policy device cuda: torch sees no CUDA device")
+        self.net = actor_critic(obs_size, spec.hidden, n_actions).to(self.device)
+        self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
+        self.scale = 1 / 255 if self.buf["obs"].dtype == np.uint8 else 1.0
+        self.h2d_bytes = 0
+        self.params.publish(self.net, 0)
+
+    def _actors_alive(self):
+        for rank, proc in enumerate(self.procs):
+            if not proc.is_alive():
+                raise RuntimeError(f"impala actor {rank} (pid {proc.pid}) exited with code {proc.exitcode}")
+        return False
+
+    def _next_batch(self) -> list:
+        """`batch` full slots (lag=one: rollout `updates` of every actor), oldest first."""
+        want = self.updates if self.opts["lag"] == "one" else None
+        chosen = []
+        while len(chosen) < self.batch:
+            ready = [k for k in self.pending if want is None or k[1] == want]
+            if ready:
+                chosen.append(self.pending.pop(ready[0]))
+                continue
+            slot, rank = _get(self.full_q, self._actors_alive)
+            self.pending[(rank, int(self.buf["rollout"][slot]))] = slot
+        return chosen
+
+    def step(self) -> int:
+        torch, buf, stats = self.torch, self.buf, self.buf["stats"][0]
+        t0 = perf_counter_ns()
+        slots = self._next_batch()
+        t1 = perf_counter_ns()
+        idx = np.array(slots)
+        B, T1, n = len(slots), buf["obs"].shape[1], buf["obs"].shape[2]
+        dev = self.device
+        obs = torch.from_numpy(buf["obs"][idx]).to(dev).transpose(0, 1).reshape(T1, B * n, -1).float() * self.scale
+        batch = {k: torch.from_numpy(buf[k][idx]).to(dev).transpose(0, 1).reshape(T1 - 1, B * n)
+                 for k in ("act", "rew", "done", "logp")}
+        versions = buf["version"][idx].copy()
+        if dev.type == "cuda":
+            self.h2d_bytes += sum(buf[k][idx].nbytes for k in ("obs", "act", "rew", "done", "logp"))
+        for s in slots:
+            self.free_q.put(s)  # copied out: the slots go back to the actors
+        t2 = perf_counter_ns()
+        self._learn(obs, batch)
+        t3 = perf_counter_ns()
+        lags = self.version - versions
+        if lags.max() >= len(self.lag_hist):
+            self.lag_hist = np.concatenate([self.lag_hist, np.zeros(lags.max() + 1 - len(self.lag_hist), np.int64)])
+        np.add.at(self.lag_hist, lags, 1)
+        self.version += 1
+        self.params.publish(self.net, self.version)
+        self.updates += 1
+        stats[WAIT_NS] += t1 - t0
+        stats[XFER_NS] += t2 - t1
+        stats[LEARN_NS] += t3 - t2
+        stats[SYNC_NS] += perf_counter_ns() - t3
+        return B * (T1 - 1) * n
+
+    def _learn(self, obs, b):
+        torch = self.torch
+        T, N = b["act"].shape
+        logits, values = self.net(obs.reshape(-1, obs.shape[-1]))
+        logits, values = logits.reshape(T + 1, N, -1), values.reshape(T + 1, N)
+        logp_all = torch.log_softmax(logits[:T], -1)
+        target_logp = logp_all.gather(2, b["act"][..., None]).squeeze(2)
+        discounts = GAMMA * (~b["done"]).float()
+        vs, advantages = vtrace(b["logp"], target_logp.detach(), b["rew"], discounts, values[:T].detach(),
+                                values[T].detach())
+        policy_loss = -(target_logp * advantages).mean()
+        value_loss = 0.5 * (vs - values[:T]).pow(2).mean()
+        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        loss = policy_loss + VALUE_COEF * value_loss - ENTROPY_COEF * entropy
+        self.optim.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.net.parameters(), GRAD_CLIP)
+        self.optim.step()
+
+    # -- metrics over the timed window ------------------------------------------------------------------
+    def reset(self):
+        self.window.reset()
+        self.mark = (self.updates, int(self.buf["steps"].sum()), self.lag_hist.copy(), self.h2d_bytes)
+
+    def read(self, seconds):
+        updates0, steps0, hist0, h2d0 = self.mark
+        d = self.window.delta() / (seconds * 1e9)
+        hist = self.lag_hist - np.pad(hist0, (0, len(self.lag_hist) - len(hist0)))
+        lags = np.arange(len(hist))
+        updates = self.updates - updates0
+        n_ret = np.minimum(self.buf["episodes"], RETURNS)
+        returns = np.concatenate([self.buf["returns"][r, :k] for r, k in enumerate(n_ret)])
+        self.info["policy_lag_hist"] = hist.tolist()
+        return {
+            "updates_per_s": updates / seconds,
+            "samples_per_s": updates * self.info["batch_size"] / seconds,
+            "actor_steps_per_s": (int(self.buf["steps"].sum()) - steps0) / seconds,
+            "policy_lag_mean": float((hist * lags).sum() / hist.sum()) if hist.sum() else float("nan"),
+            "policy_lag_max": float(lags[hist > 0].max()) if hist.sum() else float("nan"),
+            "queue_wait_ms": float(d[0, WAIT_NS] * seconds * 1e3 / updates) if updates else float("nan"),
+            "env_frac": float(d[1:, ENV_NS].mean()), "inference_frac": float(d[1:, INFER_NS].mean()),
+            "learn_frac": float(d[0, LEARN_NS]), "wait_frac": float(d[0, WAIT_NS]),
+            "transfer_frac": float(d[0, XFER_NS]), "sync_frac": float(d[0, SYNC_NS]),
+            "h2d_mb_per_s": (self.h2d_bytes - h2d0) / 1e6 / seconds,
+            "return_mean": float(returns.mean()) if len(returns) else float("nan"),
+        }
+
+    def close(self):
+        if hasattr(self, "buf"):
+            self.buf["stop"][0] = 1
+        stop_processes(self.procs)
+        self.procs = []
+        for q in self.queues:
+            q.cancel_join_thread()  # nothing left to deliver: never block exit on a feeder thread
+            q.close()
+        self.queues = []
+
+
+@register
+class Impala(Adapter):
+    name = "impala"
+    kind = "learner"
+    description = "IMPALA: actor processes send trajectories through a bounded queue; the learner corrects with V-trace"
+    requires = ("gymnasium", "torch")
+    options = (
+        Option("workers", int, 2, "actor processes; each steps num_envs / workers envs"),
+        Option("unroll", int, 20, "time steps per trajectory"),
+        Option("batch", int, 2, "trajectories per learner update (lag=one: one per actor)"),
+        Option("queue", int, 4, "trajectories that may wait for the learner; actors block beyond"),
+        Option("lag", str, "any", "any: actors load the newest parameters; one: Cleanba's exactly-one-update lag",
+               ("any", "one")),
+        Option("lr", float, 1e-3, "Adam learning rate"),
+        Option("worker_affinity", str, "none", "pin actor i to the i-th allowed CPU (spread) or not",
+               ("none", "spread")),
+        Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn")),
+    )
+
+    def supports(self, workload, options):
+        if workload.policy.name != "mlp":
+            return f"impala trains the policy: needs policy mlp (got {workload.policy.name})"
+        workers = options["workers"]
+        if workers < 1 or workload.num_envs % workers:
+            return f"num_envs={workload.num_envs} must be a positive multiple of workers={workers}"
+        for key in ("unroll", "batch", "queue"):
+            if options[key] < 1:
+                return f"{key}={options[key]} must be >= 1"
+        return None
+
+    def open(self, workload, options):
+        return ImpalaSession(workload, options)

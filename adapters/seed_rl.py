@@ -1,0 +1,243 @@
+"""`seed`: SEED RL's central inference (Espeholt et al. 2020, arXiv 1910.06591), written natively.
+
+Actor processes only step their envs (`num_envs / workers` each). Per time step each actor writes its
+observations into shared memory and waits; the learner (the cell process) runs ONE batched forward pass
+of the actor-critic for all actors on the policy's device, samples the actions, hands them back through
+semaphores (as rlpyt-gpu does) and keeps the [batch_T, num_envs] trajectory (observations, actions,
+behaviour logits; the actors write rewards and dones). After every batch_T steps it runs one A2C update
+(n-step returns). Inference always uses the newest parameters, so the policy lag is 0 by construction;
+the price is that actors idle while the learner infers and trains (nothing overlaps).
+
+One unit of work is one learner update; its env steps are the batch_T x num_envs transitions it consumed.
+"""
+import os
+from time import perf_counter_ns
+
+import numpy as np
+
+from rlbench.adapters.a2c import (RETURN_WINDOW, Episodes, a2c_loss, learner_options, learner_supports,
+                                  obs_scale, obs_size, return_mean, sample_actions)
+from rlbench.adapters.rlpyt import (ENV_NS, INFER_NS, LEARN_NS, WAIT_NS, WORKER_OPTIONS, EnvSlice, MasterWatch,
+                                    SharedArrays, Window, acquire, spaces, stop_processes)
+from rlbench.adapters.rlpyt_sync import _Helpers
+from rlbench.api import Adapter, Unsupported, Workload, register
+
+TRANSFER_NS, H2D_BYTES, STATS = 8, 9, 10  # columns of `stats` beside rlpyt's (row 0 the learner, 1.. actors)
+
+
+def actor_main(rank, workload_dict, lo, hi, shared, sems, cpus, master_pid):
+    """Step envs lo..hi-1 once per action handed over; nothing else (no policy, no torch)."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    workload = Workload.from_dict(workload_dict)
+    buf = shared.views()
+    stats, stop, t_now = buf["stats"][rank + 1], buf["stop"], buf["t"]
+    master = MasterWatch(master_pid)
+
+    def master_alive():
+        if master.gone():
+            raise SystemExit(0)
+
+    act_ready, obs_ready = sems
+    envs = EnvSlice(workload, lo, hi, buf["obs_now"][lo:hi])
+    try:
+        obs_ready.release()  # first observations written
+        while True:
+            stats[WAIT_NS] += acquire(act_ready, master_alive)
+            if stop[0]:
+                return
+            t = int(t_now[0])
+            t0 = perf_counter_ns()
+            envs.step(buf["act_now"][lo:hi], buf["rew"][t, lo:hi], buf["done"][t, lo:hi])
+            stats[ENV_NS] += perf_counter_ns() - t0
+            obs_ready.release()
+    finally:
+        envs.close()
+
+
+class SeedSession:
+    def __init__(self, workload, options):
+        import multiprocessing as mp
+        self.workload, self.opts = workload, options
+        self.procs, self.sems, self.helpers = [], [], None
+        self.T, self.B, workers = options["batch_T"], workload.num_envs, options["workers"]
+        obs_space, act_space = spaces(workload)
+        if not hasattr(act_space, "n"):
+            raise Unsupported("seed samples a categorical policy: needs a Discrete action space")
+        self.action_start = int(getattr(act_space, "start", 0))
+        ctx = mp.get_context(options["context"])
+        if options["context"] != "fork":
+            self.helpers = _Helpers()
+        T, B = self.T, self.B
+        self.shared = SharedArrays(ctx, {
+            "obs_now": ((B, *obs_space.shape), obs_space.dtype), "act_now": ((B,), np.int64),
+            "rew": ((T, B), np.float32), "done": ((T, B), np.bool_), "t": ((1,), np.int64),
+            "stats": ((workers + 1, STATS), np.float64), "stop": ((1,), np.int64),
+            "returns": ((1, RETURN_WINDOW), np.float64), "episodes": ((1,), np.int64)})
+        self.buf = self.shared.views()
+        self.stats = self.buf["stats"][0]
+        self.window = Window(self.buf["stats"])
+        self.episodes = Episodes(B, self.buf["returns"][0], self.buf["episodes"])
+        self.updates = self.steps = 0
+        self.metrics = self
+        self.info = {"workers": workers, "batch_size": T * B}
+        try:
+            per, cpus = B // workers, sorted(os.sched_getaffinity(0))
+            for rank in range(workers):
+                pin = [cpus[rank % len(cpus)]] if options["worker_affinity"] == "spread" else None
+                self.sems.append((ctx.Semaphore(0), ctx.Semaphore(0)))
+                proc = ctx.Process(target=actor_main, daemon=True, name=f"seed-actor-{rank}",
+                                   args=(rank, workload.to_dict(), rank * per, (rank + 1) * per, self.shared,
+                                         self.sems[rank], pin, os.getpid()))
+                proc.start()
+                self.procs.append(proc)
+            self._wait_all()  # first observations
+            self._build_learner(obs_space, act_space)  # torch only after the fork
+        except BaseException:
+            self.close()
+            raise
+
+    def _build_learner(self, obs_space, act_space):
+        import torch
+        from rlbench.adapters.torch_mlp import actor_critic
+        policy = self.workload.policy
+        if policy.device.startswith("cuda") and not torch.cuda.is_available():
+            raise Unsupported("no CUDA device")
+        self.torch = torch
+        torch.set_num_threads(policy.threads)
+        torch.manual_seed(self.workload.seed)
+        self.device = torch.device(policy.device)
+        self.cuda = self.device.type == "cuda"
+        n_actions, size, T, B = int(act_space.n), obs_size(obs_space), self.T, self.B
+        self.net = actor_critic(size, policy.hidden, n_actions).to(self.device)
+        self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
+        self.gen = torch.Generator(self.device)
+        self.gen.manual_seed(self.workload.seed * 1000 + 1)
+        self.scale = obs_scale(obs_space)
+        self.obs_host = torch.from_numpy(self.buf["obs_now"]).reshape(B, size)  # the shared memory itself
+        self.obs_bytes = self.buf["obs_now"].nbytes
+        self.traj_obs = torch.zeros((T + 1, B, size), dtype=torch.float32, device=self.device)
+        self.traj_act = torch.zeros((T, B), dtype=torch.int64, device=self.device)
+        self.traj_logits = torch.zeros((T, B, n_actions), dtype=torch.float32, device=self.device)
+
+    def _actors_alive(self):
+        for rank, proc in enumerate(self.procs):
+            if not proc.is_alive():
+                raise RuntimeError(f"seed actor {rank} (pid {proc.pid}) exited with code {proc.exitcode}")
+
+    def _release_all(self):
+        for act_ready, _ in self.sems:
+            act_ready.release()
+
+    def _wait_all(self):
+        for _, obs_ready in self.sems:
+            acquire(obs_ready, self._actors_alive)
+
+    def _observe(self, t):
+        """The actors' newest observations into the trajectory (on the learner's device)."""
+        t0 = perf_counter_ns()
+        x = self.traj_obs[t]
+        x.copy_(self.obs_host)  # converts to float32 (and crosses to the device) in one copy
+        if self.scale != 1.0:
+            x.mul_(self.scale)
+        self.stats[TRANSFER_NS] += perf_counter_ns() - t0
+        self.stats[H2D_BYTES] += self.obs_bytes if self.cuda else 0
+        return x
+
+    def step(self) -> int:
+        torch, stats, act_now = self.torch, self.stats, self.buf["act_now"]
+        for t in range(self.T):
+            x = self._observe(t)
+            t0 = perf_counter_ns()
+            with torch.no_grad():
+                logits, _ = self.net(x)
+                actions = sample_actions(torch, logits, self.gen)
+            self.traj_logits[t] = logits
+            self.traj_act[t] = actions
+            act_now[:] = actions.cpu().numpy()  # .cpu() waits for the device
+            if self.action_start:
+                act_now += self.action_start
+            stats[INFER_NS] += perf_counter_ns() - t0
+            self.buf["t"][0] = t
+            t1 = perf_counter_ns()  # handing over and waiting: an actor woken here may take this CPU
+            self._release_all()
+            self._wait_all()
+            stats[WAIT_NS] += perf_counter_ns() - t1
+            self.steps += self.B
+        self._observe(self.T)  # bootstraps the returns
+        self._learn()
+        self.episodes.add(self.buf["rew"], self.buf["done"])
+        self.updates += 1
+        return self.T * self.B
+
+    def _learn(self):
+        torch, T, B = self.torch, self.T, self.B
+        t0 = perf_counter_ns()
+        rew = torch.as_tensor(self.buf["rew"]).to(self.device)
+        done = torch.as_tensor(self.buf["done"]).to(self.device, torch.float32)
+        t1 = perf_counter_ns()
+        logits, values = self.net(self.traj_obs.reshape((T + 1) * B, -1))
+        values = values.reshape(T + 1, B)
+        loss = a2c_loss(torch, logits[:T * B].reshape(T, B, -1), values[:T], values[T].detach(),
+                        self.traj_act, rew, done)
+        self.optim.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.opts["max_grad_norm"] > 0:
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.opts["max_grad_norm"])
+        self.optim.step()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        self.stats[TRANSFER_NS] += t1 - t0
+        self.stats[H2D_BYTES] += (self.buf["rew"].nbytes + self.buf["done"].nbytes) if self.cuda else 0
+        self.stats[LEARN_NS] += perf_counter_ns() - t1
+
+    # -- metrics over the timed window ------------------------------------------------------------------
+    def reset(self):
+        self.window.reset()
+        self.mark = (self.updates, self.steps)
+
+    def read(self, seconds):
+        updates, steps = self.updates - self.mark[0], self.steps - self.mark[1]
+        delta = self.window.delta()
+        d = delta / (seconds * 1e9)
+        learner, actors = d[0], d[1:]
+        self.info["policy_lag_hist"] = [updates]  # every batch acted on with the newest parameters
+        return {"updates_per_s": updates / seconds, "samples_per_s": updates * self.T * self.B / seconds,
+                "actor_steps_per_s": steps / seconds,
+                "policy_lag_mean": 0.0 if updates else float("nan"),
+                "policy_lag_max": 0.0 if updates else float("nan"),
+                "env_frac": float(actors[:, ENV_NS].mean()), "inference_frac": float(learner[INFER_NS]),
+                "learn_frac": float(learner[LEARN_NS]), "wait_frac": float(learner[WAIT_NS]),
+                "transfer_frac": float(learner[TRANSFER_NS]), "sync_frac": 0.0,
+                "queue_wait_ms": float(delta[0, WAIT_NS]) / 1e6 / updates if updates else float("nan"),
+                "h2d_mb_per_s": float(delta[0, H2D_BYTES]) / 1e6 / seconds,
+                "return_mean": self.return_mean()}
+
+    def return_mean(self) -> float:
+        """Mean return of the last RETURN_WINDOW episodes the actors finished (nan before the first)."""
+        return return_mean(self.buf["returns"], self.buf["episodes"])
+
+    def close(self):
+        self.buf["stop"][0] = 1
+        self._release_all()
+        stop_processes(self.procs)
+        self.procs, self.sems = [], []  # named semaphores (spawn, forkserver) go with their last reference
+        if self.helpers is not None:
+            self.helpers.stop()
+            self.helpers = None
+
+
+@register
+class Seed(Adapter):
+    name = "seed"
+    kind = "learner"
+    description = ("SEED RL central inference: actors only step envs; the learner runs one batched forward "
+                   "for all of them per step on its device, and an A2C update every batch_T steps (lag 0)")
+    requires = ("gymnasium", "torch")
+    options = learner_options(batch_T=16, lr=2e-3) + WORKER_OPTIONS
+
+    def supports(self, workload, options):
+        return learner_supports(self.name, workload, options)
+
+    def open(self, workload, options):
+        return SeedSession(workload, options)
