@@ -1,5 +1,6 @@
 """`sb3-dummy` and `sb3-subproc`: stable-baselines3's DummyVecEnv and SubprocVecEnv; `sb3-replay`: its
-ReplayBuffer on the replay workloads (kind replay).
+ReplayBuffer on the replay workloads (kind replay); `sb3-ppo`: its PPO trained on DummyVecEnv,
+SubprocVecEnv or EnvPool (kind learner).
 
 SB3 resets a finished env inside the same `step()` (the final observation goes to
 info["terminal_observation"]), as `serial` does, so every adapter counts the same transitions.
@@ -7,9 +8,15 @@ info["terminal_observation"]), as `serial` does, so every adapter counts the sam
 from `reset(seed=s + i)` like in `serial`.
 """
 
+import math
+import os
+from time import perf_counter, perf_counter_ns
+
 import numpy as np
 
-from rlbench.api import Adapter, Option, ReplaySession, env_fns, in_process_only, make_policy, register, replay_spec
+from rlbench.adapters.cleanrl_ppo import CLIP_COEF, LEARNER_OPTIONS, default_target, learner_supports
+from rlbench.api import (Adapter, Option, ReplaySession, Unsupported, env_fns, env_info, envpool_kwargs,
+                         in_process_only, make_policy, register, replay_spec)
 from rlbench.replay import PREFIX, WORKLOADS
 
 
@@ -128,3 +135,254 @@ class SB3ReplayBuffer(Adapter):
     def open(self, workload, options):
         spec = replay_spec(workload)
         return ReplaySession(SB3Replay(spec, options["optimize_memory_usage"]), spec)
+
+
+# -- sb3-ppo: stable-baselines3's PPO on a chosen vector env ------------------------------------------------
+
+def _sb3_vec_classes():
+    """SB3 VecEnv classes, built once SB3 is imported: EnvPool as an SB3 VecEnv, a timing wrapper, and
+    Atari's reward clipping."""
+    from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+
+    class EnvPoolVecEnv(VecEnv):
+        """EnvPool (synchronous, batch_size = num_envs) as an SB3 VecEnv, after EnvPool's own SB3 example
+        (examples/sb3_examples/ppo.py): SB3 wants a finished env reset inside the step that finished it
+        (the final observation in info["terminal_observation"]), so the finished envs are reset right away
+        with `reset(env_ids)`; EnvPool's own next-step reset then never happens, and every step is a
+        transition."""
+
+        def __init__(self, workload, num_threads):
+            import envpool
+            self.env = envpool.make(workload.env_id, env_type="gymnasium", num_envs=workload.num_envs,
+                                    batch_size=workload.num_envs, num_threads=num_threads, seed=workload.seed,
+                                    **envpool_kwargs(workload.env_id), **workload.env_kwargs)
+            super().__init__(workload.num_envs, self.env.observation_space, self.env.action_space)
+            self.all_ids = np.arange(self.num_envs)
+
+        def _ordered(self, x, info):
+            ids = info["env_id"]
+            if np.array_equal(ids, self.all_ids[:len(ids)]):
+                return x
+            out = np.empty_like(x)
+            out[ids] = x
+            return out
+
+        def reset(self):
+            obs, info = self.env.reset()   # seeded once, in envpool.make
+            self.reset_infos = [{} for _ in range(self.num_envs)]
+            return self._ordered(obs, info)
+
+        def step_async(self, actions):
+            self.actions = np.asarray(actions, dtype=np.int32)
+
+        def step_wait(self):
+            obs, reward, terminated, truncated, info = self.env.step(self.actions)
+            obs, reward, terminated, truncated = (self._ordered(x, info) for x in (obs, reward, terminated, truncated))
+            dones = terminated | truncated
+            infos = [{} for _ in range(self.num_envs)]
+            finished = np.flatnonzero(dones)
+            if finished.size:
+                obs = np.array(obs)  # ours to write into
+                for i in finished:
+                    infos[i]["terminal_observation"] = obs[i].copy()
+                    infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+                new_obs, new_info = self.env.reset(finished.astype(np.int32))
+                obs[new_info["env_id"]] = new_obs
+            return obs, reward.astype(np.float32), dones, infos
+
+        def close(self):
+            self.env.close()
+
+        def get_attr(self, attr_name, indices=None):
+            return [getattr(self.env, attr_name, None)] * len(self._get_indices(indices))
+
+        def set_attr(self, attr_name, value, indices=None):
+            raise AttributeError(f"EnvPool's envs have no settable attribute {attr_name}")
+
+        def env_method(self, method_name, *args, indices=None, **kwargs):
+            raise AttributeError(f"EnvPool's envs have no method {method_name}")
+
+        def env_is_wrapped(self, wrapper_class, indices=None):
+            return [False] * len(self._get_indices(indices))
+
+        def seed(self, seed=None):
+            return [None] * self.num_envs  # EnvPool is seeded once, in envpool.make
+
+    class TimedVecEnv(VecEnvWrapper):
+        """Counts the ns spent stepping the envs (send + wait)."""
+
+        def __init__(self, venv):
+            super().__init__(venv)
+            self.env_ns = 0
+
+        def reset(self):
+            return self.venv.reset()
+
+        def step_async(self, actions):
+            t0 = perf_counter_ns()
+            self.venv.step_async(actions)
+            self.env_ns += perf_counter_ns() - t0
+
+        def step_wait(self):
+            t0 = perf_counter_ns()
+            out = self.venv.step_wait()
+            self.env_ns += perf_counter_ns() - t0
+            return out
+
+    class ClipRewardVecEnv(VecEnvWrapper):
+        """Sign-clipped rewards for training (SB3's AtariWrapper clip_reward); VecMonitor, inside, sees the score."""
+
+        def reset(self):
+            return self.venv.reset()
+
+        def step_wait(self):
+            obs, reward, dones, infos = self.venv.step_wait()
+            return obs, np.sign(reward), dones, infos
+
+    return EnvPoolVecEnv, TimedVecEnv, ClipRewardVecEnv
+
+
+class SB3PPOSession:
+    """One unit: `model.learn(total_timesteps=n_steps * n_envs, reset_num_timesteps=False)`, which is one
+    rollout and one update. The first call resets the envs; later calls keep them, their observations and
+    SB3's episode buffer. The logger is set once (no outputs), so no call reconfigures it."""
+
+    def __init__(self, workload, options):
+        self.venv = None
+        try:
+            self._open(workload, options)
+        except BaseException:
+            if self.venv is not None:
+                self.venv.close()
+            raise
+
+    def _open(self, workload, options):
+        from stable_baselines3 import PPO
+        from stable_baselines3.common.logger import Logger
+        from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
+        import gymnasium as gym
+        import torch
+        EnvPoolVecEnv, TimedVecEnv, ClipRewardVecEnv = _sb3_vec_classes()
+        vec, n = options["vec"], workload.num_envs
+        if vec == "envpool":
+            base = EnvPoolVecEnv(workload, options["num_threads"])
+        elif vec == "subproc":
+            base = SubprocVecEnv(env_fns(workload), start_method="fork")
+        else:
+            base = DummyVecEnv(env_fns(workload))
+        self.venv = self.timed = TimedVecEnv(base)
+        self.venv = VecMonitor(self.timed)          # episode returns (last 100 in model.ep_info_buffer)
+        if env_info(workload.env_id).family == "atari":
+            self.venv = ClipRewardVecEnv(self.venv)
+        if not isinstance(self.venv.action_space, gym.spaces.Discrete):
+            raise Unsupported(f"sb3-ppo is run with a categorical policy here: needs a Discrete action space "
+                              f"(got {type(self.venv.action_space).__name__})")
+        if workload.policy.device.startswith("cuda") and not torch.cuda.is_available():
+            raise Unsupported("no CUDA device")
+        image = len(self.venv.observation_space.shape) == 3
+        T = options["num_steps"]
+        self.per_unit = T * n
+        self.minibatches = options["num_minibatches"]
+        self.steps_done = 0
+        lr, total = options["lr"], options["total_timesteps"]
+        if options["anneal_lr"]:  # SB3's progress_remaining restarts with every learn() call: anneal on our count
+            def learning_rate(_progress_remaining):
+                return lr * max(1.0 - self.steps_done / total, 0.0)
+        else:
+            learning_rate = lr
+        hidden = list(workload.policy.hidden)
+        self.model = PPO(
+            "CnnPolicy" if image else "MlpPolicy", self.venv, learning_rate=learning_rate, n_steps=T,
+            batch_size=self.per_unit // self.minibatches, n_epochs=options["update_epochs"], gamma=0.99,
+            gae_lambda=0.95, clip_range=CLIP_COEF["image" if image else "vector"], ent_coef=0.01, vf_coef=0.5,
+            max_grad_norm=0.5, policy_kwargs=None if image else {"net_arch": {"pi": hidden, "vf": hidden}},
+            seed=workload.seed, device=workload.policy.device, verbose=0)
+        self.model.set_logger(Logger(folder=None, output_formats=[]))
+        self.learn_ns = self.infer_ns = 0
+        train, forward = self.model.train, self.model.policy.forward
+
+        def timed_train():
+            t0 = perf_counter_ns()
+            train()
+            self.learn_ns += perf_counter_ns() - t0
+
+        def timed_forward(*args, **kwargs):
+            t0 = perf_counter_ns()
+            out = forward(*args, **kwargs)
+            self.infer_ns += perf_counter_ns() - t0
+            return out
+        self.model.train = timed_train
+        self.model.policy.forward = timed_forward   # collect_rollouts' action selection
+        self.target = options["target_return"] or default_target(workload.env_id)
+        self.t_start = None
+        self.time_to_target = self.steps_to_target = None
+        self.metrics = self
+        workers = {"dummy": 1, "subproc": n,  # EnvPool's threads (0: min(num_envs, hardware threads))
+                   "envpool": options["num_threads"] or min(n, os.cpu_count() or 1)}[vec]
+        self.info = {"workers": workers, "batch_size": self.per_unit}
+        self.reset()   # the window's marks: from the start until the harness opens its window
+
+    def step(self) -> int:
+        if self.t_start is None:
+            self.t_start = perf_counter()
+        before = self.model.num_timesteps
+        self.model.learn(total_timesteps=self.per_unit, reset_num_timesteps=False)
+        made = self.model.num_timesteps - before
+        self.steps_done += made
+        if self.time_to_target is None:
+            mean = self.return_mean()
+            if mean is not None and mean >= self.target:
+                self.time_to_target = perf_counter() - self.t_start
+                self.steps_to_target = self.steps_done
+        return made
+
+    def episode_returns(self) -> list:
+        """The returns of SB3's last (up to) 100 finished episodes, oldest first (VecMonitor's)."""
+        return [float(e["r"]) for e in (self.model.ep_info_buffer or ())]
+
+    def return_mean(self):
+        returns = self.episode_returns()
+        return float(np.mean(returns)) if returns else None
+
+    def updates(self) -> int:
+        """Adam steps: SB3 counts epochs (_n_updates), each of ceil(buffer / batch_size) minibatches."""
+        return self.model._n_updates * math.ceil(self.per_unit / self.model.batch_size)
+
+    # -- metrics over the timed window --
+    def reset(self):
+        self._mark = (self.steps_done, self.updates(), self.timed.env_ns, self.infer_ns, self.learn_ns)
+
+    def read(self, seconds):
+        if seconds <= 0:
+            return {}
+        steps0, updates0, env0, infer0, learn0 = self._mark
+        return {"updates_per_s": (self.updates() - updates0) / seconds,
+                "samples_per_s": (self.steps_done - steps0) / seconds,
+                "return_mean": self.return_mean(),
+                "time_to_target_s": self.time_to_target, "steps_to_target": self.steps_to_target,
+                "env_frac": (self.timed.env_ns - env0) / 1e9 / seconds,
+                "inference_frac": (self.infer_ns - infer0) / 1e9 / seconds,
+                "learn_frac": (self.learn_ns - learn0) / 1e9 / seconds}
+
+    def close(self):
+        self.venv.close()
+
+
+@register
+class SB3PPO(Adapter):
+    name = "sb3-ppo"
+    kind = "learner"
+    description = ("stable_baselines3 PPO (CleanRL's hyperparameters) on DummyVecEnv, SubprocVecEnv or EnvPool; "
+                   "one unit = one learn() call of one rollout + update")
+    requires = ("stable_baselines3",)
+    options = LEARNER_OPTIONS
+
+    def supports(self, workload, options):
+        if options["vec"] == "envpool":
+            import importlib.util
+            if importlib.util.find_spec("envpool") is None:
+                return "package not installed: envpool"
+        return learner_supports(self.name, workload, options)
+
+    def open(self, workload, options):
+        return SB3PPOSession(workload, options)

@@ -1,0 +1,440 @@
+"""`cleanrl-ppo` (learner): a compact CleanRL-style PPO (ppo.py / ppo_atari.py) with the vector env
+underneath swapped by `vec`: `dummy` (gymnasium SyncVectorEnv), `subproc` (gymnasium AsyncVectorEnv,
+one subprocess per env, shared memory) or `envpool` (EnvPool's C++ pool, batch_size = num_envs).
+
+One unit is one PPO iteration: a rollout of num_steps x num_envs, GAE, then update_epochs passes of
+num_minibatches shuffled minibatches (clipped policy loss, clipped value loss, entropy bonus, Adam with
+a clipped global gradient norm and the learning rate annealed linearly over total_timesteps). Vector
+observations go through a separate actor and critic as in ppo.py (each a `torch_mlp.actor_critic` of
+the policy's hidden sizes), images ([4, 84, 84] uint8 Atari frames) through ppo_atari.py's Nature CNN
+with shared torso; both with CleanRL's orthogonal init. The policy's `threads` is not applied: torch
+runs with the threads the cell gives it (OMP_NUM_THREADS from omp_threads).
+As in CleanRL, an episode ends on terminated or truncated (no bootstrapping of truncations), and
+Atari rewards are sign-clipped for training only (returns are the game's score).
+
+Resets: the gymnasium vector envs run AutoresetMode.SAME_STEP, as every rlbench adapter does (a
+finished env is reset inside the step that finished it; the observation returned is the new
+episode's first). EnvPool resets a finished env on its following step (AutoresetMode.NEXT_STEP: the
+action is ignored, the reward is 0, `elapsed_step` is 0); that slot of the rollout is no transition:
+it is masked out of GAE and the loss, not counted as an env step and not part of any episode. So
+`step()` returns num_steps x num_envs for dummy and subproc, and that minus the reset slots for EnvPool.
+
+Episode returns are summed here from the rewards each strategy returns, so every strategy's returns
+are counted identically; `return_mean` is the mean of the last 100 finished episodes and
+`time_to_target_s` the training wall time from the first unit (warm-up included, setup excluded)
+to the end of the first iteration at which that mean reached `target_return`, as `purejaxrl-ppo`
+defines them. With a fixed seed, dummy and subproc train on identical data; EnvPool's envs draw from
+their own generators.
+"""
+import math
+from collections import deque
+from time import perf_counter, perf_counter_ns
+
+import numpy as np
+
+from rlbench.adapters.torch_mlp import actor_critic
+from rlbench.api import Adapter, Option, Unsupported, env_fns, env_info, envpool_kwargs, register
+
+GAMMA, GAE_LAMBDA, ENT_COEF, VF_COEF, MAX_GRAD_NORM = 0.99, 0.95, 0.01, 0.5, 0.5
+CLIP_COEF = {"image": 0.1, "vector": 0.2}     # ppo_atari.py / ppo.py
+HISTORY = 100                                  # return_mean: the last 100 finished episodes
+TARGETS = {"CartPole-v1": 475.0}               # solved (gymnasium's CartPole-v1 criterion)
+VECS = ("dummy", "subproc", "envpool")
+STAGES = ("env", "inference", "learn")
+
+
+def default_target(env_id: str) -> float:
+    """target_return=0 means the env's own: CartPole-v1 475; none elsewhere (Pong's 18+ takes hours on 2 cores)."""
+    return TARGETS.get(env_id, math.inf)
+
+
+# -- the vector envs underneath -----------------------------------------------------------------------------
+
+class GymVec:
+    """gymnasium SyncVectorEnv / AsyncVectorEnv from the project's env constructors, SAME_STEP autoreset."""
+
+    def __init__(self, workload, subproc: bool):
+        import gymnasium as gym
+        mode = gym.vector.AutoresetMode.SAME_STEP
+        if subproc:
+            self.envs = gym.vector.AsyncVectorEnv(env_fns(workload), shared_memory=True, context="fork",
+                                                  autoreset_mode=mode)
+        else:
+            self.envs = gym.vector.SyncVectorEnv(env_fns(workload), autoreset_mode=mode)
+        self.seed = workload.seed
+        self.observation_space = self.envs.single_observation_space
+        self.action_space = self.envs.single_action_space
+        self.workers = workload.num_envs if subproc else 1
+
+    def reset(self):
+        return self.envs.reset(seed=self.seed)[0]   # env i from reset(seed=seed + i)
+
+    def step(self, actions):
+        """(obs, reward, done, valid): valid None = every slot a transition."""
+        obs, reward, terminated, truncated, _ = self.envs.step(actions)
+        return obs, reward, terminated | truncated, None
+
+    def close(self):
+        self.envs.close()
+
+
+class EnvPoolVec:
+    """EnvPool, synchronous (batch_size = num_envs); its reset steps (elapsed_step 0) are marked invalid."""
+
+    def __init__(self, workload, num_threads: int = 0):
+        import os
+
+        import envpool
+        self.env = envpool.make(workload.env_id, env_type="gymnasium", num_envs=workload.num_envs,
+                                batch_size=workload.num_envs, num_threads=num_threads, seed=workload.seed,
+                                **envpool_kwargs(workload.env_id), **workload.env_kwargs)
+        self.observation_space = self.env.observation_space
+        self.action_space = self.env.action_space
+        self.ids = np.arange(workload.num_envs, dtype=np.int32)
+        # EnvPool's num_threads=0 means min(batch_size, hardware threads)
+        self.workers = num_threads or min(workload.num_envs, os.cpu_count() or 1)
+
+    def reset(self):
+        obs, info = self.env.reset()
+        return self._ordered(info, obs)[0]
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions.astype(np.int32, copy=False))
+        return self._ordered(info, obs, reward, terminated | truncated, info["elapsed_step"] > 0)
+
+    def _ordered(self, info, *arrays):
+        """A synchronous batch comes in env_id order; should it ever not, each row goes back to its env."""
+        ids = info["env_id"]
+        if np.array_equal(ids, self.ids):
+            return arrays
+        out = []
+        for x in arrays:
+            y = np.empty_like(x)
+            y[ids] = x
+            out.append(y)
+        return tuple(out)
+
+    def close(self):
+        self.env.close()
+
+
+def make_vec(workload, vec: str, num_threads: int = 0):
+    return EnvPoolVec(workload, num_threads) if vec == "envpool" else GymVec(workload, subproc=vec == "subproc")
+
+
+# -- networks ----------------------------------------------------------------------------------------------
+
+def layer_init(layer, std=math.sqrt(2), bias=0.0):
+    """CleanRL's init: orthogonal weights of gain std, constant bias."""
+    import torch
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def nature_cnn(channels: int, n_actions: int):
+    """ppo_atari.py's Agent: the Nature-DQN torso (3 convs, 512 units) with policy and value heads;
+    takes uint8 frames and scales them to [0, 1]."""
+    import torch
+    nn = torch.nn
+
+    class NatureCNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.torso = nn.Sequential(
+                layer_init(nn.Conv2d(channels, 32, 8, stride=4)), nn.ReLU(),
+                layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
+                layer_init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(),
+                nn.Flatten(), layer_init(nn.Linear(64 * 7 * 7, 512)), nn.ReLU())
+            self.pi = layer_init(nn.Linear(512, n_actions), std=0.01)
+            self.v = layer_init(nn.Linear(512, 1), std=1.0)
+
+        def forward(self, x):
+            z = self.torso(x.float() / 255.0)
+            return self.pi(z), self.v(z).squeeze(-1)
+
+    return NatureCNN()
+
+
+def mlp_actor_critic(obs_shape, hidden, n_actions, uint8: bool):
+    """ppo.py's Agent: a separate tanh MLP for the actor and for the critic (a shared torso lets the value
+    loss, whose targets reach the hundreds on CartPole, steer the policy's features), each a
+    torch_mlp.actor_critic of the policy's hidden sizes keeping only its own head, with CleanRL's init
+    (torso sqrt(2), policy head 0.01, value head 1); flattens the observation (uint8 scaled to [0, 1])."""
+    import torch
+    size = int(math.prod(obs_shape))
+    actor, critic = actor_critic(size, tuple(hidden), n_actions), actor_critic(size, tuple(hidden), n_actions)
+    actor.v = critic.pi = None
+    for module in (*actor.torso, *critic.torso):
+        if isinstance(module, torch.nn.Linear):
+            layer_init(module)
+    layer_init(actor.pi, std=0.01)
+    layer_init(critic.v, std=1.0)
+    scale = 1.0 / 255 if uint8 else 1.0
+
+    class SeparateActorCritic(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.actor, self.critic = actor, critic
+
+        def forward(self, x):
+            x = x.reshape(x.shape[0], -1).float() * scale
+            return self.actor.pi(self.actor.torso(x)), self.critic.v(self.critic.torso(x)).squeeze(-1)
+
+    return SeparateActorCritic()
+
+
+# -- the learner ---------------------------------------------------------------------------------------------
+
+class CleanRLPPOSession:
+    def __init__(self, workload, options):
+        self.options = options
+        self.vec = make_vec(workload, options["vec"], options["num_threads"])   # before torch starts its threads (fork)
+        try:
+            self._build(workload, options)
+        except BaseException:
+            self.vec.close()
+            raise
+
+    def _build(self, workload, options):
+        import gymnasium as gym
+        import torch
+        space = self.vec.action_space
+        if not isinstance(space, gym.spaces.Discrete):
+            raise Unsupported(f"cleanrl-ppo samples a categorical: needs a Discrete action space "
+                              f"(got {type(space).__name__})")
+        self.torch = torch
+        self.action_start = int(space.start)
+        device = workload.policy.device
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise Unsupported("no CUDA device")
+        self.device = torch.device(device)
+        obs_space = self.vec.observation_space
+        shape, dtype = tuple(obs_space.shape), np.dtype(obs_space.dtype)
+        image = len(shape) == 3
+        self.clip_coef = CLIP_COEF["image" if image else "vector"]
+        self.clip_reward = env_info(workload.env_id).family == "atari"
+
+        torch.manual_seed(workload.seed)
+        n_actions = int(space.n)
+        net = nature_cnn(shape[0], n_actions) if image else \
+            mlp_actor_critic(shape, workload.policy.hidden, n_actions, dtype == np.uint8)
+        self.net = net.to(self.device)
+        self.lr = options["lr"]
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.lr, eps=1e-5)
+        self.gen = torch.Generator(self.device)
+        self.gen.manual_seed(workload.seed)
+        self.rng = np.random.default_rng(workload.seed)
+
+        T, N = options["num_steps"], workload.num_envs
+        self.T, self.N = T, N
+        self.batch = T * N
+        self.num_iterations = max(options["total_timesteps"] // self.batch, 1)
+        obs_dtype = torch.uint8 if dtype == np.uint8 else torch.float32
+        self.buf_obs = torch.zeros((T, N, *shape), dtype=obs_dtype, device=self.device)
+        self.buf_actions = torch.zeros((T, N), dtype=torch.int64, device=self.device)
+        self.buf_logp = torch.zeros((T, N), device=self.device)
+        self.buf_values = torch.zeros((T, N), device=self.device)
+        self.rewards = np.zeros((T, N), dtype=np.float32)
+        self.dones = np.zeros((T, N), dtype=np.float32)
+        self.valid = np.ones((T, N), dtype=bool)
+
+        self.obs = self.vec.reset()
+        self.ep_ret = np.zeros(N, dtype=np.float64)
+        self.history = deque(maxlen=HISTORY)
+        self.episodes = 0
+        self.target = options["target_return"] or default_target(workload.env_id)
+        self.iterations = self.env_steps = self.updates = 0
+        self.ns = dict.fromkeys(STAGES, 0)
+        self.t_start = None
+        self.time_to_target = self.steps_to_target = None
+        self.metrics = self
+        self.info = {"workers": self.vec.workers, "batch_size": self.batch}
+        self.reset()   # the window's marks: from the start until the harness opens its window
+
+    # -- one PPO iteration --
+    def step(self) -> int:
+        if self.t_start is None:
+            self.t_start = perf_counter()
+        made = self._rollout()
+        self._learn()
+        self.iterations += 1
+        self.env_steps += made
+        if self.time_to_target is None and self.history and np.mean(self.history) >= self.target:
+            self.time_to_target = perf_counter() - self.t_start
+            self.steps_to_target = self.env_steps
+        return made
+
+    def _rollout(self) -> int:
+        torch, ns = self.torch, self.ns
+        made = 0
+        for t in range(self.T):
+            t0 = perf_counter_ns()
+            self.buf_obs[t].copy_(torch.as_tensor(self.obs))
+            with torch.no_grad():
+                logits, value = self.net(self.buf_obs[t])
+                logp_all = torch.log_softmax(logits, -1)
+                action = torch.multinomial(logp_all.exp(), 1, generator=self.gen)
+                self.buf_logp[t] = logp_all.gather(1, action).squeeze(1)
+            self.buf_actions[t] = action.squeeze(1)
+            self.buf_values[t] = value
+            actions = action.squeeze(1).cpu().numpy()
+            t1 = perf_counter_ns()
+            self.obs, reward, done, valid = self.vec.step(actions + self.action_start)
+            t2 = perf_counter_ns()
+            ns["inference"] += t1 - t0
+            ns["env"] += t2 - t1
+            self.rewards[t] = np.sign(reward) if self.clip_reward else reward
+            self.dones[t] = done
+            if valid is None:
+                made += self.N
+            else:
+                self.valid[t] = valid
+                made += int(np.count_nonzero(valid))
+            self.ep_ret += reward            # an EnvPool reset slot has reward 0 and never ends an episode
+            for i in np.flatnonzero(done):
+                self.history.append(float(self.ep_ret[i]))
+                self.ep_ret[i] = 0.0
+                self.episodes += 1
+        return made
+
+    def _learn(self):
+        torch = self.torch
+        t0 = perf_counter_ns()
+        if self.options["anneal_lr"]:
+            frac = max(1.0 - self.iterations / self.num_iterations, 0.0)
+            for group in self.optimizer.param_groups:
+                group["lr"] = frac * self.lr
+        with torch.no_grad():
+            next_value = self.net(torch.as_tensor(self.obs).to(self.device))[1].cpu().numpy()
+        values = self.buf_values.cpu().numpy()
+        advantages = np.zeros_like(self.rewards)
+        last = np.zeros(self.N, dtype=np.float32)
+        for t in reversed(range(self.T)):
+            next_v = next_value if t == self.T - 1 else values[t + 1]
+            nonterminal = 1.0 - self.dones[t]
+            delta = self.rewards[t] + GAMMA * next_v * nonterminal - values[t]
+            last = delta + GAMMA * GAE_LAMBDA * nonterminal * last
+            advantages[t] = last
+        returns = advantages + values
+
+        dev = self.device
+        b_obs = self.buf_obs.reshape(self.batch, *self.buf_obs.shape[2:])
+        b_actions = self.buf_actions.reshape(-1)
+        b_logp = self.buf_logp.reshape(-1)
+        b_values = self.buf_values.reshape(-1)
+        b_adv = torch.as_tensor(advantages.reshape(-1), device=dev)
+        b_returns = torch.as_tensor(returns.reshape(-1), device=dev)
+        index = np.flatnonzero(self.valid.reshape(-1))  # EnvPool's reset slots are no transitions
+        n_mb = self.options["num_minibatches"]
+        clip = self.clip_coef
+        for _ in range(self.options["update_epochs"]):
+            for mb in np.array_split(self.rng.permutation(index), n_mb):
+                if mb.size == 0:
+                    continue
+                mb = torch.as_tensor(mb, device=dev)
+                logits, new_value = self.net(b_obs[mb])
+                logp_all = torch.log_softmax(logits, -1)
+                new_logp = logp_all.gather(1, b_actions[mb].unsqueeze(1)).squeeze(1)
+                entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+                ratio = (new_logp - b_logp[mb]).exp()
+                adv = b_adv[mb]
+                if adv.numel() > 1:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+                v_clipped = b_values[mb] + (new_value - b_values[mb]).clamp(-clip, clip)
+                v_loss = 0.5 * torch.max((new_value - b_returns[mb]) ** 2, (v_clipped - b_returns[mb]) ** 2).mean()
+                loss = pg_loss - ENT_COEF * entropy + VF_COEF * v_loss
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.net.parameters(), MAX_GRAD_NORM)
+                self.optimizer.step()
+                self.updates += 1
+        self.valid[:] = True
+        self.ns["learn"] += perf_counter_ns() - t0
+
+    def return_mean(self):
+        """Mean return of the last 100 finished episodes; None before the first."""
+        return float(np.mean(self.history)) if self.history else None
+
+    def episode_returns(self) -> list:
+        """The returns of the last (up to) 100 finished episodes, oldest first."""
+        return list(self.history)
+
+    # -- metrics over the timed window --
+    def reset(self):
+        self._mark = (self.iterations, self.env_steps, self.updates, dict(self.ns))
+
+    def read(self, seconds: float) -> dict:
+        if seconds <= 0:
+            return {}
+        _, steps0, updates0, ns0 = self._mark
+        out = {"updates_per_s": (self.updates - updates0) / seconds,
+               "samples_per_s": (self.env_steps - steps0) / seconds,
+               "return_mean": self.return_mean(),
+               "time_to_target_s": self.time_to_target, "steps_to_target": self.steps_to_target}
+        for stage in STAGES:
+            out[f"{stage}_frac"] = (self.ns[stage] - ns0[stage]) / 1e9 / seconds
+        return out
+
+    def close(self):
+        self.vec.close()
+
+
+LEARNER_OPTIONS = (
+    Option("vec", str, "dummy", "vector env underneath: dummy (one process: gymnasium SyncVectorEnv, SB3 "
+                                "DummyVecEnv), subproc (a subprocess per env: AsyncVectorEnv, SubprocVecEnv), "
+                                "envpool (EnvPool, batch_size = num_envs)", VECS),
+    Option("num_threads", int, 0, "vec=envpool: pool threads; 0 = EnvPool's default, min(num_envs, hardware threads)"),
+    Option("num_steps", int, 128, "rollout length per env per iteration"),
+    Option("update_epochs", int, 4, "passes over each rollout"),
+    Option("num_minibatches", int, 4, "minibatches per epoch"),
+    Option("lr", float, 2.5e-4, "Adam learning rate"),
+    Option("anneal_lr", bool, True, "anneal the learning rate linearly to 0 over total_timesteps"),
+    Option("total_timesteps", int, 500_000, "env steps of the whole training run the annealing spans"),
+    Option("target_return", float, 0.0, "mean return of the last 100 episodes counted as solved "
+                                         "(time_to_target_s); 0 = the env's own (CartPole-v1: 475, else none)"),
+)
+
+
+def learner_supports(name: str, workload, options):
+    """What cleanrl-ppo and sb3-ppo cannot host, told without importing a framework."""
+    if workload.policy.name != "mlp":
+        return f"{name} trains its policy: needs policy mlp (got {workload.policy.name})"
+    for key in ("num_steps", "update_epochs", "num_minibatches", "total_timesteps"):
+        if options[key] < 1:
+            return f"{key}={options[key]} must be >= 1"
+    if options["num_threads"] < 0:
+        return f"num_threads={options['num_threads']} must be >= 0 (0 = EnvPool's default)"
+    if options["lr"] <= 0:
+        return f"lr={options['lr']} must be > 0"
+    batch = workload.num_envs * options["num_steps"]
+    if batch % options["num_minibatches"] or batch // options["num_minibatches"] < 2:
+        return (f"num_envs x num_steps = {batch} must be a multiple of num_minibatches="
+                f"{options['num_minibatches']} (and minibatches of at least 2)")
+    info = env_info(workload.env_id)
+    if info.family == "mujoco":
+        return f"{name} samples a categorical: {workload.env_id} has continuous actions"
+    if options["vec"] == "envpool" and "envpool" not in info.native:
+        return f"envpool has no native {workload.env_id}"
+    return None
+
+
+@register
+class CleanRLPPO(Adapter):
+    name = "cleanrl-ppo"
+    kind = "learner"
+    description = ("CleanRL-style PPO (GAE, clipped losses, minibatch epochs) on a chosen vector env: "
+                   "dummy, subproc or envpool; one unit = one rollout + update")
+    requires = ("torch", "gymnasium")
+    options = LEARNER_OPTIONS
+
+    def supports(self, workload, options):
+        if options["vec"] == "envpool":
+            import importlib.util
+            if importlib.util.find_spec("envpool") is None:
+                return "package not installed: envpool"
+        return learner_supports(self.name, workload, options)
+
+    def open(self, workload, options):
+        return CleanRLPPOSession(workload, options)
