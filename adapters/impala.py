@@ -258,6 +258,7 @@ class ImpalaSession:
 
     def step(self) -> int:
         torch, buf, stats = self.torch, self.buf, self.buf["stats"][0]
+        self._actors_alive()  # the others may keep the queue full: a dead actor must not go unnoticed
         t0 = perf_counter_ns()
         slots = self._next_batch()
         t1 = perf_counter_ns()

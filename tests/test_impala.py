@@ -2,7 +2,6 @@
 consumed trajectory is in the lag histogram, and a killed actor is reported with nothing left behind."""
 import os
 import signal
-import time
 
 import numpy as np
 import pytest
@@ -74,8 +73,9 @@ def test_impala_learns_cartpole():
     session = open_impala(8, workers=2, unroll=20, batch=2, queue=2, lr=2e-3)
     try:
         first = measure(session.step, QUICK, session.metrics)
-        deadline, best = time.time() + 90, 0.0
-        while time.time() < deadline and best < 150:
+        best, rounds = 0.0, 0
+        while best < 150 and rounds < 40:   # bounded in updates, not wall time: a busy CI machine is slower
+            rounds += 1
             for _ in range(100):
                 session.step()
             best = max(best, measure(session.step, QUICK, session.metrics)["return_mean"])
