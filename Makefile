@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install bench test report check-overhead clean
+.PHONY: install install-extras bench test report check-overhead clean
 
 install: $(STAMP)
 
@@ -16,6 +16,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -c constraints.txt -e ".[all]"
 	$(PY) -m pip check
 	touch $(STAMP)
+
+# Adapters that cannot share the main environment (Sample Factory, Reverb, Brax) get their own, pinned by
+# adapters/envs/<name>.txt and cached under $$RLBENCH_VENVS (default .venvs/). `rlbench run` builds a
+# missing one on first use; this builds them ahead (ENVS="sample-factory reverb" for a subset).
+ENVS ?=
+install-extras: install
+	$(VENV)/bin/rlbench envs --build $(ENVS)
 
 bench: install
 	$(VENV)/bin/rlbench run $(SUITE)

@@ -26,6 +26,7 @@ to the end of the first iteration at which that mean reached `target_return`, as
 defines them. With a fixed seed, dummy and subproc train on identical data; EnvPool's envs draw from
 their own generators.
 """
+import importlib.util
 import math
 from collections import deque
 from time import perf_counter, perf_counter_ns
@@ -399,6 +400,8 @@ LEARNER_OPTIONS = (
 
 def learner_supports(name: str, workload, options):
     """What cleanrl-ppo and sb3-ppo cannot host, told without importing a framework."""
+    if options["vec"] == "envpool" and importlib.util.find_spec("envpool") is None:
+        return "package not installed: envpool"
     if workload.policy.name != "mlp":
         return f"{name} trains its policy: needs policy mlp (got {workload.policy.name})"
     for key in ("num_steps", "update_epochs", "num_minibatches", "total_timesteps"):
@@ -430,10 +433,6 @@ class CleanRLPPO(Adapter):
     options = LEARNER_OPTIONS
 
     def supports(self, workload, options):
-        if options["vec"] == "envpool":
-            import importlib.util
-            if importlib.util.find_spec("envpool") is None:
-                return "package not installed: envpool"
         return learner_supports(self.name, workload, options)
 
     def open(self, workload, options):

@@ -378,10 +378,6 @@ class SB3PPO(Adapter):
     options = LEARNER_OPTIONS
 
     def supports(self, workload, options):
-        if options["vec"] == "envpool":
-            import importlib.util
-            if importlib.util.find_spec("envpool") is None:
-                return "package not installed: envpool"
         return learner_supports(self.name, workload, options)
 
     def open(self, workload, options):

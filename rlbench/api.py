@@ -75,6 +75,7 @@ class Adapter:
     description: ClassVar[str] = ""
     options: ClassVar[tuple] = ()
     requires: ClassVar[tuple] = ()      # importable module names
+    environment: ClassVar[str] = ""     # own virtual env pinned by envs/<environment>.txt beside the module
 
     def available(self):
         """None when usable here, else the reason (checked without importing the framework)."""

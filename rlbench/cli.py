@@ -1,4 +1,4 @@
-"""`rlbench`: parse -> plan -> run -> export -> summarize (the shape of hyperfine's main)."""
+"""`rlbench`: parse -> plan -> prepare -> run -> export -> summarize (the shape of hyperfine's main)."""
 import argparse
 import fnmatch
 import json
@@ -37,6 +37,8 @@ def parse_args(argv):
     common.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches")
     common.add_argument("--profile", action="store_true", help="one extra py-spy run per cell (speedscope)")
     common.add_argument("--ray-address", help="run Ray-based adapters on this existing cluster (HOST:PORT, auto)")
+    common.add_argument("--no-build", action="store_true", help="never build an adapter's own environment: "
+                                                                "its cells are unsupported until built")
     run = sub.add_parser("run", parents=[common], help="run a suite file, or one sweep given by flags")
     run.add_argument("suite", nargs="?", help="suite file (TOML); omit to describe a sweep with --adapter/--env")
     run.add_argument("--adapter", action="append", help="adapter name (repeatable)")
@@ -49,6 +51,9 @@ def parse_args(argv):
     rep = sub.add_parser("report", help="rebuild results.csv, summary.csv and index.html from results.jsonl")
     rep.add_argument("dir")
     sub.add_parser("env", help="print this machine's fingerprint (env.json)")
+    envs = sub.add_parser("envs", help="adapters' own environments (Sample Factory, Reverb, Brax): state, or build")
+    envs.add_argument("names", nargs="*", metavar="NAME", help="environment names (default: all)")
+    envs.add_argument("--build", action="store_true", help="build the ones not built yet (make install-extras)")
     val = sub.add_parser("validate", parents=[common], help=f"run {VALIDATE_SUITE} and compare with published figures")
     val.add_argument("--from", dest="from_dir", metavar="DIR", help="compare an existing run instead of running")
     lim = sub.add_parser("limits", help="measure memory-copy and cold disk-read limits (what replay figures are "
@@ -65,7 +70,7 @@ def main(argv=None) -> int:
     try:
         args = parse_args(argv)
         commands = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "env": cmd_env, "validate": cmd_validate,
-                    "limits": cmd_limits}
+                    "limits": cmd_limits, "envs": cmd_envs}
         return commands[args.command](args)
     except UsageError as exc:
         print(f"rlbench: error: {exc}", file=sys.stderr)
@@ -159,8 +164,17 @@ def cmd_run(args) -> int:
     return run(args)[0]
 
 
+def prepare(suite, build: bool, env: dict) -> dict:
+    """Build (once, cached) the environments of adapters that cannot share this one; env.json records
+    each one's interpreter and package versions. A build that fails turns its cells into error rows."""
+    from rlbench import adapter_envs
+    prepared = adapter_envs.prepare({registry.get(c.adapter) for c in suite.cells}, build=build)
+    env["adapter_envs"] = {name: p.record or {"status": p.status, "reason": p.reason} for name, p in prepared.items()}
+    return prepared
+
+
 def run(args) -> tuple:
-    """plan -> run -> export -> summarize; returns (exit code, run directory)."""
+    """plan -> prepare -> run -> export -> summarize; returns (exit code, run directory)."""
     from rlbench.fingerprint import fingerprint, now
     from rlbench.results import ResultSet, ResultStore
     from rlbench.sweep import run_sweep
@@ -179,7 +193,9 @@ def run(args) -> tuple:
             ResultStore(out_dir).close()  # interrupted while measuring, it is still a run (of no rows)
             env["limits"] = measure_limits(out_dir, suite.limits)
             _write_env(out_dir, env)
-        run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, args.profile)
+        envs = prepare(suite, not args.no_build, env)
+        _write_env(out_dir, env)
+        run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, args.profile, envs)
     except KeyboardInterrupt:
         interrupted = True
         print("rlbench: interrupted; every finished repeat is kept", file=sys.stderr)
@@ -262,11 +278,18 @@ def cmd_validate(args) -> int:
 
 
 def cmd_list(args) -> int:
+    from rlbench.adapter_envs import environment_of
     adapters = registry.discover()
     for name in sorted(adapters):
         cls = adapters[name]
-        reason = cls().available()
-        print(f"{name:<18} {cls.kind:<11} {'available' if reason is None else 'unavailable: ' + reason}")
+        own = environment_of(cls)
+        if own:
+            state = (f"own environment '{own.name}': " +
+                     ("built" if own.record() else "not built (rlbench envs --build, make install-extras)"))
+        else:
+            reason = cls().available()
+            state = "available" if reason is None else "unavailable: " + reason
+        print(f"{name:<18} {cls.kind:<11} {state}")
         print(f"    {cls.description}")
         for o in cls.options:
             choices = f" [{'|'.join(map(str, o.choices))}]" if o.choices else ""
@@ -282,6 +305,28 @@ def cmd_limits(args) -> int:
     limits = measure_in_subprocess(args.out_dir, args.memcpy_mb, args.disk_mb, args.repeats)
     print(json.dumps(limits, indent=2))
     return 1 if "error" in limits else 0
+
+
+def cmd_envs(args) -> int:
+    from rlbench import adapter_envs
+    known = adapter_envs.needed(registry.discover().values())
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown environment '{unknown[0]}' (valid: {', '.join(sorted(known))})")
+    chosen = {n: e for n, e in known.items() if not args.names or n in args.names}
+    failed = 0
+    for name, env in sorted(chosen.items()):
+        if args.build and os.path.exists(env.requirements):
+            try:
+                env.ensure()
+            except adapter_envs.EnvBuildError as exc:
+                print(f"rlbench: {exc}", file=sys.stderr)
+                failed += 1
+        record = env.record()
+        state = (f"built in {record['build_s']:.0f} s, {record['size_mb']} MB, {len(record['packages'])} packages"
+                 if record else "not built" if os.path.exists(env.requirements) else "no requirements file")
+        print(f"{name:<15} {', '.join(env.adapters):<28} {state}  ({env.dir})")
+    return 1 if failed else 0
 
 
 def cmd_env(args) -> int:

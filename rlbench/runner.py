@@ -19,17 +19,21 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NU
 
 
 class Runner:
-    def __init__(self, settings: Settings, out_dir: str, python: str = sys.executable):
+    def __init__(self, settings: Settings, out_dir: str, python: str = sys.executable, pythons: dict = None):
         self.settings = settings
         self.out_dir = out_dir
         self.python = python
+        self.pythons = pythons or {}   # adapter -> the interpreter of its own environment
         os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
         self.subreaper = proctree.become_subreaper()
 
+    def interpreter(self, job: Job) -> str:
+        return self.pythons.get(job.cell.adapter, self.python)
+
     def command(self, job: Job, spec: dict) -> list:
-        cmd = [self.python, "-m", "rlbench.cell", json.dumps(spec)]
+        cmd = [self.interpreter(job), "-m", "rlbench.cell", json.dumps(spec)]
         if job.profile:
-            pyspy = shutil.which("py-spy", path=os.path.dirname(self.python)) or shutil.which("py-spy")
+            pyspy = shutil.which("py-spy", path=os.path.dirname(self.interpreter(job))) or shutil.which("py-spy")
             if pyspy is None:
                 raise FileNotFoundError("py-spy not installed (make install)")
             cmd = [pyspy, "record", "--format", "speedscope", "--subprocesses", "--nonblocking",
@@ -49,6 +53,9 @@ class Runner:
             env.update({v: str(threads) for v in THREAD_VARS})
         env["PYTHONUNBUFFERED"] = "1"
         env["RLBENCH_SCRATCH_DIR"] = self.scratch_dir(job)  # on-disk stores live on the run's disk
+        if self.interpreter(job) != self.python:  # the adapter's own environment, as if activated
+            venv = os.path.dirname(os.path.dirname(self.interpreter(job)))
+            env.update(VIRTUAL_ENV=venv, PATH=os.path.join(venv, "bin") + os.pathsep + env.get("PATH", ""))
         if self.settings.ray_address:  # Ray reads it in ray.init(): the core needs no Ray of its own
             env["RAY_ADDRESS"] = self.settings.ray_address
         return env

@@ -1,7 +1,8 @@
 """Runs every job of a plan and turns each outcome into a results row, appended as it finishes.
 
-Cells an adapter cannot host here are decided before anything runs (one `unsupported` row each);
-a failing or hanging cell becomes an `error` or `timeout` row and the sweep goes on.
+Cells an adapter cannot host here are decided before anything runs (one `unsupported` row each, or
+`error` when the adapter's own environment failed to build); a failing or hanging cell becomes an
+`error` or `timeout` row and the sweep goes on.
 """
 import os
 
@@ -27,17 +28,29 @@ def base_row(run_id: str, suite: str, cell, settings, repeat: int, profiled: boo
     }
 
 
-def unsupported_reason(cell):
-    adapter = registry.get(cell.adapter)()
-    return adapter.available() or adapter.supports(cell.workload, cell.options)
+def skip_reason(cell, envs: dict):
+    """(status, reason) when the cell cannot run here, else None. An adapter with its own environment
+    has its packages there, not here: its `available()` is checked inside the cell process."""
+    cls = registry.get(cell.adapter)
+    adapter = cls()
+    if cls.environment:
+        prepared = envs.get(cls.environment)
+        if prepared is None or prepared.python is None:
+            return (prepared.status, prepared.reason) if prepared else ("unsupported", "environment not prepared")
+        reason = adapter.supports(cell.workload, cell.options)
+    else:
+        reason = adapter.available() or adapter.supports(cell.workload, cell.options)
+    return ("unsupported", reason) if reason else None
 
 
-def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False) -> ResultSet:
+def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=None) -> ResultSet:
+    """`envs`: adapter environment name -> adapter_envs.Prepared (what rlbench.cli's prepare step built)."""
+    envs = envs or {}
     store = ResultStore(out_dir)
     runnable, skipped = [], []
     for cell in cells:
-        reason = unsupported_reason(cell)
-        (skipped if reason else runnable).append((cell, reason))
+        skip = skip_reason(cell, envs)
+        (skipped if skip else runnable).append((cell, skip))
     jobs = interleave([c for c, _ in runnable], settings.repeats, profile)
     progress = Progress(len(jobs) + len(skipped))
     rows = []
@@ -49,10 +62,10 @@ def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False) -> Re
         progress.update(row)
 
     try:
-        for cell, reason in skipped:
-            finish({**base_row(run_id, suite_name, cell, settings, 0, False), "status": "unsupported",
-                    "error": reason})
-        runner = Runner(settings, out_dir)
+        for cell, (status, reason) in skipped:
+            finish({**base_row(run_id, suite_name, cell, settings, 0, False), "status": status, "error": reason})
+        pythons = {a: p.python for p in envs.values() if p.python for a in p.env.adapters}
+        runner = Runner(settings, out_dir, pythons=pythons)
         for i, job in enumerate(jobs):
             row = base_row(run_id, suite_name, job.cell, settings, job.repeat, job.profile)
             result = runner.run(job, i)

@@ -126,12 +126,13 @@ def cli_run(tmp_path, capsys):
 
 def misbehaving_adapters_env(root: Path, pid_dir: Path) -> dict:
     """An environment whose processes see tests/fake_adapters.py as adapters test-hang, test-boom,
-    test-leaky and test-shm-leak (entry points of a fake distribution on PYTHONPATH)."""
+    test-leaky, test-shm-leak and the test-*-env ones (entry points of a fake distribution on PYTHONPATH)."""
     from _dist import fake_distribution
     root.mkdir(parents=True, exist_ok=True)
     module = "rlbench_test_adapters"
     env = fake_distribution(root, module, {n: f"{module}:{cls}" for n, cls in (
-        ("hang", "Hang"), ("boom", "Boom"), ("leaky", "Leaky"), ("shm_leak", "ShmLeak"))},
+        ("hang", "Hang"), ("boom", "Boom"), ("leaky", "Leaky"), ("shm_leak", "ShmLeak"),
+        ("own_env", "OwnEnv"), ("broken_env", "BrokenEnv"), ("missing_env", "MissingEnv"))},
         {module: (TESTS / "fake_adapters.py").read_text()})
     env["RLBENCH_TEST_PIDDIR"] = str(pid_dir)
     return env

@@ -100,3 +100,25 @@ class ShmLeak(Adapter):
             f.write(b"\0" * 64)
         record("shm", name)
         return CountingSession(workload.num_envs)
+
+
+class OwnEnv(Adapter):
+    """Runs in its own environment, pinned by envs/test-core.txt beside this module; records its sys.prefix."""
+    name = "test-own-env"
+    environment = "test-core"
+
+    def open(self, workload, options):
+        record("own-env-prefix", sys.prefix)
+        return CountingSession(workload.num_envs)
+
+
+class BrokenEnv(OwnEnv):
+    """Its environment pins a package no registry has: the build fails."""
+    name = "test-broken-env"
+    environment = "test-broken"
+
+
+class MissingEnv(OwnEnv):
+    """Names an environment with no requirements file."""
+    name = "test-missing-env"
+    environment = "test-missing"

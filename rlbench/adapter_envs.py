@@ -1,0 +1,208 @@
+"""Adapters whose framework cannot share the main environment (Sample Factory, Reverb, Brax) set
+`environment = NAME`; `envs/NAME.txt` beside the adapter's module pins every package that needs.
+Each requirement set is built once into its own virtual environment, as asv and pyperformance do,
+and that adapter's cells run on its interpreter: the cell protocol is a command line in and JSON
+lines out, so nothing crosses a pickle between interpreters.
+
+Built environments live under $RLBENCH_VENVS (default `.venvs/` in the checkout), keyed by the
+requirement file's hash and the Python version, so a CI machine can keep them between clones. A
+build holds a file lock (two runs never build the same one at once), marks itself ready only at
+the end (an interrupted build is redone) and points its editable rlbench at the checkout in use.
+"""
+import fcntl
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import version
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+READY = "rlbench-env.json"     # written last: the build finished and what it holds
+SHOWN = ("Collecting", "Downloading", "Installing", "Successfully", "ERROR", "error:")  # pip lines shown live
+
+
+class EnvBuildError(Exception):
+    """An adapter environment could not be built; the message is the reason its cells' rows carry."""
+
+
+@dataclass
+class AdapterEnv:
+    name: str
+    requirements: str                       # the pinned requirements file
+    adapters: list = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        try:
+            with open(self.requirements, "rb") as f:
+                pins = f.read()
+        except FileNotFoundError:
+            return "no-requirements"
+        return hashlib.sha256(pins + sys.version.split()[0].encode()).hexdigest()[:12]
+
+    @property
+    def dir(self) -> str:
+        return os.path.join(venvs_dir(), f"{self.name}-{self.key}")
+
+    @property
+    def python(self) -> str:
+        return os.path.join(self.dir, "bin", "python")
+
+    def record(self):
+        """What the build left (rlbench-env.json), or None when it is not built."""
+        try:
+            with open(os.path.join(self.dir, READY)) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def ensure(self, stream=None) -> dict:
+        """Build unless built; point its rlbench at this checkout. Returns the record."""
+        stream = stream or sys.stderr
+        os.makedirs(venvs_dir(), exist_ok=True)
+        with open(self.dir + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            record = self.record()
+            if record is None:
+                record = self._build(stream)
+            if record.get("rlbench_root") != ROOT:  # a cached env used from another checkout
+                self._pip(["install", "--no-deps", "--no-build-isolation", "-e", ROOT], stream, quiet=True)
+                record["rlbench_root"] = ROOT
+                _write_json(os.path.join(self.dir, READY), record)
+            return record
+
+    def _build(self, stream) -> dict:
+        t0 = time.perf_counter()
+        shutil.rmtree(self.dir, ignore_errors=True)  # what an interrupted or failed build left
+        print(f"rlbench: building environment '{self.name}' for {', '.join(self.adapters) or 'its adapters'} "
+              f"in {self.dir} (once; log: {self.log})", file=stream, flush=True)
+        with open(self.log, "w"):
+            pass
+        self._run([sys.executable, "-m", "venv", self.dir], stream)
+        self._pip(["install", f"setuptools=={version('setuptools')}"], stream, quiet=True)  # the one rlbench builds with
+        self._pip(["install", "-r", self.requirements], stream)
+        self._pip(["install", "--no-deps", "--no-build-isolation", "-e", ROOT], stream, quiet=True)
+        freeze = subprocess.run([self.python, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True,
+                                text=True, check=True).stdout
+        record = {"name": self.name, "requirements": os.path.relpath(self.requirements, ROOT),
+                  "requirements_sha256": self.key, "python": self.python,
+                  "python_version": sys.version.split()[0], "build_s": round(time.perf_counter() - t0, 1),
+                  "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rlbench_root": ROOT,
+                  "size_mb": round(_du(self.dir) / 2**20), "packages": _packages(freeze)}
+        _write_json(os.path.join(self.dir, READY), record)
+        print(f"rlbench: environment '{self.name}' built in {record['build_s']:.0f} s "
+              f"({record['size_mb']} MB, {len(record['packages'])} packages)", file=stream, flush=True)
+        return record
+
+    @property
+    def log(self) -> str:
+        return self.dir + ".build.log"
+
+    def _pip(self, args, stream, quiet=False):
+        self._run([self.python, "-m", "pip", "--disable-pip-version-check", *args], stream, quiet)
+
+    def _run(self, cmd, stream, quiet=False):
+        """Run a build step, its output to the log and pip's progress lines to `stream`."""
+        with open(self.log, "a") as log:
+            log.write(f"$ {' '.join(cmd)}\n")
+            log.flush()
+            try:
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            except OSError as exc:
+                raise EnvBuildError(f"environment '{self.name}' failed to build: {exc}") from None
+            last = ""
+            for line in proc.stdout:
+                log.write(line)
+                if line.strip() and (not last.startswith("ERROR") or line.startswith("ERROR")):
+                    last = line.strip()
+                if not quiet and line.lstrip().startswith(SHOWN):
+                    print(f"rlbench: env {self.name}: {line.strip()[:150]}", file=stream, flush=True)
+            if proc.wait() != 0:
+                raise EnvBuildError(f"environment '{self.name}' failed to build ({last[:200]}); log: {self.log}")
+
+
+def venvs_dir() -> str:
+    return os.path.abspath(os.environ.get("RLBENCH_VENVS") or os.path.join(ROOT, ".venvs"))
+
+
+def environment_of(adapter_cls):
+    """The adapter's own environment, or None when it runs in the main one."""
+    name = getattr(adapter_cls, "environment", "")
+    if not name:
+        return None
+    path = os.path.join(os.path.dirname(inspect.getfile(adapter_cls)), "envs", f"{name}.txt")
+    return AdapterEnv(name, path, [adapter_cls.name])
+
+
+def needed(adapter_classes) -> dict:
+    """name -> AdapterEnv for the adapters that have one (adapters sharing one env grouped)."""
+    envs = {}
+    for cls in adapter_classes:
+        env = environment_of(cls)
+        if env is None:
+            continue
+        if env.name in envs:
+            envs[env.name].adapters.append(cls.name)
+        else:
+            envs[env.name] = env
+    return envs
+
+
+@dataclass
+class Prepared:
+    """An adapter environment as a run found it: ready (python set), or why its cells cannot run."""
+    env: AdapterEnv
+    python: str = None
+    status: str = "ok"       # ok | unsupported (missing, not built) | error (the build failed)
+    reason: str = None
+    record: dict = None
+
+
+def prepare(adapter_classes, build: bool = True, stream=None) -> dict:
+    """Every environment the run needs, built where allowed; never raises for one that cannot be."""
+    out = {}
+    for name, env in needed(adapter_classes).items():
+        if not os.path.exists(env.requirements):
+            out[name] = Prepared(env, status="unsupported",
+                                 reason=f"no requirements file for environment '{name}' ({env.requirements})")
+            continue
+        if not build and env.record() is None:
+            out[name] = Prepared(env, status="unsupported", reason=f"environment '{name}' is not built "
+                                 "(make install-extras, or run without --no-build)")
+            continue
+        try:
+            out[name] = Prepared(env, python=env.python, record=env.ensure(stream))
+        except EnvBuildError as exc:
+            out[name] = Prepared(env, status="error", reason=str(exc))
+    return out
+
+
+def _packages(freeze: str) -> dict:
+    pins = {}
+    for line in freeze.splitlines():
+        name, sep, ver = line.partition("==")
+        if sep:
+            pins[name.strip()] = ver.strip()
+    return pins
+
+
+def _du(path: str) -> int:
+    total = 0
+    for base, _, files in os.walk(path):
+        for f in files:
+            p = os.path.join(base, f)
+            if not os.path.islink(p):
+                total += os.path.getsize(p)
+    return total
+
+
+def _write_json(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2)
+    os.replace(tmp, path)
