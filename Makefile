@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras bench test report check-overhead clean
+.PHONY: install install-extras bench test report compare check-overhead clean
 
 install: $(STAMP)
 
@@ -34,6 +34,11 @@ test: install
 DIR ?= reports/latest
 report: install
 	$(VENV)/bin/rlbench report $(DIR)
+
+# Run against run: exits 1 when a cell is slower by more than THRESHOLD and significantly so.
+THRESHOLD ?= 10%
+compare: install
+	$(VENV)/bin/rlbench compare $(BASE) $(NEW) --threshold $(THRESHOLD)
 
 # The harness against a bare hand-written loop of the same library calls, side by side.
 check-overhead: install

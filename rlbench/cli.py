@@ -51,6 +51,13 @@ def parse_args(argv):
     rep = sub.add_parser("report", help="rebuild results.csv, summary.csv and index.html from results.jsonl")
     rep.add_argument("dir")
     sub.add_parser("env", help="print this machine's fingerprint (env.json)")
+    cmp = sub.add_parser("compare", help="compare two runs; exit 1 when a cell is slower beyond the threshold "
+                                         "and significantly so")
+    cmp.add_argument("base", metavar="BASE_DIR")
+    cmp.add_argument("new", metavar="NEW_DIR")
+    cmp.add_argument("--threshold", default="10%", help="relative slowdown that counts (default 10%%)")
+    cmp.add_argument("--alpha", type=float, default=0.05, help="significance level of the U test (default 0.05)")
+    cmp.add_argument("--out", help="where compare.csv and compare.html go (default NEW_DIR)")
     envs = sub.add_parser("envs", help="adapters' own environments (Sample Factory, Reverb, Brax): state, or build")
     envs.add_argument("names", nargs="*", metavar="NAME", help="environment names (default: all)")
     envs.add_argument("--build", action="store_true", help="build the ones not built yet (make install-extras)")
@@ -70,7 +77,7 @@ def main(argv=None) -> int:
     try:
         args = parse_args(argv)
         commands = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "env": cmd_env, "validate": cmd_validate,
-                    "limits": cmd_limits, "envs": cmd_envs}
+                    "limits": cmd_limits, "envs": cmd_envs, "compare": cmd_compare}
         return commands[args.command](args)
     except UsageError as exc:
         print(f"rlbench: error: {exc}", file=sys.stderr)
@@ -305,6 +312,28 @@ def cmd_limits(args) -> int:
     limits = measure_in_subprocess(args.out_dir, args.memcpy_mb, args.disk_mb, args.repeats)
     print(json.dumps(limits, indent=2))
     return 1 if "error" in limits else 0
+
+
+def cmd_compare(args) -> int:
+    from rlbench.compare import compare, parse_threshold
+    from rlbench.report import compare as compare_report
+    from rlbench.results import ResultSet
+    threshold = parse_threshold(args.threshold)
+    if not 0 < args.alpha < 1:
+        raise UsageError(f"--alpha {args.alpha:g} must be between 0 and 1")
+    base, new = ResultSet.load(args.base), ResultSet.load(args.new)
+    result = compare(base, new, threshold, args.alpha)
+    paths = compare_report.write(result, args.base, args.new, args.out or args.new)
+    for r in result.rows:
+        if r["verdict"] not in ("same",):
+            print(f"{r['verdict']:<15} {r['cell_id']}  {r['reason'] or ''}")
+    counts = {}
+    for r in result.rows:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    print(f"{len(result.rows)} cells: {', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; "
+          f"{len(result.regressions)} regression(s) beyond {threshold:.0%} at alpha {args.alpha:g}")
+    print(f"comparison: {paths[1]}")
+    return 1 if result.regressions else 0
 
 
 def cmd_envs(args) -> int:

@@ -1,0 +1,150 @@
+"""Run against run, as asv's `continuous` judges it: a cell regressed only when it is both slower by more
+than the threshold and significantly so over its repeats, so a noisy CI machine does not cry wolf.
+
+Significance: two-sided Mann-Whitney U on the repeats' steps/s (exact distribution, which small samples
+need; normal approximation with tie correction beyond 12 per side). With too few repeats for the test to
+ever reach alpha (3 vs 3 cannot go below p = 0.1), the fallback is asv's pessimistic one: significant only
+when the two 95% confidence intervals of the median do not overlap. Cells measured on machines whose
+fingerprints differ, or with different CPU sets or devices, are `not comparable`, never failed.
+"""
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from rlbench.errors import UsageError
+from rlbench.stats import summarize
+
+METRIC = "steps_per_s"   # higher is better
+MACHINE = ("cpu_model", "cpu_logical_cores", "ram_gb", "gpus")
+CELL = ("cpus", "device", "omp_threads")
+EXACT_MAX_N = 12
+
+# verdict -> does it fail the comparison
+VERDICTS = {"slower": True, "faster": False, "same": False, "uncertain": False, "not comparable": False,
+            "failed": False, "only in base": False, "only in new": False}
+COLUMNS = ("cell_id", "verdict", "base_median", "new_median", "ratio", "change_pct", "p_value", "test",
+           "base_n", "new_n", "base_ci_low", "base_ci_high", "new_ci_low", "new_ci_high", "reason")
+
+
+def parse_threshold(text: str) -> float:
+    """'10%' or '0.1' -> 0.1."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 10:
+        raise UsageError(f"--threshold {text!r} must be a relative change such as 10% or 0.1 (> 0)")
+    return value
+
+
+def machine(env: dict) -> dict:
+    gpus = [g.get("name") for g in env.get("gpus") or []]
+    ram = env.get("ram_gb")
+    return {"cpu_model": env.get("cpu_model"), "cpu_logical_cores": env.get("cpu_logical_cores"),
+            "ram_gb": round(ram) if isinstance(ram, (int, float)) else ram, "gpus": gpus}
+
+
+@lru_cache(maxsize=None)
+def _u_counts(m: int, n: int) -> tuple:
+    """Number of orderings of m x's and n y's giving each U = 0..m*n (x beating y counts 1)."""
+    if m == 0 or n == 0:
+        return (1,)
+    a, b = _u_counts(m - 1, n), _u_counts(m, n - 1)   # last element an x (beats all n y's) or a y
+    out = [0] * (m * n + 1)
+    for u, c in enumerate(a):
+        out[u + n] += c
+    for u, c in enumerate(b):
+        out[u] += c
+    return tuple(out)
+
+
+def mann_whitney_u(x, y) -> tuple:
+    """(U of x, two-sided p, method). Ties count half."""
+    m, n = len(x), len(y)
+    u = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
+    ties = len(set(x) | set(y)) < m + n
+    if max(m, n) <= EXACT_MAX_N and not ties:
+        counts = _u_counts(m, n)
+        total = math.comb(m + n, m)
+        lo = sum(counts[: int(min(u, m * n - u)) + 1]) / total
+        return u, min(1.0, 2 * lo), "mann-whitney-exact"
+    values = sorted(x + y)
+    tie_term = sum(t ** 3 - t for t in (values.count(v) for v in set(values)))
+    sigma = math.sqrt(m * n / 12 * ((m + n + 1) - tie_term / ((m + n) * (m + n - 1))))
+    if sigma == 0:
+        return u, 1.0, "mann-whitney-normal"
+    z = (abs(u - m * n / 2) - 0.5) / sigma
+    return u, min(1.0, math.erfc(max(z, 0) / math.sqrt(2))), "mann-whitney-normal"
+
+
+def min_p(m: int, n: int) -> float:
+    """The smallest two-sided p the exact test can give for these sample sizes."""
+    return 2 / math.comb(m + n, m)
+
+
+@dataclass
+class Comparison:
+    rows: list
+    threshold: float
+    alpha: float
+    base_machine: dict
+    new_machine: dict
+
+    @property
+    def regressions(self) -> list:
+        return [r for r in self.rows if VERDICTS[r["verdict"]]]
+
+
+def compare(base, new, threshold: float = 0.10, alpha: float = 0.05) -> Comparison:
+    """base, new: rlbench.results.ResultSet. One row per cell of either, in the new run's order."""
+    bm, nm = machine(base.env), machine(new.env)
+    machine_diff = [k for k in MACHINE if bm[k] != nm[k]]
+    ids = list(new.benchmarks) + [c for c in base.benchmarks if c not in new.benchmarks]
+    rows = []
+    for cell_id in ids:
+        b, n = base.benchmarks.get(cell_id), new.benchmarks.get(cell_id)
+        rows.append(_compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha))
+    return Comparison(rows, threshold, alpha, bm, nm)
+
+
+def _compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha) -> dict:
+    row = {c: None for c in COLUMNS}
+    row["cell_id"] = cell_id
+    if b is None or n is None:
+        return {**row, "verdict": "only in new" if b is None else "only in base", "reason": ""}
+    bx = [r[METRIC] for r in b.ok_runs if r.get(METRIC) is not None]
+    nx = [r[METRIC] for r in n.ok_runs if r.get(METRIC) is not None]
+    bs, ns = summarize(bx), summarize(nx)
+    row.update(base_median=bs.median, new_median=ns.median, base_n=bs.n, new_n=ns.n, base_ci_low=bs.ci_low,
+               base_ci_high=bs.ci_high, new_ci_low=ns.ci_low, new_ci_high=ns.ci_high)
+    if not bx or not nx:
+        return {**row, "verdict": "failed", "reason": f"no ok repeat in {'base' if not bx else 'new'}"}
+    row["ratio"] = ns.median / bs.median if bs.median else float("nan")
+    row["change_pct"] = 100 * (row["ratio"] - 1)
+    differ = [f"{k}: {bm[k]} vs {nm[k]}" for k in machine_diff]
+    differ += [f"{k}: {b.ok_runs[0].get(k)} vs {n.ok_runs[0].get(k)}" for k in CELL
+               if b.ok_runs[0].get(k) != n.ok_runs[0].get(k)]
+    if differ:
+        return {**row, "verdict": "not comparable", "reason": "different " + "; ".join(differ)}
+    significant, row["p_value"], row["test"] = significance(bx, nx, bs, ns, alpha)
+    if abs(row["ratio"] - 1) <= threshold:
+        verdict, reason = "same", f"within {threshold:.0%}"
+    elif not significant:
+        verdict, reason = "uncertain", f"beyond {threshold:.0%} but not significant ({row['test']})"
+    else:
+        verdict = "slower" if row["ratio"] < 1 else "faster"
+        reason = f"{abs(row['change_pct']):.1f}% {verdict}, significant ({row['test']})"
+    return {**row, "verdict": verdict, "reason": reason}
+
+
+def significance(bx, nx, bs, ns, alpha) -> tuple:
+    """(significant, p or None, method)."""
+    if len(bx) < 2 or len(nx) < 2:
+        return False, None, f"too few repeats ({len(bx)} vs {len(nx)})"
+    m, n = len(bx), len(nx)
+    if max(m, n) > EXACT_MAX_N or min_p(m, n) <= alpha:
+        _, p, method = mann_whitney_u(bx, nx)
+        return p <= alpha, p, method
+    disjoint = bs.ci_high < ns.ci_low or ns.ci_high < bs.ci_low
+    return disjoint, None, f"ci-overlap ({m} vs {n} repeats: the U test cannot reach p <= {alpha:g})"

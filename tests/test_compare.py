@@ -1,0 +1,143 @@
+"""`rlbench compare`: the U test is exact, a regression needs both the threshold and significance, and
+runs on different machines are not comparable rather than failed."""
+import csv
+import itertools
+import json
+import math
+
+import pytest
+
+from rlbench import cli
+from rlbench.compare import mann_whitney_u, parse_threshold
+from rlbench.errors import UsageError
+
+MACHINE = {"cpu_model": "EPYC", "cpu_logical_cores": 2, "ram_gb": 23.5, "gpus": []}
+
+
+def write_run(path, cells: dict, env=None):
+    """cells: cell_id -> list of steps/s (None = a failed repeat)."""
+    path.mkdir(parents=True)
+    rows = []
+    for index, (cell_id, values) in enumerate(cells.items()):
+        for rep, v in enumerate(values):
+            rows.append({"cell_id": cell_id, "cell_index": index, "adapter": cell_id.split("/")[0], "repeat": rep,
+                         "status": "ok" if v is not None else "error", "steps_per_s": v, "profiled": False,
+                         "cpus": 2, "device": "cpu", "omp_threads": 1})
+    (path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (path / "env.json").write_text(json.dumps(env or MACHINE))
+    return path
+
+
+def run_compare(tmp_path, base: dict, new: dict, *flags, base_env=None, capsys=None):
+    b = write_run(tmp_path / "base", base, base_env)
+    n = write_run(tmp_path / "new", new)
+    rc = cli.main(["compare", str(b), str(n), *flags])
+    with open(n / "compare.csv") as f:
+        rows = {r["cell_id"]: r for r in csv.DictReader(f)}
+    assert (n / "compare.html").stat().st_size > 0
+    return rc, rows
+
+
+def brute_force_p(x, y) -> float:
+    """Two-sided exact p by enumerating every split of the pooled sample."""
+    pooled, m = x + y, len(x)
+    u = lambda a, b: sum(p > q for p in a for q in b)  # noqa: E731
+    observed = u(x, y)
+    centre = m * len(y) / 2
+    hits = total = 0
+    for idx in itertools.combinations(range(len(pooled)), m):
+        a = [pooled[i] for i in idx]
+        b = [pooled[i] for i in range(len(pooled)) if i not in idx]
+        total += 1
+        hits += abs(u(a, b) - centre) >= abs(observed - centre)
+    return hits / total
+
+
+@pytest.mark.parametrize("x,y", [([1.0, 2, 3], [4.0, 5, 6]), ([1.0, 5, 9, 2], [3.0, 4, 8]),
+                                 ([10.0, 11, 12, 13, 14], [1.0, 12.5, 13.5, 2, 3])])
+def test_exact_u_test_matches_enumeration(x, y):
+    _, p, method = mann_whitney_u(x, y)
+    assert method == "mann-whitney-exact"
+    assert p == pytest.approx(brute_force_p(x, y))
+
+
+def test_normal_approximation_for_large_samples():
+    x = [float(i) for i in range(20)]
+    _, p, method = mann_whitney_u(x, [v + 100 for v in x])
+    assert method == "mann-whitney-normal" and p < 1e-6
+
+
+def test_clear_slowdown_is_a_regression_and_exits_1(tmp_path):
+    base = {"a/CartPole-v1/n=4/random": [100.0, 101, 99, 100.5, 99.5]}
+    new = {"a/CartPole-v1/n=4/random": [80.0, 81, 79, 80.5, 79.5]}
+    rc, rows = run_compare(tmp_path, base, new)
+    row = rows["a/CartPole-v1/n=4/random"]
+    assert rc == 1
+    assert row["verdict"] == "slower" and row["test"] == "mann-whitney-exact"
+    assert float(row["change_pct"]) == pytest.approx(-20.0) and float(row["p_value"]) < 0.05
+
+
+def test_big_but_noisy_change_is_uncertain_not_a_regression(tmp_path):
+    base = {"a/x/n=1/random": [100.0, 60, 140, 90, 110]}
+    new = {"a/x/n=1/random": [80.0, 130, 50, 85, 70]}
+    rc, rows = run_compare(tmp_path, base, new)
+    assert rc == 0 and rows["a/x/n=1/random"]["verdict"] == "uncertain"
+
+
+def test_small_change_is_the_same_even_when_significant(tmp_path):
+    base = {"a/x/n=1/random": [100.0, 100.1, 100.2, 100.3, 100.4]}
+    new = {"a/x/n=1/random": [95.0, 95.1, 95.2, 95.3, 95.4]}
+    rc, rows = run_compare(tmp_path, base, new, "--threshold", "10%")
+    assert rc == 0 and rows["a/x/n=1/random"]["verdict"] == "same"
+    rc, rows = run_compare(tmp_path / "strict", base, new, "--threshold", "0.02")
+    assert rc == 1 and rows["a/x/n=1/random"]["verdict"] == "slower"
+
+
+def test_three_repeats_fall_back_to_confidence_intervals(tmp_path):
+    base = {"a/x/n=1/random": [100.0, 101, 99], "b/x/n=1/random": [100.0, 130, 70]}
+    new = {"a/x/n=1/random": [70.0, 71, 69], "b/x/n=1/random": [70.0, 100, 40]}
+    rc, rows = run_compare(tmp_path, base, new)
+    assert rows["a/x/n=1/random"]["verdict"] == "slower" and rows["a/x/n=1/random"]["test"].startswith("ci-overlap")
+    assert rows["b/x/n=1/random"]["verdict"] == "uncertain"
+    assert rc == 1
+
+
+def test_faster_only_missing_and_failed_cells_do_not_fail(tmp_path):
+    base = {"a/x/n=1/random": [100.0, 101, 99, 100, 100.5], "gone/x/n=1/random": [1.0, 1, 1],
+            "f/x/n=1/random": [5.0, 5, 5]}
+    new = {"a/x/n=1/random": [150.0, 151, 149, 150, 150.5], "added/x/n=1/random": [1.0, 1, 1],
+           "f/x/n=1/random": [None, None, None]}
+    rc, rows = run_compare(tmp_path, base, new)
+    assert rc == 0
+    assert rows["a/x/n=1/random"]["verdict"] == "faster"
+    assert rows["gone/x/n=1/random"]["verdict"] == "only in base"
+    assert rows["added/x/n=1/random"]["verdict"] == "only in new"
+    assert rows["f/x/n=1/random"]["verdict"] == "failed"
+
+
+def test_different_machines_are_not_comparable(tmp_path):
+    base = {"a/x/n=1/random": [100.0, 101, 99, 100.5, 99.5]}
+    new = {"a/x/n=1/random": [50.0, 51, 49, 50.5, 49.5]}
+    rc, rows = run_compare(tmp_path, base, new, base_env={**MACHINE, "cpu_model": "Xeon"})
+    row = rows["a/x/n=1/random"]
+    assert rc == 0 and row["verdict"] == "not comparable" and "cpu_model: Xeon vs EPYC" in row["reason"]
+
+
+@pytest.mark.parametrize("text,value", [("10%", 0.10), ("0.05", 0.05), ("2.5%", 0.025)])
+def test_threshold_parsing(text, value):
+    assert math.isclose(parse_threshold(text), value)
+
+
+@pytest.mark.parametrize("text", ["abc", "-5%", "0"])
+def test_bad_threshold_is_a_usage_error(text):
+    with pytest.raises(UsageError, match="--threshold"):
+        parse_threshold(text)
+
+
+def test_bad_inputs_exit_2_and_write_nothing(tmp_path, capsys):
+    run = write_run(tmp_path / "run", {"a/x/n=1/random": [1.0, 1, 1]})
+    assert cli.main(["compare", str(tmp_path / "nope"), str(run)]) == 2
+    assert "no results.jsonl" in capsys.readouterr().err
+    assert cli.main(["compare", str(run), str(run), "--threshold", "ten"]) == 2
+    assert "--threshold 'ten'" in capsys.readouterr().err
+    assert not (run / "compare.csv").exists()
