@@ -1,5 +1,8 @@
-"""One line per finished job: readable in a terminal and in a CI log (no carriage returns)."""
+"""One line per finished job, readable in a CI log (no carriage returns there); in a terminal, below
+them, a live bar with the running job, its elapsed time and the sweep's ETA, redrawn every half second."""
+import shutil
 import sys
+import threading
 import time
 
 from rlbench.report.console import fmt_rate
@@ -11,11 +14,50 @@ def _clock(s: float) -> str:
 
 
 class Progress:
-    def __init__(self, total: int, stream=None):
+    def __init__(self, total: int, stream=None, live: bool = None):
         self.total, self.done, self.stream = total, 0, stream or sys.stderr  # the stderr of now, not of import
         self.t0 = time.monotonic()
+        self.live = self.stream.isatty() if live is None else live
+        self.running, self.job_t0 = "", None
+        self._lock, self._stop = threading.Lock(), threading.Event()
+        if self.live:
+            threading.Thread(target=self._tick, daemon=True).start()
+
+    def start(self, label: str) -> None:
+        """A job begins (the live bar shows it)."""
+        with self._lock:
+            self.running, self.job_t0 = label, time.monotonic()
+            self._draw()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.live:
+            with self._lock:
+                print("\r\x1b[K", end="", file=self.stream, flush=True)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.5):
+            with self._lock:
+                self._draw()
+
+    def _draw(self) -> None:
+        if not self.live or self._stop.is_set():
+            return
+        now = time.monotonic()
+        elapsed = now - self.t0
+        eta = f"ETA {_clock(elapsed / self.done * (self.total - self.done))}" if self.done else "ETA --:--"
+        filled = int(20 * self.done / max(self.total, 1))
+        job = f"  {self.running} ({now - self.job_t0:.0f} s)" if self.running else ""
+        line = f"[{'#' * filled}{'.' * (20 - filled)}] {self.done}/{self.total} {_clock(elapsed)} {eta}{job}"
+        print("\r\x1b[K" + line[:shutil.get_terminal_size().columns - 1], end="", file=self.stream, flush=True)
 
     def update(self, row: dict) -> None:
+        with self._lock:
+            self._line(row)
+            self.running = ""
+            self._draw()
+
+    def _line(self, row: dict) -> None:
         self.done += 1
         elapsed = time.monotonic() - self.t0
         eta = elapsed / self.done * (self.total - self.done)
@@ -25,5 +67,5 @@ class Progress:
         else:
             what = f"{row['status']}: {(row.get('error') or '')[:80]}"
         tag = " (profile)" if row.get("profiled") else f" r{row['repeat']}"
-        print(f"[{self.done:>{width}}/{self.total}] {_clock(elapsed)} elapsed, ETA {_clock(eta)}  "
+        print(("\r\x1b[K" if self.live else "") + f"[{self.done:>{width}}/{self.total}] {_clock(elapsed)} elapsed, ETA {_clock(eta)}  "
               f"{row['cell_id']}{tag}  {what}", file=self.stream, flush=True)

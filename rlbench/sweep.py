@@ -67,11 +67,13 @@ def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=
         pythons = {a: p.python for p in envs.values() if p.python for a in p.env.adapters}
         runner = Runner(settings, out_dir, pythons=pythons)
         for i, job in enumerate(jobs):
+            progress.start(f"{job.cell.cell_id} r{job.repeat}")
             row = base_row(run_id, suite_name, job.cell, settings, job.repeat, job.profile)
             result = runner.run(job, i)
             if result.get("batch_size") is None:
                 result.pop("batch_size", None)
             finish({**row, **result})
     finally:
+        progress.close()
         store.close()
     return ResultSet.from_rows(rows)

@@ -23,3 +23,15 @@ def test_fmt_rate():
     assert fmt_rate(12345.0) == "12.35k"
     assert fmt_rate(2_500_000.0) == "2.50M"
     assert fmt_rate(None) == "-" and fmt_rate(float("nan")) == "-"
+
+
+def test_live_bar_in_a_terminal_is_redrawn_and_cleared():
+    stream = io.StringIO()
+    progress = Progress(2, stream=stream, live=True)
+    progress.start("serial/x r0")
+    progress.update({"status": "ok", "steps_per_s": 1.0, "repeat": 0, "cell_id": "serial/x"})
+    progress.close()
+    out = stream.getvalue()
+    assert "0/2" in out and "serial/x r0 (0 s)" in out and "ETA --:--" in out  # the bar before any job ended
+    assert "\r\x1b[K[1/2] " in out and "[##########..........] 1/2" in out    # the job's line, then the bar again
+    assert out.endswith("\r\x1b[K")                                           # cleared at the end
