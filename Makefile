@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras bench test report compare check-overhead clean
+.PHONY: install install-extras bench test report compare ci-report check-overhead clean
 
 install: $(STAMP)
 
@@ -39,6 +39,14 @@ report: install
 THRESHOLD ?= 10%
 compare: install
 	$(VENV)/bin/rlbench compare $(BASE) $(NEW) --threshold $(THRESHOLD)
+
+# For a CI job: run SUITE into CI_OUT (CSV, HTML) and, given BASE=<an earlier run dir>, gate on the comparison.
+CI_OUT ?= reports/ci
+REPEATS ?=
+ci-report: install
+	rm -rf $(CI_OUT)
+	$(VENV)/bin/rlbench run $(SUITE) --out $(CI_OUT) $(if $(REPEATS),--repeats $(REPEATS))
+	$(if $(BASE),$(VENV)/bin/rlbench compare $(BASE) $(CI_OUT) --threshold $(THRESHOLD))
 
 # The harness against a bare hand-written loop of the same library calls, side by side.
 check-overhead: install
