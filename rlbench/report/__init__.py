@@ -22,6 +22,7 @@ def write_atomic(path: str, text: str) -> str:
 def reporters():
     from rlbench.report.csv_reporter import CsvReporter
     from rlbench.report.html import HtmlReporter
+    from rlbench.report.profiles import ProfilesReporter
     from rlbench.report.replay import ReplayReporter
     from rlbench.report.validation import ValidationReporter
-    return [CsvReporter(), ValidationReporter(), ReplayReporter(), HtmlReporter()]
+    return [CsvReporter(), ValidationReporter(), ReplayReporter(), ProfilesReporter(), HtmlReporter()]

@@ -9,6 +9,7 @@ from rlbench import SCHEMA_VERSION
 from rlbench.plan import kv_label
 from rlbench.report import Reporter, write_atomic
 from rlbench.report.console import fmt_rate
+from rlbench.report.profiles import profiles_section
 from rlbench.report.replay import replay_section
 from rlbench.results import SESSION_METRICS
 from rlbench.validate import validation_rows
@@ -41,6 +42,7 @@ class HtmlReporter(Reporter):
             parts.append(throughput_chart(env_rows))
             parts.append(winners_table(env_rows))
         parts.append(replay_section(results))
+        parts.append(profiles_section(results, out_dir))
         ran = [r for r in rows if r["n"] or r["status"] not in ("unsupported",)]
         skipped = [r for r in rows if r not in ran]
         validation = validation_rows(results)
