@@ -18,7 +18,7 @@ Layout, as Acme lays it out:
   `flush(max_in_flight)` to bound the items in flight (Acme: 5 for transitions, 2 for sequences);
 - the learner samples `batch_size` items per step from a `reverb.TrajectoryDataset` batched by tf.data
   (`sampler=dataset`, the default: Acme's learner input; it keeps 2 batches of samples in flight per
-  worker, so the next batch is being fetched while the learner reads this one, and tf.data's batch op is
+  worker (Acme's default; at most 128 MiB of them, which only caps R2D2's and IMPALA's big items), so the next batch is being fetched while the learner reads this one, and tf.data's batch op is
   the one copy into a contiguous [batch, item_bytes] array), or through `client.sample` (`sampler=client`:
   a new streaming Sampler per batch, each item copied into the learner's batch by Python; 2x to 7x slower
   here); then the driver reads every byte, and prioritized workloads write priorities back with
@@ -41,6 +41,7 @@ from rlbench.api import Adapter, Option, ReplaySession, register, replay_spec, s
 from rlbench.replay import PRIORITY_ALPHA
 
 TABLE = "replay"
+IN_FLIGHT_BYTES = 128 << 20   # the dataset's samples in flight per worker: 2 batches (Acme's), at most this much
 SPAWN = "spawn"     # actor processes: gRPC's threads do not survive a fork of a process using them
 
 
@@ -169,7 +170,7 @@ class ReverbStore:
         ds = self.reverb.TrajectoryDataset(
             server_address=self.address, table=TABLE, dtypes={"obs": tf.uint8},
             shapes={"obs": tf.TensorShape([spec.item_bytes])},
-            max_in_flight_samples_per_worker=2 * spec.batch_size)
+            max_in_flight_samples_per_worker=max(1, min(2 * spec.batch_size, IN_FLIGHT_BYTES // spec.item_bytes)))
         self.dataset = ds.batch(spec.batch_size, drop_remainder=True)
         self.iterator = self.dataset.as_numpy_iterator()
 
