@@ -11,8 +11,10 @@ Layout, as Acme lays it out:
   before timing, so it never blocks), or `SampleToInsertRatio` at the workload's samples per insert;
 - the server runs inside the cell process, beside the learner, as in Acme's single-process agents
   (`reverb.Server(tables, port=None)`, a C++ server on its own threads, outside the GIL); in Acme's
-  distributed layout it is a process of its own, but there as here every add and every sample goes
-  through a gRPC client, so the data path is the same;
+  distributed layout it is a process of its own. Actors' adds go over gRPC (localhost) either way; the
+  learner's samples here do not: Reverb notices that the sampler and the server share a process and reads
+  the table directly (its log says so), as it does in Acme's single-process agents, so the sample figures
+  are Reverb's table, chunk decompression and tf.data, not gRPC;
 - writers live in the `num_envs` actor processes (spawned: gRPC does not survive fork) and add with a
   `TrajectoryWriter`, as Acme's adders do: append the item, `create_item` on the last step, then
   `flush(max_in_flight)` to bound the items in flight (Acme: 5 for transitions, 2 for sequences);
