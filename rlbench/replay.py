@@ -181,6 +181,7 @@ class ActorShared:
     def __init__(self, ctx, actors: int):
         self.ctl = ctx.RawArray("q", 2)                 # phase, schedule start (perf_counter_ns)
         self.added = ctx.RawArray("q", actors)
+        self.ready = ctx.RawArray("q", actors)          # 1 once an actor's writer is set up (count() returned)
         self.lat = ctx.RawArray("q", actors * LAT_SLOTS * 2)
 
     def arrays(self):
@@ -195,6 +196,7 @@ def actor_main(writer, spec: ReplaySpec, actor: int, shared: ActorShared, parent
     period_ns = int(1e9 * spec.actors / spec.add_per_s)
     paced = spec.mode == "target"
     seq = writer.count(actor)
+    shared.ready[actor] = 1
     while ctl[0] != RUN:
         if ctl[0] == STOP or os.getppid() != parent:
             return
@@ -227,7 +229,16 @@ class ActorPool:
         for p in self.procs:
             p.start()
 
-    def go(self) -> None:
+    def go(self, timeout_s: float = 300.0) -> None:
+        """Start the schedule once every actor's writer is set up: an actor that first has to import its
+        framework or connect to a server (spawned processes) would otherwise start seconds late."""
+        deadline = time.monotonic() + timeout_s
+        ready = np.frombuffer(self.shared.ready, np.int64)
+        while not ready.all():
+            self.check()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"replay actors not ready after {timeout_s:g} s: {ready.tolist()}")
+            time.sleep(0.001)
         self.ctl[1] = time.perf_counter_ns() + 20_000_000
         self.ctl[0] = RUN
 
