@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from importlib.metadata import version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READY = "rlbench-env.json"     # written last: the build finished and what it holds
@@ -71,7 +70,7 @@ class AdapterEnv:
             if record is None:
                 record = self._build(stream)
             if record.get("rlbench_root") != ROOT:  # a cached env used from another checkout
-                self._pip(["install", "--no-deps", "--no-build-isolation", "-e", ROOT], stream, quiet=True)
+                self._install_rlbench(stream)
                 record["rlbench_root"] = ROOT
                 _write_json(os.path.join(self.dir, READY), record)
             return record
@@ -84,9 +83,8 @@ class AdapterEnv:
         with open(self.log, "w"):
             pass
         self._run([sys.executable, "-m", "venv", self.dir], stream)
-        self._pip(["install", f"setuptools=={version('setuptools')}"], stream, quiet=True)  # the one rlbench builds with
         self._pip(["install", "-r", self.requirements], stream)
-        self._pip(["install", "--no-deps", "--no-build-isolation", "-e", ROOT], stream, quiet=True)
+        self._install_rlbench(stream)
         freeze = subprocess.run([self.python, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True,
                                 text=True, check=True).stdout
         record = {"name": self.name, "requirements": os.path.relpath(self.requirements, ROOT),
@@ -99,20 +97,28 @@ class AdapterEnv:
               f"({record['size_mb']} MB, {len(record['packages'])} packages)", file=stream, flush=True)
         return record
 
+    def _install_rlbench(self, stream):
+        """This checkout, editable and without dependencies: the env's own pins stay as they are. Its build
+        backend comes in pip's isolated build env, pinned by the project's constraints."""
+        constraints = os.path.join(ROOT, "constraints.txt")
+        extra = {"PIP_CONSTRAINT": constraints} if os.path.exists(constraints) else {}
+        self._pip(["install", "--no-deps", "-e", ROOT], stream, quiet=True, env=extra)
+
     @property
     def log(self) -> str:
         return self.dir + ".build.log"
 
-    def _pip(self, args, stream, quiet=False):
-        self._run([self.python, "-m", "pip", "--disable-pip-version-check", *args], stream, quiet)
+    def _pip(self, args, stream, quiet=False, env=None):
+        self._run([self.python, "-m", "pip", "--disable-pip-version-check", *args], stream, quiet, env)
 
-    def _run(self, cmd, stream, quiet=False):
+    def _run(self, cmd, stream, quiet=False, env=None):
         """Run a build step, its output to the log and pip's progress lines to `stream`."""
         with open(self.log, "a") as log:
             log.write(f"$ {' '.join(cmd)}\n")
             log.flush()
             try:
-                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env={**os.environ, **(env or {})})
             except OSError as exc:
                 raise EnvBuildError(f"environment '{self.name}' failed to build: {exc}") from None
             last = ""
