@@ -27,7 +27,8 @@ install-extras: install
 bench: install
 	$(VENV)/bin/rlbench run $(SUITE)
 
-test: install
+# The adapters with their own environment are tested for real, so their environments are built first (cached).
+test: install install-extras
 	$(PY) -m pytest -q
 
 # Rebuild CSV and HTML of a run (default: the last one) from its results.jsonl.

@@ -3,7 +3,6 @@ build that fails or cannot happen is a row with the reason, never a crash of the
 
 The environment here pins only rlbench's core packages at the main environment's versions (a real
 build from the registry, small), through adapters of a fake distribution on PYTHONPATH."""
-import json
 from importlib.metadata import version
 
 import pytest
@@ -36,10 +35,6 @@ def runs(tmp_path_factory):
     return base, first, second, listing, bad
 
 
-def env_json(run) -> dict:
-    return json.loads((run.out / "env.json").read_text())
-
-
 def test_cell_runs_on_the_adapters_own_interpreter(runs):
     base, first, *_ = runs
     assert first.rc == 0, first.stderr
@@ -50,7 +45,7 @@ def test_cell_runs_on_the_adapters_own_interpreter(runs):
 
 def test_env_json_records_the_environments_packages(runs):
     _, first, *_ = runs
-    record = env_json(first)["adapter_envs"]["test-core"]
+    record = first.env["adapter_envs"]["test-core"]
     assert record["packages"]["numpy"] == version("numpy")
     assert record["packages"]["gymnasium"] == version("gymnasium")
     assert record["build_s"] > 0 and record["python"].endswith("/bin/python")
@@ -62,7 +57,7 @@ def test_failed_build_is_an_error_row_with_the_reason(runs):
     row = first.row("test-broken-env")
     assert row["status"] == "error"
     assert "environment 'test-broken' failed to build" in row["error"] and "log:" in row["error"]
-    assert env_json(first)["adapter_envs"]["test-broken"]["status"] == "error"
+    assert first.env["adapter_envs"]["test-broken"]["status"] == "error"
 
 
 def test_missing_requirements_file_is_unsupported(runs):
@@ -76,7 +71,7 @@ def test_built_environment_is_reused_and_no_build_leaves_unbuilt_ones_unsupporte
     assert second.rc == 0, second.stderr
     assert "building environment" not in second.stderr
     assert second.row("test-own-env")["status"] == "ok"
-    assert env_json(second)["adapter_envs"]["test-core"]["built_at"] == env_json(first)["adapter_envs"]["test-core"]["built_at"]
+    assert second.env["adapter_envs"]["test-core"]["built_at"] == first.env["adapter_envs"]["test-core"]["built_at"]
     row = second.row("test-broken-env")
     assert row["status"] == "unsupported" and "is not built" in row["error"]
 

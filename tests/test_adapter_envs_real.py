@@ -1,0 +1,48 @@
+"""The adapters with their own environment, for real: the harness builds (or reuses, from $RLBENCH_VENVS or
+.venvs/) each pinned environment and runs a small cell of every one of them beside a main-environment
+adapter; env.json records each environment's package versions. `make test` builds them first
+(`make install-extras`), so here they are normally cached."""
+import pytest
+
+from conftest import run_cli_subprocess, write_suite
+
+pytestmark = pytest.mark.slow
+
+SUITE = """
+[[sweep]]   # reverb (TensorFlow 2.15, numpy 1.26) beside our numpy ring, same workload
+adapters = ["reverb", "numpy-ring"]
+envs = ["replay/SAC-Hopper"]
+num_envs = [1]
+env_kwargs = { mode = ["max-sample"], max_mb = [8] }
+"""
+PROTOCOL = """[protocol]
+repeats = 1
+warmup_s = 0.2
+warmup_units = 2
+duration_s = 0.5
+min_units = 3
+timeout_s = 240
+"""
+ENVS = {"reverb": ("reverb", "dm-reverb", "0.14.0")}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("real-envs")
+    suite = write_suite(base, SUITE, protocol=PROTOCOL)
+    return run_cli_subprocess(["run", str(suite)], base / "out", timeout=1800)
+
+
+def test_every_cell_ran(run):
+    assert run.rc == 0, run.stderr[-3000:]
+    bad = [(r["cell_id"], r["status"], r.get("error")) for r in run.rows if r["status"] != "ok"]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("adapter", sorted(ENVS))
+def test_env_json_records_the_adapters_environment(run, adapter):
+    env_name, package, pinned = ENVS[adapter]
+    record = run.env["adapter_envs"][env_name]
+    assert record["packages"][package] == pinned
+    assert record["packages"]["numpy"].startswith("1.26.")   # not the main environment's numpy
+    assert record["python"].endswith("/bin/python")
