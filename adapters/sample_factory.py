@@ -130,11 +130,16 @@ class SampleFactorySession:
         self.loop.set_new_trajectory_callback(self._on_trajectory)
         self.thread = threading.Thread(target=self._run, name="sf-sampling-loop", daemon=True)
         self.thread.start()
-        self.loop.wait_until_ready()
-        self.loop.start()  # model_initialized(None): the inference worker builds the zero-encoder policy
         self.unit = workload.num_envs * options["rollout"]
+        self.processes = workers + 1  # rollout workers and one inference worker, all spawned
         self.info = {"workers": workers, "batch_size": per_worker // options["worker_num_splits"]}
-        self.step()  # first rollouts arrive only after every process started: not part of the first unit
+        try:
+            self.loop.wait_until_ready()
+            self.loop.start()  # model_initialized(None): the inference worker builds the zero-encoder policy
+            self.step()  # first rollouts arrive only after every process started: not part of the first unit
+        except BaseException:
+            self.close()
+            raise
 
     def _run(self):
         status = self.loop.run()
@@ -152,13 +157,19 @@ class SampleFactorySession:
             self._lock.notify_all()
 
     def step(self) -> int:
+        import multiprocessing
         with self._lock:
-            start = self._sampled
+            start, deadline = self._sampled, time.monotonic() + 60.0
             while self._sampled - start < self.unit:
                 if self._failed:
                     raise RuntimeError(self._failed)
-                if not self._lock.wait(timeout=60.0):
-                    raise RuntimeError("Sample Factory sampled nothing for 60 s")
+                if not self._lock.wait(timeout=1.0):
+                    alive = len(multiprocessing.active_children())
+                    if alive < self.processes:
+                        raise RuntimeError(f"a Sample Factory process exited ({alive} of {self.processes} "
+                                           f"alive; its error is on stderr)")
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("Sample Factory sampled nothing for 60 s")
             return self._sampled - start
 
     def close(self):
@@ -187,7 +198,10 @@ class SampleFactorySession:
                  if isinstance(ps.policy_lock, synchronize.SemLock)}
         for finalizer in list(util._finalizer_registry.values()):
             if getattr(finalizer, "_callback", None) is synchronize.SemLock._cleanup and finalizer._args[0] in names:
-                finalizer()
+                try:
+                    finalizer()
+                except OSError:  # already gone (another cell's runner sweeping /dev/shm of the machine)
+                    pass
         if self._own_tracker and not multiprocessing.active_children():
             resource_tracker._resource_tracker._stop()
 
