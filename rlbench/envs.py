@@ -109,13 +109,28 @@ def env_fns(workload) -> list:
 def _make_atari(env_id: str):
     import ale_py
     import gymnasium as gym
-    gym.register_envs(ale_py)
+    if hasattr(gym, "register_envs"):  # gymnasium >= 1.0; 0.29 registers ALE/ through ale-py's entry point
+        gym.register_envs(ale_py)
     env = gym.make(f"ALE/{env_id}", frameskip=1, repeat_action_probability=0.0, full_action_space=False,
                    max_num_frames_per_episode=108_000)
     env = gym.wrappers.AtariPreprocessing(env, noop_max=ATARI["noop_max"], frame_skip=ATARI["frameskip"],
                                           screen_size=ATARI["screen"], terminal_on_life_loss=False,
                                           grayscale_obs=True, scale_obs=False)
-    return gym.wrappers.FrameStackObservation(env, ATARI["stack"])
+    return _frame_stack(env, ATARI["stack"])
+
+
+def _frame_stack(env, stack: int):
+    """The last `stack` frames as one (stack, 84, 84) uint8 array, the reset frame repeated at first.
+
+    gymnasium >= 1.0 has FrameStackObservation (padding_type="reset"); 0.29 (per-adapter environments,
+    e.g. Sample Factory's) has FrameStack, which returns LazyFrames: made an ndarray here, so both
+    give the same observations.
+    """
+    import gymnasium as gym
+    if hasattr(gym.wrappers, "FrameStackObservation"):
+        return gym.wrappers.FrameStackObservation(env, stack)
+    import numpy as np
+    return gym.wrappers.TransformObservation(gym.wrappers.FrameStack(env, stack), np.asarray)
 
 
 def envpool_kwargs(env_id: str) -> dict:

@@ -12,11 +12,14 @@ from rlbench import reference
 STRATEGIES = {
     "for-loop": ("serial", lambda r, w: r["num_envs"] == w),
     "subprocess": ("gymnasium-async", lambda r, w: r["num_envs"] == w),
+    # rollout worker processes (any envs per worker: EnvPool ran 1, its best, so a best-of like async)
+    "sample-factory": ("sample-factory", lambda r, w: r["workers"] == w),
     "envpool-sync": ("envpool-sync", lambda r, w: r["num_envs"] == w),
     "envpool-async": ("envpool-async", lambda r, w: r["batch_size"] == w and r["num_envs"] > w),
 }
 RATIOS = (("envpool-sync", "subprocess"), ("envpool-async", "subprocess"), ("envpool-async", "envpool-sync"),
-          ("envpool-sync", "for-loop"), ("subprocess", "for-loop"))
+          ("envpool-sync", "for-loop"), ("subprocess", "for-loop"), ("sample-factory", "subprocess"),
+          ("envpool-sync", "sample-factory"))
 COLUMNS = ("check", "env", "workers", "quantity", "measured", "published", "measured_over_published",
            "tolerance", "verdict", "cells", "conditions")
 
@@ -26,7 +29,7 @@ def _ok(rows):
 
 
 def best(rows, env, strategy, workers):
-    """The fastest ok cell of a strategy at `workers` (EnvPool's async column is a best-of)."""
+    """The fastest ok cell of a strategy at `workers` (EnvPool's async and Sample Factory columns are best-ofs)."""
     adapter, belongs = STRATEGIES[strategy]
     cands = [r for r in _ok(rows) if r["env"] == env and r["adapter"] == adapter and r["policy"] == "random"
              and belongs(r, workers)]

@@ -8,10 +8,10 @@ from rlbench.results import ResultSet, frames
 from rlbench.validate import _interpolate, validation_rows
 
 
-def _cell(adapter, env, n, rate, batch=None, frameskip=1, kw=None, repeats=3):
-    cell_id = f"{adapter}/{env}{kw or ''}/n={n}/b={batch}"
+def _cell(adapter, env, n, rate, batch=None, frameskip=1, kw=None, repeats=3, workers=None):
+    cell_id = f"{adapter}/{env}{kw or ''}/n={n}/b={batch}" + (f"/w={workers}" if workers else "")
     base = {"cell_id": cell_id, "cell_index": 0, "adapter": adapter, "env": env, "env_kwargs": kw or {},
-            "num_envs": n, "workers": None, "batch_size": batch, "policy": "random", "device": "cpu",
+            "num_envs": n, "workers": workers, "batch_size": batch, "policy": "random", "device": "cpu",
             "options": {}, "frameskip": frameskip, "status": "ok", "profiled": False, "suite": "v", "schema": 1}
     return [frames({**base, "repeat": r, "env_steps": int(rate), "units": 1, "seconds": 1.0,
                     "steps_per_s": rate, "latency_p50_ms": 1.0, "latency_p99_ms": 1.0, "policy_s": None,
@@ -25,6 +25,9 @@ def _published_run(scale=1.0):
     for w in (1, 2):
         rows += _cell("serial", "Pong-v5", w, pub["for-loop"][w] * scale / 4, frameskip=4)
         rows += _cell("gymnasium-async", "Pong-v5", w, pub["subprocess"][w] * scale / 4, frameskip=4)
+        rows += _cell("sample-factory", "Pong-v5", w, pub["sample-factory"][w] * scale / 4, frameskip=4, workers=w)
+        rows += _cell("sample-factory", "Pong-v5", 2 * w, pub["sample-factory"][w] * scale / 5, frameskip=4,
+                      workers=w)
         rows += _cell("envpool-sync", "Pong-v5", w, pub["envpool-sync"][w] * scale / 4, batch=w, frameskip=4)
         rows += _cell("envpool-async", "Pong-v5", 3 * w, pub["envpool-async"][w] * scale / 4, batch=w, frameskip=4)
         rows += _cell("envpool-async", "Pong-v5", 4 * w, pub["envpool-async"][w] * scale / 8, batch=w, frameskip=4)
@@ -33,7 +36,7 @@ def _published_run(scale=1.0):
 
 def test_published_numbers_validate_with_ratio_one():
     rows = [r for r in validation_rows(_published_run(scale=3.0)) if r["quantity"].startswith("ratio")]
-    assert len(rows) == 2 * 5
+    assert len(rows) == 2 * 7
     for r in rows:
         assert r["measured_over_published"] == pytest.approx(1.0)
         assert r["verdict"] == "within tolerance"
@@ -45,6 +48,18 @@ def test_async_column_is_the_best_over_num_envs_and_fps_are_frames():
     assert fps[(2, "frames/s envpool-async")]["measured"] == pytest.approx(18880.65)
     assert "n=6" in fps[(2, "frames/s envpool-async")]["cells"]  # 3 x batch beat 4 x batch
     assert fps[(1, "frames/s for-loop")]["verdict"].startswith("context only")
+
+
+def test_all_five_columns_of_envpools_table_at_1_and_2_workers():
+    rows = validation_rows(_published_run())
+    for w in (1, 2):
+        shown = {r["quantity"] for r in rows if r["workers"] == w and r["quantity"].startswith("frames/s")}
+        assert shown == {f"frames/s {s}" for s in ("for-loop", "subprocess", "sample-factory", "envpool-sync",
+                                                   "envpool-async")}
+    fps = {(r["workers"], r["quantity"]): r for r in rows}
+    sf = fps[(2, "frames/s sample-factory")]
+    assert sf["measured"] == pytest.approx(11148.0)  # workers=2: the 2-env cell beat the 4-env one
+    assert "n=2/" in sf["cells"] and "w=2" in sf["cells"]
 
 
 def test_a_ratio_off_by_more_than_the_tolerance_is_flagged():
