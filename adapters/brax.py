@@ -7,7 +7,8 @@ options and supports(), so brax and jax are imported inside the sessions only.
 `brax`: brax.envs.get_environment(<name>, backend=...) wrapped as Brax's trainers wrap it
 (`envs.training.wrap`: VmapWrapper, EpisodeWrapper with episode_length, AutoResetWrapper), stepped with
 uniform random actions in [-1, 1] (or the workload's MLP, in JAX) for scan_T steps of all num_envs envs in
-one ahead-of-time compiled lax.scan (compile_s); every unit ends in block_until_ready. A finished env is
+one ahead-of-time compiled lax.scan; compile_s is that lower + compile and the reset's jit, measured as
+CompileClock below measures it; every unit ends in block_until_ready. A finished env is
 reset inside the step that finished it, so every step counts: env steps per unit = scan_T x num_envs.
 
 `brax-ppo`: brax.training.agents.ppo.train called as its users call it (num_envs, episode_length,
@@ -23,7 +24,8 @@ exception raised from progress_fn at close).
 Compilation: open() waits for the first epoch, which contains the tracing and compiling of Brax's pmapped
 training epoch (and the reset, network init and small eager ops); compile_s is the sum of JAX's own
 compile-time events (/jax/core/compile/*: jaxpr trace, lowering to MLIR, backend compile) over open(),
-reported by jax.monitoring, so it is measured, not estimated; the first epoch (compile + one run) is inside
+reported by jax.monitoring as time spans; the union of the spans counts (nested tracing of inner jits
+overlaps its outer trace), so it is measured wall time spent compiling, not an estimate; the first epoch (compile + one run) is inside
 setup_s and never in a rate, and the harness's warm-up units follow it.
 One env step: one transition of one env (Brax's env_steps counter; action_repeat multiplies it).
 updates_per_s counts gradient (Adam) steps: training_steps_per_unit x num_updates_per_batch x num_minibatches
@@ -83,6 +85,7 @@ class BraxSession:
         from brax import envs
         from jax.sharding import PartitionSpec as P
         self.jax = jax
+        clock = CompileClock()
         devices = pick_devices(jax, workload, options, workload.num_envs, "num_envs")
         env = envs.training.wrap(make_env(workload, options), episode_length=options["episode_length"])
         T, n, d = options["scan_T"], workload.num_envs, len(devices)
@@ -106,7 +109,8 @@ class BraxSession:
         fn = sharded(jax, unit, devices, (P("d"), P()), P("d"))
         self.carry = place(jax, carry, devices, split=True)
         self.params = place(jax, params, devices, split=False)
-        self.run, compile_s = compile_ahead(jax, fn, self.carry, self.params)
+        self.run, _ = compile_ahead(jax, fn, self.carry, self.params)
+        compile_s = clock.stop()   # the scan's lower + compile and the reset's jit
         self.per_unit = T * n
         self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": d,
                      "device_settings": {**settings, "devices": d, "backend": options["backend"]}}
@@ -152,6 +156,36 @@ class Brax(Adapter):
 
 # -- brax-ppo: Brax's PPO trainer, one unit = one iteration of train()'s loop ------------------------------
 
+class CompileClock:
+    """Wall time JAX spends compiling while it runs: the union of its /jax/core/compile/* time spans
+    (jaxpr trace, lowering to MLIR, backend compile), as jax.monitoring reports them; nested tracing
+    (an inner jit traced inside its outer one) overlaps and counts once."""
+
+    def __init__(self):
+        from jax._src import monitoring
+        self.monitoring, self.spans = monitoring, []
+        monitoring.register_event_time_span_listener(self._on_span)
+
+    def _on_span(self, event, start, end, **_):
+        if event.startswith(COMPILE_EVENTS):
+            self.spans.append((start, end))
+
+    def stop(self) -> float:
+        if self._on_span in self.monitoring._event_time_span_listeners:
+            self.monitoring.unregister_event_time_span_listener(self._on_span)
+        return _covered(self.spans)
+
+
+def _covered(spans) -> float:
+    """Seconds covered by the union of (start, end) intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
 class _Stop(Exception):
     """Raised from progress_fn to end train() when the session closes."""
 
@@ -164,7 +198,7 @@ class BraxPPOSession:
             os.environ["JAX_PLATFORMS"] = "cpu"   # train() pmaps over the default backend's devices
         from rlbench.adapters.jax_envs import start_jax
         jax, settings = start_jax(options)
-        from jax._src import monitoring
+        clock = CompileClock()
         platform = "gpu" if options["platform"] == "auto" and workload.policy.device.startswith("cuda") \
             else options["platform"]
         if platform in ("cpu", "gpu") and jax.default_backend() != platform:
@@ -182,15 +216,6 @@ class BraxPPOSession:
         K = options["training_steps_per_unit"]
         self.updates_per_unit = K * options["num_updates_per_batch"] * options["num_minibatches"]
         self.results, self.permits = queue.Queue(), queue.Queue()
-        self.compile_s = 0.0
-        self._counting = True
-
-        def on_event(event, seconds, **_):
-            if self._counting and event.startswith(COMPILE_EVENTS):
-                self.compile_s += seconds
-        self._listener = on_event
-        monitoring.register_event_duration_secs_listener(on_event)
-        self._monitoring = monitoring
 
         def progress(step, metrics):
             if "training/sps" not in metrics:   # the initial evaluation (eval_envs > 0), before any training
@@ -215,8 +240,10 @@ class BraxPPOSession:
         t0 = perf_counter()
         self.thread = threading.Thread(target=run, name="brax-ppo-train", daemon=True)
         self.thread.start()
-        self.last_step = self._next()   # the first epoch: compile + one run, inside setup_s
-        self._counting = False
+        try:
+            self.last_step = self._next()   # the first epoch: compile + one run, inside setup_s
+        finally:
+            self.compile_s = clock.stop()
         self.first_epoch_s = perf_counter() - t0
         self.iterations = 0
         self.return_ = None
@@ -278,7 +305,6 @@ class BraxPPOSession:
                 "steps_to_target": self.steps_to_target}
 
     def close(self):
-        self._monitoring.unregister_event_duration_listener(self._listener)
         if self.thread.is_alive():
             self.permits.put("stop")
             self.thread.join(timeout=60)
