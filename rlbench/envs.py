@@ -4,6 +4,10 @@ Building envs in one place is what makes strategies comparable: same env, same p
 seeds. Atari follows EnvPool's benchmark (wrap_deepmind without episodic life or reward clipping):
 frameskip 4 with max-pooling, no sticky actions, 30 no-op starts, 84x84 grayscale, frame stack 4.
 MuJoCo uses each env's own frame_skip (5 for Ant and HalfCheetah), which frames count.
+Brax envs (`brax/<name>`, family brax) exist only inside JAX (adapters `brax`, `brax-ppo`, run in their own
+environment, adapters/envs/brax.txt); one env step is 0.05 s of simulated time on every Brax backend (as
+in Ant-v4 and HalfCheetah-v4), so their frameskip is 5 like MuJoCo's, counting 0.01 s of simulated time,
+whatever substeps a backend takes (positional: Ant 10 x 0.005 s, HalfCheetah 16 x 0.003125 s).
 """
 import importlib.util
 import os
@@ -28,6 +32,9 @@ ENVS = {
     "CartPole-v1": EnvInfo("CartPole-v1", "classic", native=("envpool",)),
     "Ant-v4": EnvInfo("Ant-v4", "mujoco", frameskip=5, native=("envpool",)),
     "HalfCheetah-v4": EnvInfo("HalfCheetah-v4", "mujoco", frameskip=5, native=("envpool",)),
+    # Brax (JAX) envs: brax.envs.get_environment(<name>); no gymnasium or EnvPool counterpart
+    "brax/ant": EnvInfo("brax/ant", "brax", frameskip=5),
+    "brax/halfcheetah": EnvInfo("brax/halfcheetah", "brax", frameskip=5),
     "rlbench/Synthetic-v0": EnvInfo(
         "rlbench/Synthetic-v0", "synthetic",
         kwargs={"step_cost_us": 0.0, "obs_bytes": 64, "episode_len": 1000},
@@ -97,6 +104,9 @@ def make_env(env_id: str, **kwargs):
         import rlbench.synthetic  # noqa: F401  (registers the env)
     if family == "atari":
         return _make_atari(env_id)
+    if family == "brax":
+        from rlbench.errors import Unsupported
+        raise Unsupported(f"{env_id} is a Brax env: it runs only inside JAX (adapters brax, brax-ppo)")
     return gym.make(env_id, **kwargs)
 
 

@@ -1,0 +1,371 @@
+"""Brax: `brax` (env stepping, jit + vmap inside lax.scan) and `brax-ppo` (Brax's own PPO trainer).
+
+Both run in their own environment (`environment = "brax"`, pinned in adapters/envs/brax.txt: jax 0.9.2,
+brax 0.14.2, whose PPO runs with that jax); the main environment imports this module only to read names,
+options and supports(), so brax and jax are imported inside the sessions only.
+
+`brax`: brax.envs.get_environment(<name>, backend=...) wrapped as Brax's trainers wrap it
+(`envs.training.wrap`: VmapWrapper, EpisodeWrapper with episode_length, AutoResetWrapper), stepped with
+uniform random actions in [-1, 1] (or the workload's MLP, in JAX) for scan_T steps of all num_envs envs in
+one ahead-of-time compiled lax.scan; compile_s is that lower + compile and the reset's jit, measured as
+CompileClock below measures it; every unit ends in block_until_ready. A finished env is
+reset inside the step that finished it, so every step counts: env steps per unit = scan_T x num_envs.
+
+`brax-ppo`: brax.training.agents.ppo.train called as its users call it (num_envs, episode_length,
+unroll_length, batch_size, num_minibatches, num_updates_per_batch, a progress_fn), on a background thread.
+train() is one monolithic call whose compiled training epoch is not exposed, so the unit is what train()'s
+own loop does between two progress_fn calls: one training epoch of `training_steps_per_unit` training steps
+(Brax times it itself as training/sps), reading env_steps back, policy_params_fn, and Brax's evaluator when
+eval_envs > 0. progress_fn hands the epoch's env steps (Brax's own env_steps counter) to step() and then
+blocks until the next step() call, so the trainer never runs ahead outside a timed unit and each unit's
+latency is exactly one iteration of train()'s loop. num_evals and num_timesteps are set so that an epoch is
+`training_steps_per_unit` training steps and the run never ends during a cell (it is stopped by an
+exception raised from progress_fn at close).
+Compilation: open() waits for the first epoch, which contains the tracing and compiling of Brax's pmapped
+training epoch (and the reset, network init and small eager ops); compile_s is the sum of JAX's own
+compile-time events (/jax/core/compile/*: jaxpr trace, lowering to MLIR, backend compile) over open(),
+reported by jax.monitoring as time spans; the union of the spans counts (nested tracing of inner jits
+overlaps its outer trace), so it is measured wall time spent compiling, not an estimate; the first epoch (compile + one run) is inside
+setup_s and never in a rate, and the harness's warm-up units follow it.
+One env step: one transition of one env (Brax's env_steps counter; action_repeat multiplies it).
+updates_per_s counts gradient (Adam) steps: training_steps_per_unit x num_updates_per_batch x num_minibatches
+per unit. return_mean (and time_to_target_s) needs eval_envs > 0: Brax's evaluator's eval/episode_reward,
+whose time is then part of every unit, as in train() with run_evals.
+"""
+import math
+import os
+import sys
+from time import perf_counter
+
+from rlbench.api import Adapter, Option, Unsupported, register
+
+ENVS = {"brax/ant": "ant", "brax/halfcheetah": "halfcheetah"}   # rlbench id -> brax.envs name
+BACKENDS = ("positional", "generalized", "spring", "mjx")       # positional: Brax's training colab default
+POLICIES = ("random", "mlp")
+COMPILE_EVENTS = "/jax/core/compile/"   # jaxpr_trace_duration, jaxpr_to_mlir_module_duration, backend_compile_duration
+
+BACKEND = Option("backend", str, "positional", "Brax physics pipeline (positional: Brax's training colab "
+                 "default)", BACKENDS)
+EPISODE_LENGTH = Option("episode_length", int, 1000, "steps before EpisodeWrapper truncates an episode")
+
+
+def _jax_options():
+    # jax_envs imports JAX lazily: its option table and helpers are shared, not duplicated
+    from rlbench.adapters.jax_envs import JAX_OPTIONS
+    return JAX_OPTIONS
+
+
+def _common_supports(workload, options, adapter):
+    if workload.env_id not in ENVS:
+        return f"{adapter} has no env {workload.env_id} (valid: {', '.join(ENVS)})"
+    if workload.env_kwargs:
+        return f"{adapter} takes no env_kwargs (got {', '.join(workload.env_kwargs)})"
+    if options["backend"] not in BACKENDS:   # options come typed and checked; kept for direct callers
+        return f"backend={options['backend']} (valid: {', '.join(BACKENDS)})"
+    if options["episode_length"] < 1:
+        return f"episode_length={options['episode_length']} must be >= 1"
+    return None
+
+
+def make_env(workload, options):
+    from brax import envs
+    return envs.get_environment(ENVS[workload.env_id], backend=options["backend"])
+
+
+# -- brax: env stepping ------------------------------------------------------------------------------------
+
+class BraxSession:
+    """One unit: scan_T steps of all num_envs wrapped Brax envs, policy included, one compiled call."""
+
+    def __init__(self, workload, options):
+        from rlbench.adapters.jax_envs import compile_ahead, make_actor, pick_devices, place, sharded, start_jax
+        jax, settings = start_jax(options)
+        import jax.numpy as jnp
+        import numpy as np
+        from brax import envs
+        from jax.sharding import PartitionSpec as P
+        self.jax = jax
+        clock = CompileClock()
+        devices = pick_devices(jax, workload, options, workload.num_envs, "num_envs")
+        env = envs.training.wrap(make_env(workload, options), episode_length=options["episode_length"])
+        T, n, d = options["scan_T"], workload.num_envs, len(devices)
+        low = -np.ones((env.action_size,), np.float32)
+        params, act = make_actor(jax, workload, (env.observation_size,), ("box", low, -low))
+
+        def unit(carry, params):  # one device's envs
+            def body(c, _):
+                state, key, ret = c
+                key, k_act = jax.random.split(key[0])
+                state = env.step(state, act(params, state.obs, k_act))
+                return (state, key[None], ret + state.reward), None
+            return jax.lax.scan(body, carry, None, length=T)[0]
+
+        keys = jax.random.split(jax.random.PRNGKey(workload.seed), n + d)
+        t0 = perf_counter()
+        state = jax.jit(env.reset)(keys[:n])
+        jax.block_until_ready(state)
+        self.reset_s = perf_counter() - t0
+        carry = (state, keys[n:], jnp.zeros((n,), jnp.float32))   # one loop key per device
+        fn = sharded(jax, unit, devices, (P("d"), P()), P("d"))
+        self.carry = place(jax, carry, devices, split=True)
+        self.params = place(jax, params, devices, split=False)
+        self.run, _ = compile_ahead(jax, fn, self.carry, self.params)
+        compile_s = clock.stop()   # the scan's lower + compile and the reset's jit
+        self.per_unit = T * n
+        self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": d,
+                     "device_settings": {**settings, "devices": d, "backend": options["backend"]}}
+
+    def step(self) -> int:
+        self.carry = self.run(self.carry, self.params)
+        self.jax.block_until_ready(self.carry)
+        return self.per_unit
+
+    def drain(self):
+        self.jax.block_until_ready(self.carry)
+
+    def returns(self):
+        """Reward summed per env since open (keeps the rewards live in the program)."""
+        return self.carry[2]
+
+    def close(self):
+        self.carry = self.params = self.run = None
+
+
+@register
+class Brax(Adapter):
+    name = "brax"
+    kind = "vector_env"
+    environment = "brax"
+    description = ("Brax envs (jax): envs.training.wrap (vmap, episode, auto-reset), lax.scan over scan_T steps, "
+                   "random or MLP actions inside, AOT-compiled")
+    requires = ("brax", "jax")
+    options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)"),
+               BACKEND, EPISODE_LENGTH, *_jax_options())
+
+    def supports(self, workload, options):
+        from rlbench.adapters.jax_envs import _jax_supports
+        if options["scan_T"] < 1:
+            return f"scan_T={options['scan_T']} must be >= 1"
+        if options["devices"] > 1 and workload.num_envs % options["devices"]:
+            return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
+        return _common_supports(workload, options, self.name) or _jax_supports(workload, options, self.name)
+
+    def open(self, workload, options):
+        return BraxSession(workload, options)
+
+
+# -- brax-ppo: Brax's PPO trainer, one unit = one iteration of train()'s loop ------------------------------
+
+class CompileClock:
+    """Wall time JAX spends compiling while it runs: the union of its /jax/core/compile/* time spans
+    (jaxpr trace, lowering to MLIR, backend compile), as jax.monitoring reports them; nested tracing
+    (an inner jit traced inside its outer one) overlaps and counts once."""
+
+    def __init__(self):
+        from jax._src import monitoring
+        self.monitoring, self.spans = monitoring, []
+        monitoring.register_event_time_span_listener(self._on_span)
+
+    def _on_span(self, event, start, end, **_):
+        if event.startswith(COMPILE_EVENTS):
+            self.spans.append((start, end))
+
+    def stop(self) -> float:
+        if self._on_span in self.monitoring._event_time_span_listeners:
+            self.monitoring.unregister_event_time_span_listener(self._on_span)
+        return _covered(self.spans)
+
+
+def _covered(spans) -> float:
+    """Seconds covered by the union of (start, end) intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+class _Stop(Exception):
+    """Raised from progress_fn to end train() when the session closes."""
+
+
+class BraxPPOSession:
+    def __init__(self, workload, options):
+        import queue
+        import threading
+        if options["platform"] == "cpu" and "jax" not in sys.modules:
+            os.environ["JAX_PLATFORMS"] = "cpu"   # train() pmaps over the default backend's devices
+        from rlbench.adapters.jax_envs import start_jax
+        jax, settings = start_jax(options)
+        clock = CompileClock()
+        platform = "gpu" if options["platform"] == "auto" and workload.policy.device.startswith("cuda") \
+            else options["platform"]
+        if platform in ("cpu", "gpu") and jax.default_backend() != platform:
+            raise Unsupported(f"brax-ppo runs on JAX's default backend ({jax.default_backend()}), "
+                              f"not {platform}")
+        devices = jax.local_devices()
+        want = options["devices"] or len(devices)
+        if want > len(devices):
+            raise Unsupported(f"devices={want} but JAX sees {len(devices)} {devices[0].platform} device(s)")
+        if workload.num_envs % want:
+            raise Unsupported(f"num_envs={workload.num_envs} must be a multiple of devices={want}")
+        self.jax, self.options = jax, options
+        per_step = options["batch_size"] * options["unroll_length"] * options["num_minibatches"] \
+            * options["action_repeat"]
+        K = options["training_steps_per_unit"]
+        self.updates_per_unit = K * options["num_updates_per_batch"] * options["num_minibatches"]
+        self.results, self.permits = queue.Queue(), queue.Queue()
+
+        def progress(step, metrics):
+            if "training/sps" not in metrics:   # the initial evaluation (eval_envs > 0), before any training
+                return
+            self.results.put(("epoch", int(step), metrics))
+            if self.permits.get() == "stop":
+                raise _Stop
+
+        evals = 10 ** 9   # epochs; train() never gets through them: close() stops it
+        kwargs = self._train_kwargs(workload, options, evals, K * per_step * (evals - 1), progress, want)
+
+        def run():
+            try:
+                from brax.training.agents.ppo import train as ppo
+                ppo.train(**kwargs)
+                self.results.put(("done", None, None))
+            except _Stop:
+                pass
+            except BaseException as exc:  # noqa: BLE001  (handed to the main thread)
+                self.results.put(("error", exc, None))
+
+        t0 = perf_counter()
+        self.thread = threading.Thread(target=run, name="brax-ppo-train", daemon=True)
+        self.thread.start()
+        try:
+            self.last_step = self._next()   # the first epoch: compile + one run, inside setup_s
+        finally:
+            self.compile_s = clock.stop()
+        self.first_epoch_s = perf_counter() - t0
+        self.iterations = 0
+        self.return_ = None
+        self.t_start = None
+        self.time_to_target = self.steps_to_target = None
+        self.metrics = self
+        self.info = {"compile_s": self.compile_s, "device": devices[0].platform, "workers": want,
+                     "batch_size": per_step,
+                     "device_settings": {**settings, "devices": want, "backend": options["backend"]}}
+
+    @staticmethod
+    def _train_kwargs(workload, options, evals, num_timesteps, progress, devices):
+        import functools
+        from brax.training.agents.ppo import networks as ppo_networks
+        hidden = tuple(workload.policy.hidden)
+        return dict(
+            environment=make_env(workload, options), num_timesteps=num_timesteps, num_evals=evals,
+            max_devices_per_host=devices, num_envs=workload.num_envs, episode_length=options["episode_length"],
+            action_repeat=options["action_repeat"], unroll_length=options["unroll_length"],
+            batch_size=options["batch_size"], num_minibatches=options["num_minibatches"],
+            num_updates_per_batch=options["num_updates_per_batch"], learning_rate=options["learning_rate"],
+            entropy_cost=options["entropy_cost"], discounting=options["discounting"],
+            reward_scaling=options["reward_scaling"], normalize_observations=options["normalize_observations"],
+            network_factory=functools.partial(ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=hidden,
+                                              value_hidden_layer_sizes=hidden),
+            seed=workload.seed, run_evals=options["eval_envs"] > 0, num_eval_envs=max(options["eval_envs"], 1),
+            progress_fn=progress)
+
+    def _next(self):
+        kind, value, metrics = self.results.get()
+        if kind == "error":
+            raise value
+        if kind == "done":
+            raise RuntimeError("brax ppo.train returned: its num_timesteps ran out")
+        if "eval/episode_reward" in metrics:
+            self.return_ = float(metrics["eval/episode_reward"])
+        return value
+
+    def step(self) -> int:
+        if self.t_start is None:
+            self.t_start = perf_counter()
+        self.permits.put("go")
+        step = self._next()
+        done, self.last_step = step - self.last_step, step
+        self.iterations += 1
+        if self.time_to_target is None and self.return_ is not None \
+                and self.return_ >= self.options["target_return"]:
+            self.time_to_target = perf_counter() - self.t_start
+            self.steps_to_target = step
+        return done
+
+    # -- metrics over the timed window --
+    def reset(self):
+        self.mark = self.iterations
+
+    def read(self, seconds):
+        return {"updates_per_s": (self.iterations - self.mark) * self.updates_per_unit / seconds,
+                "return_mean": self.return_, "time_to_target_s": self.time_to_target,
+                "steps_to_target": self.steps_to_target}
+
+    def close(self):
+        if self.thread.is_alive():
+            self.permits.put("stop")
+            self.thread.join(timeout=60)
+
+
+PPO_OPTIONS = (
+    BACKEND,
+    EPISODE_LENGTH,
+    Option("unroll_length", int, 5, "steps per env per unroll (Brax's unroll_length)"),
+    Option("batch_size", int, 64, "unrolls per minibatch; batch_size x num_minibatches must be a multiple of "
+                                  "num_envs (Brax's Ant: 2048 with 4096 envs on a GPU)"),
+    Option("num_minibatches", int, 4, "minibatches per training step (Brax's Ant: 32)"),
+    Option("num_updates_per_batch", int, 4, "passes over each batch (Brax's Ant: 4)"),
+    Option("training_steps_per_unit", int, 1, "Brax training steps per epoch (per progress_fn call) = one unit"),
+    Option("action_repeat", int, 1, "Brax's action_repeat"),
+    Option("learning_rate", float, 3e-4, "Adam learning rate"),
+    Option("entropy_cost", float, 1e-2, "entropy bonus"),
+    Option("discounting", float, 0.97, "discount"),
+    Option("reward_scaling", float, 10.0, "reward scale (Brax's Ant: 10)"),
+    Option("normalize_observations", bool, True, "running observation normalisation"),
+    Option("eval_envs", int, 0, "Brax's evaluator after every epoch on this many envs (its time inside each "
+                                "unit); 0 = run_evals off, no return_mean"),
+    Option("target_return", float, math.inf, "eval return counted as reached (time_to_target_s; needs eval_envs)"),
+)
+
+
+@register
+class BraxPPO(Adapter):
+    name = "brax-ppo"
+    kind = "learner"
+    environment = "brax"
+    description = ("Brax's PPO (brax.training.agents.ppo.train) on a thread; one unit = one training epoch of "
+                   "train()'s own loop, between two progress_fn calls")
+    requires = ("brax", "jax")
+    options = (*PPO_OPTIONS, *_jax_options())
+
+    def supports(self, workload, options):
+        pol = workload.policy
+        if pol.name != "mlp":
+            return f"brax-ppo trains the policy: needs policy mlp (got {pol.name}; valid: mlp)"
+        if not (pol.device == "cpu" or pol.device.startswith("cuda")):
+            return f"policy device={pol.device}: cpu or cuda"
+        if pol.device.startswith("cuda") and options["platform"] == "cpu":
+            return "policy device=cuda with platform=cpu"
+        for key in ("unroll_length", "batch_size", "num_minibatches", "num_updates_per_batch",
+                    "training_steps_per_unit", "action_repeat"):
+            if options[key] < 1:
+                return f"{key}={options[key]} must be >= 1"
+        if options["eval_envs"] < 0:
+            return f"eval_envs={options['eval_envs']} must be >= 0"
+        if options["devices"] < 0:
+            return f"devices={options['devices']} must be >= 0 (0 = all local devices)"
+        if not 0 <= options["mem_fraction"] <= 1:
+            return f"mem_fraction={options['mem_fraction']} must be in [0, 1]"
+        if options["devices"] > 1 and workload.num_envs % options["devices"]:
+            return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
+        rollout = options["batch_size"] * options["num_minibatches"]
+        if rollout % workload.num_envs:
+            return (f"batch_size x num_minibatches = {rollout} must be a multiple of num_envs={workload.num_envs} "
+                    f"(Brax's PPO)")
+        return _common_supports(workload, options, self.name)
+
+    def open(self, workload, options):
+        return BraxPPOSession(workload, options)
