@@ -9,6 +9,7 @@ from rlbench import SCHEMA_VERSION
 from rlbench.plan import kv_label
 from rlbench.report import Reporter, write_atomic
 from rlbench.report.console import fmt_rate
+from rlbench.report.learners import learners_section
 from rlbench.report.profiles import profiles_section
 from rlbench.report.replay import replay_section
 from rlbench.results import SESSION_METRICS
@@ -37,10 +38,16 @@ class HtmlReporter(Reporter):
     def report(self, results, out_dir):
         rows = results.summary_rows()
         parts = [f"<h1>rlbench report: {_e(_suite_name(rows))}</h1>", _headline(results.env)]
-        for env_label, env_rows in _group([r for r in rows if r.get("kind") != "replay"], _env_label).items():
-            parts.append(f"<h2>{_e(env_label)}: env steps/s vs num_envs</h2>")
+        stepping = [r for r in rows if r.get("kind") in ("vector_env", "runner")]
+        if stepping:
+            parts.append("<h2>Env stepping: vector envs, samplers, Ray, JAX</h2>")
+        for env_label, env_rows in _group(stepping, _env_label).items():
+            parts.append(f"<h3>{_e(env_label)}: env steps/s vs num_envs</h3>")
             parts.append(throughput_chart(env_rows))
             parts.append(winners_table(env_rows))
+            parts.append(f"<h3>{_e(env_label)}: latency of one unit (p50 solid, p99 dashed) vs num_envs</h3>")
+            parts.append(latency_chart(env_rows))
+        parts.append(learners_section(results))
         parts.append(replay_section(results))
         parts.append(profiles_section(results, out_dir))
         ran = [r for r in rows if r["n"] or r["status"] not in ("unsupported",)]
@@ -107,12 +114,27 @@ def _tick(v: float) -> str:
 
 
 def throughput_chart(rows) -> str:
-    ok = [r for r in rows if r["n"] and r["steps_per_s_median"] == r["steps_per_s_median"]]
+    return log_chart(rows, [("steps_per_s_median", "", True)], "env steps/s (log scale)", "No successful cells for this env.")
+
+
+def latency_chart(rows) -> str:
+    return log_chart(rows, [("latency_p50_ms_median", "", False), ("latency_p99_ms_median", "6,4", False)],
+                     "ms per unit (log scale)", "")
+
+
+def log_chart(rows, metrics, y_label: str, empty: str) -> str:
+    """Log-log chart of metrics vs num_envs, one colour per strategy, every point labelled with its value;
+    metrics: [(summary key, SVG dash pattern, whether to draw its 95% CI as a band and bars)]."""
+    def val(r, key):
+        v = r.get(key)
+        return v if isinstance(v, (int, float)) and v == v and v > 0 else None
+    ok = [r for r in rows if r["n"] and any(val(r, k) for k, _, _ in metrics)]
     if not ok:
-        return "<p>No successful cells for this env.</p>"
+        return f"<p>{empty}</p>" if empty else ""
     xs = sorted({r["num_envs"] for r in ok})
-    ys = [v for r in ok for v in (r["steps_per_s_median"], r["steps_per_s_ci_low"], r["steps_per_s_ci_high"])
-          if v == v and v > 0]
+    ys = [v for r in ok for k, _, ci in metrics
+          for v in ((val(r, k),) + ((val(r, "steps_per_s_ci_low"), val(r, "steps_per_s_ci_high")) if ci else ()))
+          if v]
     y_ticks = _log_ticks(min(ys), max(ys))
     ly0, ly1 = math.log10(y_ticks[0]), math.log10(y_ticks[-1])
     lx0, lx1 = math.log2(xs[0]), math.log2(xs[-1]) if len(xs) > 1 else math.log2(xs[0]) + 1
@@ -124,7 +146,7 @@ def throughput_chart(rows) -> str:
     def py(v):
         return PAD_T + ph - (math.log10(max(v, y_ticks[0])) - ly0) / max(ly1 - ly0, 1e-9) * ph
 
-    svg = [f"<svg width='{W}' height='{H}' role='img' xmlns='http://www.w3.org/2000/svg'>",
+    svg = [f"<svg width='{W}' height='{H}' role='img' class='chart' xmlns='http://www.w3.org/2000/svg'>",
            f"<rect x='{PAD_L}' y='{PAD_T}' width='{pw}' height='{ph}' fill='none' stroke='#999'/>"]
     for t in y_ticks:
         svg.append(f"<line x1='{PAD_L}' x2='{PAD_L + pw}' y1='{py(t):.1f}' y2='{py(t):.1f}' stroke='#eee'/>"
@@ -133,20 +155,33 @@ def throughput_chart(rows) -> str:
         svg.append(f"<text x='{px(n):.1f}' y='{PAD_T + ph + 16}' text-anchor='middle'>{n}</text>")
     svg.append(f"<text x='{PAD_L + pw / 2}' y='{H - 6}' text-anchor='middle'>num_envs (log scale)</text>"
                f"<text transform='translate(14,{PAD_T + ph / 2}) rotate(-90)' text-anchor='middle'>"
-               "env steps/s (log scale)</text>")
+               f"{_e(y_label)}</text>")
     for i, (label, series) in enumerate(sorted(_group(ok, _series_label).items())):
         color = PALETTE[i % len(PALETTE)]
         series = sorted(series, key=lambda r: r["num_envs"])
-        points = " ".join(f"{px(r['num_envs']):.1f},{py(r['steps_per_s_median']):.1f}" for r in series)
-        svg.append(f"<polyline points='{points}' fill='none' stroke='{color}' stroke-width='2'/>")
-        for r in series:
-            x, y = px(r["num_envs"]), py(r["steps_per_s_median"])
-            lo, hi = r["steps_per_s_ci_low"], r["steps_per_s_ci_high"]
-            if lo == lo and hi == hi:
-                svg.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{py(lo):.1f}' y2='{py(hi):.1f}' "
-                           f"stroke='{color}' stroke-width='1.5'/>")
-            svg.append(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3.5' fill='{color}'>"
-                       f"<title>{_e(r['cell_id'])}: {fmt_rate(r['steps_per_s_median'])} steps/s</title></circle>")
+        for key, dash, ci in metrics:
+            pts = [r for r in series if val(r, key)]
+            if not pts:
+                continue
+            if ci:
+                band = [r for r in pts if val(r, "steps_per_s_ci_low") and val(r, "steps_per_s_ci_high")]
+                if len(band) > 1:
+                    poly = [f"{px(r['num_envs']):.1f},{py(r['steps_per_s_ci_high']):.1f}" for r in band]
+                    poly += [f"{px(r['num_envs']):.1f},{py(r['steps_per_s_ci_low']):.1f}" for r in reversed(band)]
+                    svg.append(f"<polygon points='{' '.join(poly)}' fill='{color}' fill-opacity='0.12' stroke='none'/>")
+            points = " ".join(f"{px(r['num_envs']):.1f},{py(r[key]):.1f}" for r in pts)
+            svg.append(f"<polyline points='{points}' fill='none' stroke='{color}' stroke-width='2'"
+                       + (f" stroke-dasharray='{dash}'" if dash else "") + "/>")
+            for r in pts:
+                x, y = px(r["num_envs"]), py(r[key])
+                lo, hi = val(r, "steps_per_s_ci_low"), val(r, "steps_per_s_ci_high")
+                if ci and lo and hi:
+                    svg.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{py(lo):.1f}' y2='{py(hi):.1f}' "
+                               f"stroke='{color}' stroke-width='1.5'/>")
+                shown = fmt_rate(r[key]) if r[key] >= 1000 else f"{r[key]:.3g}"
+                svg.append(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3.5' fill='{color}'>"
+                           f"<title>{_e(r['cell_id'])}: {shown}</title></circle>"
+                           f"<text x='{x + 5:.1f}' y='{y - 5:.1f}' fill='{color}' class='value'>{shown}</text>")
         ly = PAD_T + 12 + i * 16
         svg.append(f"<rect x='{W - PAD_R + 12}' y='{ly - 8}' width='12' height='3' fill='{color}'/>"
                    f"<text x='{W - PAD_R + 30}' y='{ly - 3}'>{_e(label)}</text>")
@@ -159,7 +194,8 @@ BASELINES = ("serial", "rlpyt-serial")  # the one-process loops a speedup is mea
 
 def winners(rows) -> list:
     """Per workload (num_envs x policy): the fastest strategy, its speedup over the one-process loop on
-    the same workload, and whether its lead is clear (its CI above the runner-up's) or within the noise.
+    the same workload, its parallel efficiency (speedup / the cores it had: 1.0 = every core ran as fast
+    as the loop alone), and whether its lead is clear (its CI above the runner-up's) or within the noise.
     Runners also train, so their env steps/s do not compete here."""
     out = []
     rows = [r for r in rows if r.get("kind", "vector_env") == "vector_env"]
@@ -171,9 +207,11 @@ def winners(rows) -> list:
         win, runner = at[0], (at[1] if len(at) > 1 else None)
         serial = next((r for b in BASELINES for r in at if r["adapter"] == b), None)
         clear = runner is None or not (win["steps_per_s_ci_low"] <= runner["steps_per_s_ci_high"])
+        speedup = win["steps_per_s_median"] / serial["steps_per_s_median"] if serial else None
         out.append({"num_envs": n, "policy": policy, "winner": _series_label(win),
-                    "steps_per_s": win["steps_per_s_median"],
-                    "speedup_over_serial": win["steps_per_s_median"] / serial["steps_per_s_median"] if serial else None,
+                    "steps_per_s": win["steps_per_s_median"], "speedup_over_serial": speedup,
+                    # the ideal: every core of the cell running the one-process loop's rate
+                    "efficiency": speedup / win["cpus"] if speedup and win.get("cpus") else None,
                     "runner_up": _series_label(runner) if runner else "",
                     "lead": "clear" if clear else "within the CIs of the runner-up"})
     return out
@@ -184,8 +222,10 @@ def winners_table(rows) -> str:
         f"<tr><td>{w['num_envs']}</td><td>{_e(w['policy'])}</td><td>{_e(w['winner'])}</td>"
         f"<td>{fmt_rate(w['steps_per_s'])}</td>"
         f"<td>{'-' if w['speedup_over_serial'] is None else format(w['speedup_over_serial'], '.2f') + 'x'}</td>"
+        f"<td>{'-' if w['efficiency'] is None else format(w['efficiency'], '.0%')}</td>"
         f"<td>{_e(w['runner_up'])}</td><td>{_e(w['lead'])}</td></tr>" for w in winners(rows))
     head = "".join(f"<th>{h}</th>" for h in ("num_envs", "policy", "fastest", "steps/s", "speedup over serial",
+                                             "parallel efficiency (speedup / cores)",
                                              "runner-up", "lead"))
     return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" if body else ""
 

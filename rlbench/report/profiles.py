@@ -5,6 +5,7 @@ import os
 
 from rlbench.profiles import STAGES, breakdown
 from rlbench.report import Reporter, write_atomic
+from rlbench.report.charts import stacked_bars
 from rlbench.report.csv_reporter import to_csv
 
 COLOURS = {"env": "#2ca02c", "inference": "#1f77b4", "learner": "#9467bd", "ipc": "#d62728", "harness": "#7f7f7f",
@@ -42,31 +43,13 @@ def profiles_section(results, out_dir: str) -> str:
     rows = profile_rows(results, out_dir)
     if not rows:
         return ""
-    label_w, bar_w, row_h = 330, 560, 26
-    height = row_h * len(rows) + 40
-    bars = []
-    for i, r in enumerate(rows):
-        y, x = 10 + i * row_h, label_w
-        bars.append(f"<text x='{label_w - 6}' y='{y + 15}' text-anchor='end'>{html.escape(r['cell_id'][:52])}</text>")
-        for s in RUNNING:
-            w = bar_w * (r[f"{s}_frac"] if r[f"{s}_frac"] == r[f"{s}_frac"] else 0)
-            if w <= 0:
-                continue
-            bars.append(f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='{row_h - 6}' fill='{COLOURS[s]}'>"
-                        f"<title>{LABELS[s]}: {r[f'{s}_frac']:.0%}</title></rect>")
-            if w > 30:
-                bars.append(f"<text x='{x + w / 2:.1f}' y='{y + 15}' text-anchor='middle' fill='#fff'>"
-                            f"{r[f'{s}_frac']:.0%}</text>")
-            x += w
-    legend = "".join(f"<span style='display:inline-block;margin-right:14px'><span style='display:inline-block;"
-                     f"width:12px;height:12px;background:{COLOURS[s]};margin-right:4px'></span>{LABELS[s]}</span>"
-                     for s in RUNNING)
+    chart = stacked_bars([(r["cell_id"], {s: r[f"{s}_frac"] for s in RUNNING}) for r in rows],
+                         [(s, LABELS[s], COLOURS[s]) for s in RUNNING])
     table = "".join(f"<tr><td>{html.escape(r['cell_id'])}</td>"
                     + "".join(f"<td>{r[f'{s}_s']:.2f}</td>" for s in STAGES)
                     + f"<td><a href='{html.escape(r['profile'])}'>speedscope</a></td></tr>" for r in rows)
     head = "".join(f"<th>{LABELS[s]} s</th>" for s in STAGES)
-    return (f"<h2>Where the time goes (py-spy, every process of the cell)</h2><p>{legend}</p>"
-            f"<svg width='{label_w + bar_w + 20}' height='{height}' class='profile-chart'>{''.join(bars)}</svg>"
+    return (f"<h2>Where the time goes (py-spy, every process of the cell)</h2>{chart}"
             f"<p>Shares of the sampled seconds outside setup, summed over the cell's processes; open a file at "
             f"speedscope.app (or any speedscope viewer) for the full flame graph.</p>"
             f"<table class='sortable'><thead><tr><th>cell</th>{head}<th>profile</th></tr></thead>"
