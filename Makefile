@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras bench test report compare ci-report check-overhead clean
+.PHONY: install install-extras browser bench test report compare ci-report check-overhead clean
 
 install: $(STAMP)
 
@@ -27,8 +27,13 @@ install-extras: install
 bench: install
 	$(VENV)/bin/rlbench run $(SUITE)
 
+# Debian's Chromium, for the tests that open the report in a real browser (scripts/check_report.py).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	command -v chromium >/dev/null || ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium)
+
 # The adapters with their own environment are tested for real, so their environments are built first (cached).
-test: install install-extras
+test: install install-extras browser
 	$(PY) -m pytest -q
 
 # Rebuild CSV and HTML of a run (default: the last one) from its results.jsonl.
