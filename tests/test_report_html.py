@@ -24,6 +24,10 @@ def results() -> ResultSet:
                  _row("impala", 8, rep, 20000.0, kind="learner", updates_per_s=150.0, samples_per_s=20000.0,
                       policy_lag_mean=1.5, policy_lag_max=4, env_frac=0.2, inference_frac=0.5, learn_frac=0.3,
                       policy_lag_hist=[10, 20, 5])]
+        for agents, rate in ((1, 50000.0), (8, 300000.0)):
+            rows.append(_row("purejaxrl-ppo", 4, rep, rate, kind="learner", compile_s=2.5, setup_s=3.0,
+                             options={"num_agents": agents}, updates_per_s=10.0,
+                             cell_id=f"purejaxrl-ppo/CartPole-v1/n=4/random/num_agents={agents}"))
     return ResultSet.from_rows(rows, {"cpu_model": "x"})
 
 
@@ -38,10 +42,12 @@ def test_sections_charts_and_learners(tmp_path):
     page = (tmp_path / "index.html").read_text()
     assert "Env stepping" in page and "Learners and training" in page
     charts = re.findall(r"<svg.*?</svg>", page)
-    assert len(charts) == 3                              # throughput, latency, learners' time split
-    throughput, latency, split = charts
+    assert len(charts) == 4                              # throughput, latency, agents, learners' time split
+    throughput, latency, agents, split = charts
     assert "<polygon" in throughput                       # the CI band of a series with two points
     assert throughput.count("<circle") == 3 and "1.62k" in throughput   # every point drawn and labelled
     assert "stroke-dasharray" in latency                  # p99 dashed beside p50
     assert "50%" in split and "learn" in page and "[10, 20, 5]" in page
     assert "Time split per stage" in page
+    assert "compile time apart from the rate" in page and "<td>2.50</td>" in page
+    assert "num_agents (log scale)" in agents and agents.count("<circle") == 2 and "<polyline" in agents

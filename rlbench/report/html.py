@@ -47,6 +47,7 @@ class HtmlReporter(Reporter):
             parts.append(winners_table(env_rows))
             parts.append(f"<h3>{_e(env_label)}: latency of one unit (p50 solid, p99 dashed) vs num_envs</h3>")
             parts.append(latency_chart(env_rows))
+        parts.append(jax_section(results, rows))
         parts.append(learners_section(results))
         parts.append(replay_section(results))
         parts.append(profiles_section(results, out_dir))
@@ -122,16 +123,17 @@ def latency_chart(rows) -> str:
                      "ms per unit (log scale)", "")
 
 
-def log_chart(rows, metrics, y_label: str, empty: str) -> str:
-    """Log-log chart of metrics vs num_envs, one colour per strategy, every point labelled with its value;
-    metrics: [(summary key, SVG dash pattern, whether to draw its 95% CI as a band and bars)]."""
+def log_chart(rows, metrics, y_label: str, empty: str, x=lambda r: r["num_envs"], x_label="num_envs",
+              series_label=None) -> str:
+    """Log-log chart of metrics vs x (num_envs unless told), one colour per strategy, every point labelled
+    with its value; metrics: [(summary key, SVG dash pattern, whether to draw its 95% CI as a band and bars)]."""
     def val(r, key):
         v = r.get(key)
         return v if isinstance(v, (int, float)) and v == v and v > 0 else None
     ok = [r for r in rows if r["n"] and any(val(r, k) for k, _, _ in metrics)]
     if not ok:
         return f"<p>{empty}</p>" if empty else ""
-    xs = sorted({r["num_envs"] for r in ok})
+    xs = sorted({x(r) for r in ok})
     ys = [v for r in ok for k, _, ci in metrics
           for v in ((val(r, k),) + ((val(r, "steps_per_s_ci_low"), val(r, "steps_per_s_ci_high")) if ci else ()))
           if v]
@@ -153,12 +155,12 @@ def log_chart(rows, metrics, y_label: str, empty: str) -> str:
                    f"<text x='{PAD_L - 6}' y='{py(t) + 4:.1f}' text-anchor='end'>{_tick(t)}</text>")
     for n in xs:
         svg.append(f"<text x='{px(n):.1f}' y='{PAD_T + ph + 16}' text-anchor='middle'>{n}</text>")
-    svg.append(f"<text x='{PAD_L + pw / 2}' y='{H - 6}' text-anchor='middle'>num_envs (log scale)</text>"
+    svg.append(f"<text x='{PAD_L + pw / 2}' y='{H - 6}' text-anchor='middle'>{_e(x_label)} (log scale)</text>"
                f"<text transform='translate(14,{PAD_T + ph / 2}) rotate(-90)' text-anchor='middle'>"
                f"{_e(y_label)}</text>")
-    for i, (label, series) in enumerate(sorted(_group(ok, _series_label).items())):
+    for i, (label, series) in enumerate(sorted(_group(ok, series_label or _series_label).items())):
         color = PALETTE[i % len(PALETTE)]
-        series = sorted(series, key=lambda r: r["num_envs"])
+        series = sorted(series, key=x)
         for key, dash, ci in metrics:
             pts = [r for r in series if val(r, key)]
             if not pts:
@@ -166,27 +168,47 @@ def log_chart(rows, metrics, y_label: str, empty: str) -> str:
             if ci:
                 band = [r for r in pts if val(r, "steps_per_s_ci_low") and val(r, "steps_per_s_ci_high")]
                 if len(band) > 1:
-                    poly = [f"{px(r['num_envs']):.1f},{py(r['steps_per_s_ci_high']):.1f}" for r in band]
-                    poly += [f"{px(r['num_envs']):.1f},{py(r['steps_per_s_ci_low']):.1f}" for r in reversed(band)]
+                    poly = [f"{px(x(r)):.1f},{py(r['steps_per_s_ci_high']):.1f}" for r in band]
+                    poly += [f"{px(x(r)):.1f},{py(r['steps_per_s_ci_low']):.1f}" for r in reversed(band)]
                     svg.append(f"<polygon points='{' '.join(poly)}' fill='{color}' fill-opacity='0.12' stroke='none'/>")
-            points = " ".join(f"{px(r['num_envs']):.1f},{py(r[key]):.1f}" for r in pts)
+            points = " ".join(f"{px(x(r)):.1f},{py(r[key]):.1f}" for r in pts)
             svg.append(f"<polyline points='{points}' fill='none' stroke='{color}' stroke-width='2'"
                        + (f" stroke-dasharray='{dash}'" if dash else "") + "/>")
             for r in pts:
-                x, y = px(r["num_envs"]), py(r[key])
+                cx, cy = px(x(r)), py(r[key])
                 lo, hi = val(r, "steps_per_s_ci_low"), val(r, "steps_per_s_ci_high")
                 if ci and lo and hi:
-                    svg.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{py(lo):.1f}' y2='{py(hi):.1f}' "
+                    svg.append(f"<line x1='{cx:.1f}' x2='{cx:.1f}' y1='{py(lo):.1f}' y2='{py(hi):.1f}' "
                                f"stroke='{color}' stroke-width='1.5'/>")
                 shown = fmt_rate(r[key]) if r[key] >= 1000 else f"{r[key]:.3g}"
-                svg.append(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3.5' fill='{color}'>"
+                svg.append(f"<circle cx='{cx:.1f}' cy='{cy:.1f}' r='3.5' fill='{color}'>"
                            f"<title>{_e(r['cell_id'])}: {shown}</title></circle>"
-                           f"<text x='{x + 5:.1f}' y='{y - 5:.1f}' fill='{color}' class='value'>{shown}</text>")
+                           f"<text x='{cx + 5:.1f}' y='{cy - 5:.1f}' fill='{color}' class='value'>{shown}</text>")
         ly = PAD_T + 12 + i * 16
         svg.append(f"<rect x='{W - PAD_R + 12}' y='{ly - 8}' width='12' height='3' fill='{color}'/>"
                    f"<text x='{W - PAD_R + 30}' y='{ly - 3}'>{_e(label)}</text>")
     svg.append("</svg>")
     return "".join(svg)
+
+
+def jax_section(results, rows) -> str:
+    """Compilation apart from every rate, and aggregate env steps/s against agents trained at once."""
+    compiled = [(r, results.benchmarks[r["cell_id"]].stat("compile_s")) for r in rows if r["n"]]
+    compiled = [(r, c) for r, c in compiled if c.n]
+    if not compiled:
+        return ""
+    body = "".join(f"<tr><td>{_e(r['cell_id'])}</td><td data-v='{r['steps_per_s_median']}'>"
+                   f"{fmt_rate(r['steps_per_s_median'])}</td><td>{c.median:.2f}</td>"
+                   f"<td>{results.benchmarks[r['cell_id']].stat('setup_s').median:.2f}</td></tr>" for r, c in compiled)
+    agents = [r for r, _ in compiled if "num_agents" in (r.get("options") or {})]
+    chart = log_chart(agents, [("steps_per_s_median", "", True)], "aggregate env steps/s (log scale)", "",
+                      x=lambda r: int(r["options"]["num_agents"]), x_label="num_agents",
+                      series_label=lambda r: f"{r['adapter']} {_env_label(r)} n={r['num_envs']}") if agents else ""
+    return ("<h2>Compiled programs (JAX): compile time apart from the rate</h2>"
+            "<p>compile_s is the ahead-of-time lowering and compilation inside setup; no rate includes it.</p>"
+            "<table class='sortable'><thead><tr><th>cell</th><th>env steps/s</th><th>compile s</th><th>setup s</th>"
+            f"</tr></thead><tbody>{body}</tbody></table>"
+            + (f"<h3>Agents trained at once: aggregate env steps/s vs num_agents</h3>{chart}" if chart else ""))
 
 
 BASELINES = ("serial", "rlpyt-serial")  # the one-process loops a speedup is measured against
