@@ -21,7 +21,7 @@ EXACT_MAX_N = 12
 
 # verdict -> does it fail the comparison
 VERDICTS = {"slower": True, "faster": False, "same": False, "uncertain": False, "not comparable": False,
-            "failed": False, "only in base": False, "only in new": False}
+            "failed": False, "not run": False, "only in base": False, "only in new": False}
 COLUMNS = ("cell_id", "verdict", "base_median", "new_median", "ratio", "change_pct", "p_value", "test",
            "base_n", "new_n", "base_ci_low", "base_ci_high", "new_ci_low", "new_ci_high", "reason")
 
@@ -118,8 +118,12 @@ def _compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha) -> dict
     bs, ns = summarize(bx), summarize(nx)
     row.update(base_median=bs.median, new_median=ns.median, base_n=bs.n, new_n=ns.n, base_ci_low=bs.ci_low,
                base_ci_high=bs.ci_high, new_ci_low=ns.ci_low, new_ci_high=ns.ci_high)
+    if not bx and not nx:
+        return {**row, "verdict": "not run", "reason": f"no ok repeat on either side ({b.status} / {n.status})"}
     if not bx or not nx:
-        return {**row, "verdict": "failed", "reason": f"no ok repeat in {'base' if not bx else 'new'}"}
+        side = b if not bx else n
+        return {**row, "verdict": "failed",
+                "reason": f"no ok repeat in {'base' if not bx else 'new'} ({side.status})"}
     row["ratio"] = ns.median / bs.median if bs.median else float("nan")
     row["change_pct"] = 100 * (row["ratio"] - 1)
     differ = [f"{k}: {bm[k]} vs {nm[k]}" for k in machine_diff]

@@ -104,15 +104,16 @@ def test_three_repeats_fall_back_to_confidence_intervals(tmp_path):
 
 def test_faster_only_missing_and_failed_cells_do_not_fail(tmp_path):
     base = {"a/x/n=1/random": [100.0, 101, 99, 100, 100.5], "gone/x/n=1/random": [1.0, 1, 1],
-            "f/x/n=1/random": [5.0, 5, 5]}
+            "f/x/n=1/random": [5.0, 5, 5], "u/x/n=1/random": [None]}
     new = {"a/x/n=1/random": [150.0, 151, 149, 150, 150.5], "added/x/n=1/random": [1.0, 1, 1],
-           "f/x/n=1/random": [None, None, None]}
+           "f/x/n=1/random": [None, None, None], "u/x/n=1/random": [None]}
     rc, rows = run_compare(tmp_path, base, new)
     assert rc == 0
     assert rows["a/x/n=1/random"]["verdict"] == "faster"
     assert rows["gone/x/n=1/random"]["verdict"] == "only in base"
     assert rows["added/x/n=1/random"]["verdict"] == "only in new"
-    assert rows["f/x/n=1/random"]["verdict"] == "failed"
+    assert rows["f/x/n=1/random"]["verdict"] == "failed" and "(error)" in rows["f/x/n=1/random"]["reason"]
+    assert rows["u/x/n=1/random"]["verdict"] == "not run"
 
 
 def test_different_machines_are_not_comparable(tmp_path):
