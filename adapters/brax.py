@@ -37,6 +37,7 @@ import os
 import sys
 from time import perf_counter
 
+from rlbench.adapters.jax_envs import CompiledScan
 from rlbench.api import Adapter, Option, Unsupported, register
 
 ENVS = {"brax/ant": "ant", "brax/halfcheetah": "halfcheetah"}   # rlbench id -> brax.envs name
@@ -74,8 +75,9 @@ def make_env(workload, options):
 
 # -- brax: env stepping ------------------------------------------------------------------------------------
 
-class BraxSession:
+class BraxSession(CompiledScan):
     """One unit: scan_T steps of all num_envs wrapped Brax envs, policy included, one compiled call."""
+    returns_at = 2
 
     def __init__(self, workload, options):
         from rlbench.adapters.jax_envs import compile_ahead, make_actor, pick_devices, place, sharded, start_jax
@@ -115,20 +117,6 @@ class BraxSession:
         self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": d,
                      "device_settings": {**settings, "devices": d, "backend": options["backend"]}}
 
-    def step(self) -> int:
-        self.carry = self.run(self.carry, self.params)
-        self.jax.block_until_ready(self.carry)
-        return self.per_unit
-
-    def drain(self):
-        self.jax.block_until_ready(self.carry)
-
-    def returns(self):
-        """Reward summed per env since open (keeps the rewards live in the program)."""
-        return self.carry[2]
-
-    def close(self):
-        self.carry = self.params = self.run = None
 
 
 @register

@@ -192,9 +192,32 @@ def _gymnax_supports(workload, adapter):
 
 # -- gymnax: vmapped envs in a jitted scan --------------------------------------------------------------
 
-class GymnaxSession:
+class CompiledScan:
+    """A session whose unit is one compiled call on a carry (set by the subclass with jax, run, params and
+    per_unit): dispatched, then waited for; drain() waits for whatever is still queued."""
+    sync = True      # tests turn this off to show what drain() catches
+    returns_at = -1  # the carry's element that sums reward per env
+
+    def step(self) -> int:
+        self.carry = self.run(self.carry, self.params)
+        if self.sync:
+            self.jax.block_until_ready(self.carry)
+        return self.per_unit
+
+    def drain(self):
+        self.jax.block_until_ready(self.carry)
+
+    def returns(self):
+        """Reward summed per env since open (keeps the rewards live in the program)."""
+        return self.carry[self.returns_at]
+
+    def close(self):
+        self.carry = self.params = self.run = None
+
+
+class GymnaxSession(CompiledScan):
     """One unit: `scan_T` steps of all num_envs envs, policy included, one compiled call."""
-    sync = True  # tests turn this off to show what drain() catches
+    returns_at = 3
 
     def __init__(self, workload, options):
         jax, settings = start_jax(options)
@@ -228,22 +251,6 @@ class GymnaxSession:
         self.per_unit = T * n
         self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": d,
                      "device_settings": {**settings, "devices": d}}
-
-    def step(self) -> int:
-        self.carry = self.run(self.carry, self.params)
-        if self.sync:
-            self.jax.block_until_ready(self.carry)
-        return self.per_unit
-
-    def drain(self):
-        self.jax.block_until_ready(self.carry)
-
-    def returns(self):
-        """Reward summed per env since open (keeps the rewards live in the program)."""
-        return self.carry[3]
-
-    def close(self):
-        self.carry = self.params = self.run = None
 
 
 @register
