@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READY = "rlbench-env.json"     # written last: the build finished and what it holds
@@ -35,7 +36,7 @@ class AdapterEnv:
     requirements: str                       # the pinned requirements file
     adapters: list = field(default_factory=list)
 
-    @property
+    @cached_property
     def key(self) -> str:
         try:
             with open(self.requirements, "rb") as f:
@@ -51,6 +52,14 @@ class AdapterEnv:
     @property
     def python(self) -> str:
         return os.path.join(self.dir, "bin", "python")
+
+    def state(self) -> str:
+        """One line for `rlbench list` and `rlbench envs`."""
+        record = self.record()
+        if record:
+            return f"built in {record['build_s']:.0f} s, {record['size_mb']} MB, {len(record['packages'])} packages"
+        return "not built (rlbench envs --build, make install-extras)" if os.path.exists(self.requirements) \
+            else "no requirements file"
 
     def record(self):
         """What the build left (rlbench-env.json), or None when it is not built."""

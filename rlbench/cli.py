@@ -291,8 +291,7 @@ def cmd_list(args) -> int:
         cls = adapters[name]
         own = environment_of(cls)
         if own:
-            state = (f"own environment '{own.name}': " +
-                     ("built" if own.record() else "not built (rlbench envs --build, make install-extras)"))
+            state = f"own environment '{own.name}': {own.state()}"
         else:
             reason = cls().available()
             state = "available" if reason is None else "unavailable: " + reason
@@ -327,10 +326,7 @@ def cmd_compare(args) -> int:
     for r in result.rows:
         if r["verdict"] not in ("same",):
             print(f"{r['verdict']:<15} {r['cell_id']}  {r['reason'] or ''}")
-    counts = {}
-    for r in result.rows:
-        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-    print(f"{len(result.rows)} cells: {', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; "
+    print(f"{len(result.rows)} cells: {result.counts_label}; "
           f"{len(result.regressions)} regression(s) beyond {threshold:.0%} at alpha {args.alpha:g}")
     print(f"comparison: {paths[1]}")
     return 1 if result.regressions else 0
@@ -351,10 +347,7 @@ def cmd_envs(args) -> int:
             except adapter_envs.EnvBuildError as exc:
                 print(f"rlbench: {exc}", file=sys.stderr)
                 failed += 1
-        record = env.record()
-        state = (f"built in {record['build_s']:.0f} s, {record['size_mb']} MB, {len(record['packages'])} packages"
-                 if record else "not built" if os.path.exists(env.requirements) else "no requirements file")
-        print(f"{name:<15} {', '.join(env.adapters):<28} {state}  ({env.dir})")
+        print(f"{name:<15} {', '.join(env.adapters):<28} {env.state()}  ({env.dir})")
     return 1 if failed else 0
 
 

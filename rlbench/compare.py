@@ -92,6 +92,14 @@ class Comparison:
     new_machine: dict
 
     @property
+    def counts_label(self) -> str:
+        """'19 failed, 41 same': cells per verdict."""
+        counts = {}
+        for r in self.rows:
+            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        return ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+
+    @property
     def regressions(self) -> list:
         return [r for r in self.rows if VERDICTS[r["verdict"]]]
 

@@ -23,9 +23,6 @@ def _num(v, fmt) -> str:
 
 
 def page(c: Comparison, base_dir: str, new_dir: str) -> str:
-    counts = {}
-    for r in c.rows:
-        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     head = ("<tr><th>cell</th><th>verdict</th><th>base steps/s</th><th>new steps/s</th><th>change %</th>"
             "<th>p</th><th>n base / new</th><th>reason</th></tr>")
     body = "".join(
@@ -41,7 +38,7 @@ def page(c: Comparison, base_dir: str, new_dir: str) -> str:
                f"significant at alpha {c.alpha:g}.</p>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>rlbench compare</title><style>{CSS}</style>"
             f"</head><body><h1>rlbench compare</h1><p>base: {_e(base_dir)}<br>new: {_e(new_dir)}</p>{verdict}"
-            f"<p>{_e(', '.join(f'{v} {k}' for k, v in sorted(counts.items())))}</p>"
+            f"<p>{_e(c.counts_label)}</p>"
             f"<table class='sortable'><thead>{head}</thead><tbody>{body}</tbody></table>"
             f"<h2>Machines</h2><table class='meta'><tr><th>key</th><th>base</th><th>new</th></tr>{machines}</table>"
             f"<script>{SORT_JS}</script></body></html>")
