@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras browser bench test report compare ci-report check-overhead clean
+.PHONY: install install-extras browser bench test test-slow report compare ci-report check-overhead clean
 
 install: $(STAMP)
 
@@ -33,8 +33,13 @@ browser:
 	command -v chromium >/dev/null || ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium)
 
 # The adapters with their own environment are tested for real, so their environments are built first (cached).
+# `make test` leaves out the few tests marked slow (real trainings, clusters, isolated envs' own suites);
+# `make test-slow` runs just those, and CI runs both.
 test: install install-extras browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
+
+test-slow: install install-extras browser
+	$(PY) -m pytest -q -m slow
 
 # Rebuild CSV and HTML of a run (default: the last one) from its results.jsonl.
 DIR ?= reports/latest

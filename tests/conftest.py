@@ -102,6 +102,24 @@ def live_children() -> set:
     return out
 
 
+def kill_tree(pids) -> None:
+    """Kill these processes and everything under them; a leaked worker must not outlive its test, or later
+    tests (and pytest's own exit, which may wait on it) inherit it."""
+    procs = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            procs += [p, *p.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            pass
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_children():
     """Every test must leave the process tree of the test runner as it found it."""
@@ -111,7 +129,19 @@ def no_leaked_children():
     if leaked:  # give processes that are exiting right now a moment
         psutil.wait_procs([psutil.Process(p) for p in leaked if psutil.pid_exists(p)], timeout=3)
         leaked = {p for p in leaked if alive(p)}
+        kill_tree(leaked)
     assert not leaked, f"test left child processes behind: {sorted(leaked)}"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Nothing a failed test left behind may hold the run open (a vector env's __del__ at exit waits on it)."""
+    kill_tree(live_children())
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Tests marked `threaded_runtime` load JAX or Ray into this process; their threads make a later fork of
+    it deadlock-prone (as JAX warns), and many tests fork it. So they run after every other test."""
+    items.sort(key=lambda item: item.get_closest_marker("threaded_runtime") is not None)
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ from rlbench import registry
 from rlbench.api import SESSION_METRICS, PolicySpec, Workload
 
 MISSING = [m for m in ("jax", "gymnax", "optax", "envpool") if importlib.util.find_spec(m) is None]
-pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)}")
+pytestmark = [pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)}"),
+              pytest.mark.threaded_runtime]
 MLP = PolicySpec("mlp", hidden=(16,))
 
 

@@ -12,6 +12,7 @@ from conftest import TINY_PROTOCOL, run_cli, write_suite
 from rlbench import registry
 from rlbench.api import PolicySpec, Workload
 
+pytestmark = pytest.mark.threaded_runtime
 RAY_DAEMONS = ("raylet", "gcs_server")
 
 

@@ -115,6 +115,7 @@ def test_torchrl_prioritized_samples_a_high_priority_index_far_more_often():
 
 
 @pytest.mark.slow
+@pytest.mark.threaded_runtime
 def test_ray_object_store_modes_and_no_processes_left(monkeypatch):
     pytest.importorskip("ray")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
