@@ -433,6 +433,8 @@ class PPOSession:
         fn = sharded(jax, unit, devices, (P("d"),), (P("d"), P(None, "d")))
         self.run, compile_s = compile_ahead(jax, fn, self.ts)
         self.agents, self.K = agents, K
+        # Adam steps per iteration and agent, as cleanrl-ppo, sb3-ppo and brax-ppo count updates
+        self.adam_steps_per_iter = options["update_epochs"] * options["num_minibatches"]
         self.per_agent_iter = workload.num_envs * options["num_steps"]
         self.per_unit = self.per_agent_iter * agents * K
         self.returns = None
@@ -488,7 +490,8 @@ class PPOSession:
     def read(self, seconds):
         iterations = self.iterations - self.mark
         sps = iterations * self.per_agent_iter * self.agents / seconds
-        return {"updates_per_s": iterations / seconds, "return_mean": self.return_mean(),
+        return {"updates_per_s": iterations * self.adam_steps_per_iter * self.agents / seconds,
+                "return_mean": self.return_mean(),
                 "time_to_target_s": self.time_to_target, "steps_to_target": self.steps_to_target,
                 "time_per_agent_s": self.options["total_timesteps"] / sps if sps else None}
 

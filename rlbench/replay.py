@@ -189,8 +189,11 @@ class ActorShared:
                 np.frombuffer(self.lat, np.int64).reshape(-1, LAT_SLOTS, 2))
 
 
-def actor_main(writer, spec: ReplaySpec, actor: int, shared: ActorShared, parent: int) -> None:
-    """Add items at the workload's rate (target) or flat out (max-add, max-both) until told to stop."""
+def actor_main(writer, spec: ReplaySpec, actor: int, shared: ActorShared) -> None:
+    """Add items at the workload's rate (target) or flat out (max-add, max-both) until told to stop, or
+    until the cell process is gone (its sentinel, which every start method passes; under forkserver
+    getppid() is the server, not the cell)."""
+    parent = mp.parent_process()
     ctl, added, lat = shared.arrays()
     items = make_items(spec, actor)
     period_ns = int(1e9 * spec.actors / spec.add_per_s)
@@ -198,7 +201,7 @@ def actor_main(writer, spec: ReplaySpec, actor: int, shared: ActorShared, parent
     seq = writer.count(actor)
     shared.ready[actor] = 1
     while ctl[0] != RUN:
-        if ctl[0] == STOP or os.getppid() != parent:
+        if ctl[0] == STOP or not parent.is_alive():
             return
         time.sleep(0.001)
     start = int(ctl[1]) + actor * period_ns // spec.actors
@@ -215,7 +218,7 @@ def actor_main(writer, spec: ReplaySpec, actor: int, shared: ActorShared, parent
         seq += 1
         k += 1
         added[actor] += 1
-        if k % 1024 == 0 and os.getppid() != parent:
+        if k % 1024 == 0 and not parent.is_alive():
             return
 
 
@@ -224,7 +227,7 @@ class ActorPool:
         ctx = mp.get_context(context)
         self.shared = ActorShared(ctx, spec.actors)
         self.ctl, self.added, self.lat = self.shared.arrays()
-        self.procs = [ctx.Process(target=actor_main, args=(writer, spec, a, self.shared, os.getpid()), daemon=True)
+        self.procs = [ctx.Process(target=actor_main, args=(writer, spec, a, self.shared), daemon=True)
                       for a in range(spec.actors)]
         for p in self.procs:
             p.start()

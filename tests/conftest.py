@@ -91,11 +91,17 @@ def alive(pid: int) -> bool:
         return False
 
 
+# multiprocessing's own helpers of the test process (forkserver, resource tracker): started by the first
+# test that uses forkserver or spawn, they live as long as the process that started them, by design
+MP_HELPERS = ("from multiprocessing.forkserver import main", "from multiprocessing.resource_tracker import main")
+
+
 def live_children() -> set:
     out = set()
     for p in psutil.Process().children(recursive=True):
         try:
-            if p.status() != psutil.STATUS_ZOMBIE:
+            helper = p.ppid() == psutil.Process().pid and any(h in " ".join(p.cmdline()) for h in MP_HELPERS)
+            if p.status() != psutil.STATUS_ZOMBIE and not helper:
                 out.add(p.pid)
         except psutil.NoSuchProcess:
             pass

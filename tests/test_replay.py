@@ -124,9 +124,11 @@ def test_sampled_items_are_items_written():
         session.close()
 
 
-def test_actor_processes_write_what_the_learner_samples(context="fork"):
+@pytest.mark.parametrize("context", ["fork", "forkserver", "spawn"])
+def test_actor_processes_write_what_the_learner_samples(context):
     """Storage is shared memory: an actor's writes are the learner's reads, also under fork, where a
-    private numpy array would be copied on write and silently never seen."""
+    private numpy array would be copied on write and silently never seen; and under forkserver, whose
+    actors' parent is the server, not the cell."""
     wl = workload("SAC-Hopper", "max-both", actors=2)
     session = open_session("shm-ring", wl, context=context)
     try:
