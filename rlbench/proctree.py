@@ -83,9 +83,32 @@ def shm_entries() -> set:
         return set()
 
 
+def shm_in_use() -> set:
+    """Names under /dev/shm that some live process has open or mapped (/proc/PID/fd and maps)."""
+    held = set()
+    prefix = SHM_DIR + "/"
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                held.update(line.split(prefix, 1)[1].split(" (deleted)")[0].strip() for line in f if prefix in line)
+            fd_dir = f"/proc/{pid}/fd"
+            for fd in os.listdir(fd_dir):
+                target = os.readlink(os.path.join(fd_dir, fd))
+                if target.startswith(prefix):
+                    held.add(target[len(prefix):])
+        except OSError:  # gone, or another user's
+            pass
+    return held
+
+
 def remove_shm(names) -> list:
+    """Unlink the names that no live process holds: after a cell's tree is killed, a new entry still held
+    belongs to someone else (another run on this machine), not to the cell."""
+    names = set(names)
+    if names:
+        names -= shm_in_use()
     removed = []
-    for name in names:
+    for name in sorted(names):
         try:
             os.unlink(os.path.join(SHM_DIR, name))
             removed.append(name)

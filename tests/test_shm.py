@@ -1,5 +1,10 @@
-"""Shared memory: a gymnasium-async run with shared_memory=true leaves nothing in /dev/shm."""
+"""Shared memory: a gymnasium-async run with shared_memory=true leaves nothing in /dev/shm; the runner
+removes what a cell leaked, and nothing another live process holds."""
+import mmap
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -29,3 +34,24 @@ def test_shm_entries_sees_only_known_prefixes(tmp_path, monkeypatch):
     assert proctree.shm_entries() == {"psm_abc", "sem.mp-1", "torch_1", "wnsm_x", "envpool_1"}
     assert proctree.remove_shm(["psm_abc", "missing"]) == ["psm_abc"]
     assert not (tmp_path / "psm_abc").exists() and (tmp_path / "unrelated").exists()
+
+
+def test_a_segment_another_process_holds_is_not_removed(tmp_path, monkeypatch):
+    """A new entry that a live process still maps or has open is another run's, not a leak of the cell."""
+    for name in ("psm_mapped", "psm_open", "psm_free"):
+        (tmp_path / name).write_bytes(b"\0" * 4096)
+    monkeypatch.setattr(proctree, "SHM_DIR", str(tmp_path))
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; f = open(sys.argv[1]); sys.stdin.read()",
+                               str(tmp_path / "psm_open")], stdin=subprocess.PIPE)
+    with open(tmp_path / "psm_mapped", "r+b") as f:
+        mapped = mmap.mmap(f.fileno(), 4096)
+    try:
+        deadline = time.time() + 10
+        while "psm_open" not in proctree.shm_in_use() and time.time() < deadline:
+            time.sleep(0.01)
+        assert proctree.remove_shm(["psm_mapped", "psm_open", "psm_free"]) == ["psm_free"]
+        assert (tmp_path / "psm_mapped").exists() and (tmp_path / "psm_open").exists()
+    finally:
+        mapped.close()
+        holder.communicate(b"")
+    assert proctree.remove_shm(["psm_mapped", "psm_open"]) == ["psm_mapped", "psm_open"]
