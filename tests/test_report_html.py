@@ -1,5 +1,5 @@
 """index.html has a section per family present: env stepping (throughput with CI bands, unit latency,
-winners with speedup and parallel efficiency) and learners (throughput, lag, time split)."""
+winners with speedup and parallel efficiency, scaling with workers beside the ideal) and learners (throughput, lag, time split)."""
 import re
 
 from rlbench.report.html import HtmlReporter, winners
@@ -51,3 +51,26 @@ def test_sections_charts_and_learners(tmp_path):
     assert "Time split per stage" in page
     assert "compile time apart from the rate" in page and "<td>2.50</td>" in page
     assert "num_agents (log scale)" in agents and agents.count("<circle") == 2 and "<polyline" in agents
+
+
+def test_workers_swept_at_one_num_envs_scale_against_the_ideal(tmp_path):
+    rows = []
+    for rep in range(3):
+        rows += [_row("serial", 8, rep, 1000.0)]
+        for threads, rate in ((1, 900.0), (2, 1500.0), (4, 2000.0)):
+            rows.append(_row("envpool-sync", 8, rep, rate, workers=threads, options={"num_threads": threads},
+                             cell_id=f"envpool-sync/CartPole-v1/n=8/random/num_threads={threads}"))
+    HtmlReporter().report(ResultSet.from_rows(rows, {"cpu_model": "x"}), str(tmp_path))
+    page = (tmp_path / "index.html").read_text()
+    assert "env steps/s vs workers at a fixed num_envs" in page
+    chart = re.search(r"vs workers at a fixed num_envs.*?(<svg.*?</svg>)", page).group(1)
+    assert "workers (log scale)" in chart and "envpool-sync random n=8" in chart
+    assert chart.count("<polyline") == 2 and "stroke-dasharray='3,4'" in chart   # measured and ideal
+    assert chart.count("<circle") == 3 and chart.count("class='value'") == 3   # measured points labelled, not the ideal
+    # serial has one worker count only: no line of its own
+    assert "serial" not in chart
+
+
+def test_no_workers_chart_without_a_workers_sweep(tmp_path):
+    HtmlReporter().report(results(), str(tmp_path))
+    assert "vs workers" not in (tmp_path / "index.html").read_text()

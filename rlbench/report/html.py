@@ -1,5 +1,6 @@
 """index.html: one self-contained file (inline SVG and JS, no network) with throughput vs num_envs
-per env, confidence bars, a sortable summary table and the machine fingerprint."""
+(and vs workers where swept) per env, confidence bars, a section per family, a sortable summary table
+and the machine fingerprint."""
 import html
 import json
 import math
@@ -45,6 +46,10 @@ class HtmlReporter(Reporter):
             parts.append(f"<h3>{_e(env_label)}: env steps/s vs num_envs</h3>")
             parts.append(throughput_chart(env_rows))
             parts.append(winners_table(env_rows))
+            scaling = workers_chart(env_rows)
+            if scaling:
+                parts.append(f"<h3>{_e(env_label)}: env steps/s vs workers at a fixed num_envs "
+                             f"(dashed: linear scaling from the fewest workers)</h3>{scaling}")
             parts.append(f"<h3>{_e(env_label)}: latency of one unit (p50 solid, p99 dashed) vs num_envs</h3>")
             parts.append(latency_chart(env_rows))
         parts.append(jax_section(results, rows))
@@ -118,15 +123,39 @@ def throughput_chart(rows) -> str:
     return log_chart(rows, [("steps_per_s_median", "", True)], "env steps/s (log scale)", "No successful cells for this env.")
 
 
+WORKER_OPTIONS = ("workers", "num_threads")  # options that set a cell's worker count at a fixed num_envs
+
+
+def workers_chart(rows) -> str:
+    """Strong scaling: steps/s vs workers for each strategy swept over its worker count at one num_envs,
+    beside the ideal (its rate at the fewest workers, times workers / those workers)."""
+    def series(r):
+        options = {k: v for k, v in (r.get("options") or {}).items() if k not in WORKER_OPTIONS}
+        return f"{r['adapter']} {r['policy']} {kv_label(options)} n={r['num_envs']}".replace("  ", " ")
+    ok = [r for r in rows if r["n"] and r.get("workers") and r["steps_per_s_median"] > 0]
+    swept = []
+    for group in _group(ok, series).values():
+        if len({r["workers"] for r in group}) > 1:
+            base = min(group, key=lambda r: r["workers"])
+            swept += [{**r, "ideal_steps_per_s": base["steps_per_s_median"] * r["workers"] / base["workers"]}
+                      for r in group]
+    if not swept:
+        return ""
+    return log_chart(swept, [("steps_per_s_median", "", True), ("ideal_steps_per_s", "3,4", False)],
+                     "env steps/s (log scale)", "", x=lambda r: r["workers"], x_label="workers", series_label=series,
+                     unlabelled=("ideal_steps_per_s",))
+
+
 def latency_chart(rows) -> str:
     return log_chart(rows, [("latency_p50_ms_median", "", False), ("latency_p99_ms_median", "6,4", False)],
                      "ms per unit (log scale)", "")
 
 
 def log_chart(rows, metrics, y_label: str, empty: str, x=lambda r: r["num_envs"], x_label="num_envs",
-              series_label=None) -> str:
-    """Log-log chart of metrics vs x (num_envs unless told), one colour per strategy, every point labelled
-    with its value; metrics: [(summary key, SVG dash pattern, whether to draw its 95% CI as a band and bars)]."""
+              series_label=None, unlabelled=()) -> str:
+    """Log-log chart of metrics vs x (num_envs unless told), one colour per strategy, every measured point
+    labelled with its value (not the metrics named in unlabelled: reference lines); metrics: [(summary key,
+    SVG dash pattern, whether to draw its 95% CI as a band and bars)]."""
     def val(r, key):
         v = r.get(key)
         return v if isinstance(v, (int, float)) and v == v and v > 0 else None
@@ -180,6 +209,8 @@ def log_chart(rows, metrics, y_label: str, empty: str, x=lambda r: r["num_envs"]
                 if ci and lo and hi:
                     svg.append(f"<line x1='{cx:.1f}' x2='{cx:.1f}' y1='{py(lo):.1f}' y2='{py(hi):.1f}' "
                                f"stroke='{color}' stroke-width='1.5'/>")
+                if key in unlabelled:
+                    continue
                 shown = fmt_rate(r[key]) if r[key] >= 1000 else f"{r[key]:.3g}"
                 svg.append(f"<circle cx='{cx:.1f}' cy='{cy:.1f}' r='3.5' fill='{color}'>"
                            f"<title>{_e(r['cell_id'])}: {shown}</title></circle>"
