@@ -28,6 +28,8 @@ SESSION_METRICS = (
     "time_to_target_s",     # training wall time, compile excluded, until return_mean first reached the target
     "steps_to_target",      # env steps per agent until then
     "time_per_agent_s",     # wall time per agent of one whole training run at the window's aggregate rate
+    # compiled env loops (gymnax): the loop's carry read and written per step, against the devices' copy rate
+    "state_gb_per_s", "device_copy_gbps", "state_bw_frac",
     # learners (kind learner): one unit is one learner update, its env steps the samples it consumed
     "samples_per_s",        # env steps (transitions) consumed by learner updates
     "actor_steps_per_s",    # env steps the actors made (may run ahead of consumption: queued, or dropped)

@@ -1,5 +1,6 @@
 """Measured vs published: EnvPool's benchmark table at 1 and 2 workers, the baselines#608 direction
-check on CartPole, and this machine's crossover step cost (synthetic env), all from a run's cells.
+check on CartPole, this machine's crossover step cost (synthetic env), and the gymnax README's seconds
+per 1M CartPole steps, all from a run's cells.
 
 A ratio measured in one run on one machine is the comparable quantity; absolute FPS are shown for
 context only (they depend on the CPU).
@@ -103,6 +104,28 @@ def crossover(rows) -> list:
     return out
 
 
+def gymnax_readme(rows) -> list:
+    """The gymnax README's seconds per 1M CartPole steps beside ours (always blocked), and its headline
+    ratio, subprocesses over gymnax on the CPU, which one machine can check."""
+    out, got = [], {}
+    for what, adapter, n, platform, published in reference.GYMNAX_README_S_PER_1M:
+        cell = next((r for r in _ok(rows) if r["adapter"] == adapter and r["env"] == "CartPole-v1"
+                     and r["num_envs"] == n and r["policy"] == "random"
+                     and (adapter != "gymnax" or (r.get("device") or "cpu").startswith(platform))), None)
+        if cell:
+            got[what] = seconds = 1e6 / cell["steps_per_s_median"]
+            out.append(_row("gymnax-readme", "CartPole-v1", n, f"s per 1M steps: {what}", seconds, published,
+                            None, "context only (machine-dependent)", [cell], reference.GYMNAX_SOURCE))
+    (sub, _, _, _, sub_pub), (cpu, _, _, _, cpu_pub) = reference.GYMNAX_README_S_PER_1M[:2]
+    if sub in got and cpu in got:
+        measured, published = got[sub] / got[cpu], sub_pub / cpu_pub
+        out.append(_row("gymnax-readme", "CartPole-v1", 10, "ratio subprocesses / gymnax CPU (time per 1M)",
+                        measured, published, None,
+                        "same order of magnitude" if 0.1 <= measured / published <= 10 else "different order",
+                        [], reference.GYMNAX_SOURCE))
+    return out
+
+
 def _interpolate(lo, hi) -> float:
     (c0, q0), (c1, q1) = lo, hi
     if c0 <= 0:
@@ -121,7 +144,7 @@ def _row(check, env, workers, quantity, measured, published, tolerance, verdict,
 
 def validation_rows(results) -> list:
     rows = results.summary_rows()
-    out = envpool_table(rows) + baselines_608(rows) + crossover(rows)
+    out = envpool_table(rows) + baselines_608(rows) + crossover(rows) + gymnax_readme(rows)
     versions = measured_versions(results.env)
     for r in out:
         if r["check"] == "envpool-table" and versions:

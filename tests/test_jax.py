@@ -51,8 +51,9 @@ def _open(adapter, workload, **options):
 def _in_jax_gymnax_units(policy):
     session = _open("gymnax", Workload("CartPole-v1", 8, policy, seed=1), scan_T=5)
     try:
+        session.metrics.reset()
         made = [session.step() for _ in range(3)]
-        return made, np.asarray(session.returns()), session.info
+        return made, np.asarray(session.returns()), session.info, session.carry_bytes, session.metrics.read(1.0)
     finally:
         session.close()
 
@@ -159,8 +160,12 @@ def _in_jax_envpool_xla_and_envpool_sync():
 
 @pytest.mark.parametrize("policy", [PolicySpec("random"), MLP])
 def test_gymnax_unit_is_one_scan_of_every_env_and_compiles_ahead(jax, policy):
-    made, returns, info = jax(_in_jax_gymnax_units, policy)
+    made, returns, info, carry_bytes, m = jax(_in_jax_gymnax_units, policy)
     assert made == [40] * 3
+    # the carry per env: CartPole's state (4 floats, a step counter) + obs (4 floats) + return; one loop key
+    assert carry_bytes >= 8 * (5 + 4 + 1) * 4
+    assert m["state_gb_per_s"] == pytest.approx(3 * 5 * 2 * carry_bytes / 1e9)   # 3 units of 5 steps in 1 s
+    assert m["device_copy_gbps"] > 0 and m["state_bw_frac"] == pytest.approx(m["state_gb_per_s"] / m["device_copy_gbps"])
     # CartPole pays 1 per step and gymnax resets inside the step: every env made every step
     np.testing.assert_array_equal(returns, np.full(8, 15.0))
     assert info["compile_s"] > 0 and info["device"] == "cpu" and info["workers"] == 1

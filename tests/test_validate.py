@@ -109,3 +109,15 @@ def test_validate_from_an_existing_run_writes_validation_csv(tmp_path, capsys):
     assert (tmp_path / "validation.csv").read_text().startswith("check,env,workers,quantity,measured,published")
     assert "Validation: measured vs published" in (tmp_path / "index.html").read_text()
     assert cli.main(["validate", "--from", str(tmp_path / "nope")]) == 2
+
+
+def test_gymnax_readme_seconds_per_million_steps_and_their_ratio():
+    rows = (_cell("gymnasium-async", "CartPole-v1", 10, 20_000.0) + _cell("gymnax", "CartPole-v1", 10, 2e6)
+            + _cell("gymnax", "CartPole-v1", 2048, 5e7))   # a CPU cell: not the README's A100 figure
+    got = {r["quantity"]: r for r in validation_rows(ResultSet.from_rows(rows)) if r["check"] == "gymnax-readme"}
+    assert got["s per 1M steps: numpy subprocesses, 10 envs"]["measured"] == pytest.approx(50.0)
+    assert got["s per 1M steps: gymnax on CPU, 10 envs"]["measured"] == pytest.approx(0.5)
+    ratio = got["ratio subprocesses / gymnax CPU (time per 1M)"]
+    assert ratio["measured"] == pytest.approx(100.0) and ratio["published"] == pytest.approx(46 / 0.43)
+    assert ratio["verdict"] == "same order of magnitude"
+    assert not any("A100" in q for q in got)   # only a gpu cell is set beside the A100 figure

@@ -228,16 +228,25 @@ def jax_section(results, rows) -> str:
     compiled = [(r, c) for r, c in compiled if c.n]
     if not compiled:
         return ""
+    def num(v, spec):
+        return format(v, spec) if _finite(v) else "-"
     body = "".join(f"<tr><td>{_e(r['cell_id'])}</td><td data-v='{r['steps_per_s_median']}'>"
                    f"{fmt_rate(r['steps_per_s_median'])}</td><td>{c.median:.2f}</td>"
-                   f"<td>{results.benchmarks[r['cell_id']].stat('setup_s').median:.2f}</td></tr>" for r, c in compiled)
+                   f"<td>{results.benchmarks[r['cell_id']].stat('setup_s').median:.2f}</td>"
+                   f"<td>{num(r.get('state_gb_per_s_median'), '.3g')}</td>"
+                   f"<td>{num(r.get('device_copy_gbps_median'), '.3g')}</td>"
+                   f"<td>{num(r.get('state_bw_frac_median'), '.1%')}</td></tr>" for r, c in compiled)
     agents = [r for r, _ in compiled if "num_agents" in (r.get("options") or {})]
     chart = log_chart(agents, [("steps_per_s_median", "", True)], "aggregate env steps/s (log scale)", "",
                       x=lambda r: int(r["options"]["num_agents"]), x_label="num_agents",
                       series_label=lambda r: f"{r['adapter']} {_env_label(r)} n={r['num_envs']}") if agents else ""
     return ("<h2>Compiled programs (JAX): compile time apart from the rate</h2>"
-            "<p>compile_s is the ahead-of-time lowering and compilation inside setup; no rate includes it.</p>"
+            "<p>compile_s is the ahead-of-time lowering and compilation inside setup; no rate includes it. "
+            "state GB/s: the compiled loop's carry (env state, obs, keys, returns) read and written once per "
+            "step, the least memory traffic it can make, against the same devices' own copy rate measured "
+            "in the cell (x + 1 over a buffer past the caches).</p>"
             "<table class='sortable'><thead><tr><th>cell</th><th>env steps/s</th><th>compile s</th><th>setup s</th>"
+            "<th>state GB/s</th><th>device copy GB/s</th><th>of device copy</th>"
             f"</tr></thead><tbody>{body}</tbody></table>"
             + (f"<h3>Agents trained at once: aggregate env steps/s vs num_agents</h3>{chart}" if chart else ""))
 
