@@ -97,10 +97,10 @@ MP_HELPERS = ("from multiprocessing.forkserver import main", "from multiprocessi
 
 
 def live_children() -> set:
-    out = set()
-    for p in psutil.Process().children(recursive=True):
+    out, me = set(), psutil.Process()
+    for p in me.children(recursive=True):
         try:
-            helper = p.ppid() == psutil.Process().pid and any(h in " ".join(p.cmdline()) for h in MP_HELPERS)
+            helper = p.ppid() == me.pid and any(h in " ".join(p.cmdline()) for h in MP_HELPERS)
             if p.status() != psutil.STATUS_ZOMBIE and not helper:
                 out.add(p.pid)
         except psutil.NoSuchProcess:

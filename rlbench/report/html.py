@@ -131,7 +131,7 @@ def workers_chart(rows) -> str:
     beside the ideal (its rate at the fewest workers, times workers / those workers)."""
     def series(r):
         options = {k: v for k, v in (r.get("options") or {}).items() if k not in WORKER_OPTIONS}
-        return f"{r['adapter']} {r['policy']} {kv_label(options)} n={r['num_envs']}".replace("  ", " ")
+        return " ".join(filter(None, (r["adapter"], r["policy"], kv_label(options), f"n={r['num_envs']}")))
     ok = [r for r in rows if r["n"] and r.get("workers") and r["steps_per_s_median"] > 0]
     swept = []
     for group in _group(ok, series).values():
