@@ -5,6 +5,7 @@ The harness owns timing, warm-up and latency recording; an adapter only opens a 
 returns how many env steps it made.
 """
 import importlib.util
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -18,29 +19,57 @@ from rlbench.replay import (ReplaySession, ReplaySpec, in_process_only, replay_s
                             scratch_dir)
 from rlbench.workload import PolicySpec, Workload  # noqa: F401
 
-_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+_TYPE_WORDS = {bool: "true or false", str: "a string"}  # numbers: Option.valid
 _BOOL = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 @dataclass(frozen=True)
 class Option:
+    """One adapter option. Numbers are checked against [low, high] at load time, so a bad value is refused
+    before anything runs: the default low is 0 because nearly every option is a count, a size, a rate or
+    seconds (0 often meaning "auto"); NaN is never valid, and +-inf only where `finite` is False (a target
+    that is never reached)."""
     name: str
     type: type
     default: Any
     help: str = ""
     choices: tuple = ()
+    low: float = 0
+    high: float = math.inf
+    open_low: bool = False  # the value must be > low (a learning rate), not >= low
+    finite: bool = True
+
+    @property
+    def valid(self) -> str:
+        """What a valid value is, in words, so every refusal names the range (`rlbench list` could too)."""
+        if self.type not in (int, float):
+            return _TYPE_WORDS[self.type]
+        bounds = [f"{'>' if self.open_low else '>='} {self.low:g}"] if self.low > -math.inf else []
+        bounds += [f"<= {self.high:g}"] if self.high < math.inf else []
+        word = "an integer" if self.type is int else "a finite number" if self.finite else "a number"
+        text = " and ".join([f"{word} {bounds[0]}", *bounds[1:]]) if bounds else word
+        infs = [] if self.finite else [s for s in ("inf", "-inf") if self._in_range(float(s))]
+        return f"{text}, inf or -inf" if len(infs) == 2 else " or ".join([text, *infs])
+
+    def _in_range(self, value) -> bool:
+        return (value > self.low if self.open_low else value >= self.low) and value <= self.high
 
     def parse(self, raw):
-        """Typed value from a CLI string or a TOML value; ValueError names the valid choices."""
+        """Typed value from a CLI string or a TOML value; ValueError names the valid range or choices."""
         try:
             if self.type is bool:
                 value = raw if isinstance(raw, bool) else _BOOL[str(raw).lower()]
+            elif self.type in (int, float) and isinstance(raw, bool):
+                raise ValueError  # TOML `true` is no number
             elif self.type is int and isinstance(raw, float) and not raw.is_integer():
                 raise ValueError
             else:
                 value = self.type(raw)
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"option {self.name}={raw!r} must be {_TYPE_WORDS[self.type]}") from None
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise ValueError(f"option {self.name}={raw!r} must be {self.valid}") from None
+        if self.type in (int, float) and (not self._in_range(value)  # NaN is in no range
+                                          or (self.finite and value in (math.inf, -math.inf))):
+            raise ValueError(f"option {self.name}={raw!r} must be {self.valid}")
         if self.choices and value not in self.choices:
             raise ValueError(f"option {self.name}={raw!r} (valid: {', '.join(map(str, self.choices))})")
         return value

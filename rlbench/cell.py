@@ -6,6 +6,7 @@ prints, including C libraries writing to fd 1, is redirected to stderr.
 """
 import json
 import os
+import signal
 import sys
 import traceback
 from time import perf_counter
@@ -48,6 +49,12 @@ def run_cell(spec: dict) -> dict:
     try:
         result = measure(session.step, Protocol(**spec["protocol"]), getattr(session, "metrics", None),
                          getattr(session, "drain", None))
+    except Exception as exc:
+        try:
+            exc.dead_children = dead_children()  # before close() reaps them
+        except AttributeError:
+            pass
+        raise
     finally:
         t1 = perf_counter()
         session.close()
@@ -83,8 +90,62 @@ def _torch_threads():
     return torch.get_num_threads() if torch is not None else None
 
 
+def die_with_harness() -> None:
+    """SIGKILL this process when the harness that started it dies, however it dies (Linux's parent-death
+    signal; the run's reaper kills the rest of the tree)."""
+    harness = os.environ.get("RLBENCH_HARNESS_PID")
+    if not harness:
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(harness):  # it died before the signal was armed
+        os._exit(1)
+
+
+def held_at_end() -> list:
+    """The /dev/shm segments this process and its children still hold as the cell ends: the harness may
+    remove those that are left when the tree is gone (it knows them by inode, not by name)."""
+    from rlbench import proctree
+    return [list(k) for k in proctree.held_shm([os.getpid(), *proctree.descendants(os.getpid())])]
+
+
+def describe(exc: BaseException) -> str:
+    """`Type: message`, and for an exception that says nothing (a worker's pipe closing under it: EOFError,
+    BrokenPipeError), which child processes of the cell had died and how."""
+    text = f"{type(exc).__name__}: {exc}".strip()
+    dead = getattr(exc, "dead_children", None) or dead_children()
+    if dead:
+        text += f" ({'; '.join(dead)})" if str(exc).strip() else f" {'; '.join(dead)}"
+    elif not str(exc).strip():
+        text += f" {exc!r} with no message"
+    return text
+
+
+def dead_children() -> list:
+    """Children of this process that ended abnormally and are not reaped yet, e.g. a vector env's worker
+    killed by a signal. Their status is peeked at (WNOWAIT): whoever owns them still reaps them."""
+    import psutil
+    out = []
+    for child in psutil.Process().children():
+        try:
+            info = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except (ChildProcessError, OSError):
+            continue
+        if info is None:
+            continue
+        if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+            out.append(f"worker process {child.pid} was killed by {signal.Signals(info.si_status).name}")
+        elif info.si_code == os.CLD_EXITED and info.si_status:
+            out.append(f"worker process {child.pid} exited with code {info.si_status}")
+    return out
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    die_with_harness()
     out = _results_channel()
     spec = json.loads(argv[0])
     emit(out, event="start", pid=os.getpid())
@@ -92,9 +153,9 @@ def main(argv=None) -> int:
         result = run_cell(spec)
     except Exception as exc:
         traceback.print_exc()
-        emit(out, event="result", status="error", error=f"{type(exc).__name__}: {exc}".strip())
+        emit(out, event="result", status="error", error=describe(exc), shm_held=held_at_end())
         return 1
-    emit(out, event="result", **result)
+    emit(out, event="result", **result, shm_held=held_at_end())
     return 0
 
 

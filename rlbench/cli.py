@@ -9,14 +9,19 @@ import threading
 import time
 from dataclasses import replace
 
-from rlbench import registry
+from rlbench import registry, rundir
 from rlbench.errors import UsageError
 from rlbench.limits import DEFAULTS as LIMIT_DEFAULTS, positive_int
 from rlbench.plan import Settings
-from rlbench.suite import Suite, load_suite, make_cell, parse_settings
+from rlbench.suite import Suite, load_suite, make_cell, merge_duplicates, parse_settings
 from rlbench.workload import Workload, parse_policy
 
 REPORTS = "reports"
+FLAG_NAMES = {"repeats": "--repeats", "duration_s": "--duration", "warmup_s": "--warmup", "timeout_s": "--timeout",
+              "ray_address": "--ray-address"}
+# what a run keeps of its command line (plan.json), enough to plan it again: resume, rerun
+PLAN_ARGS = ("suite", "adapter", "env", "num_envs", "policy", "opt", "env_kwarg", "repeats", "duration", "warmup",
+             "timeout", "only", "profile", "ray_address")
 VALIDATE_SUITE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "suites", "validate.toml")
 
 
@@ -39,6 +44,8 @@ def parse_args(argv):
     common.add_argument("--ray-address", help="run Ray-based adapters on this existing cluster (HOST:PORT, auto)")
     common.add_argument("--no-build", action="store_true", help="never build an adapter's own environment: "
                                                                 "its cells are unsupported until built")
+    common.add_argument("--allow-errors", action="store_true", help="exit 0 even when a cell has error or "
+                                                                    "timeout rows (default: exit 1)")
     run = sub.add_parser("run", parents=[common], help="run a suite file, or one sweep given by flags")
     run.add_argument("suite", nargs="?", help="suite file (TOML); omit to describe a sweep with --adapter/--env")
     run.add_argument("--adapter", action="append", help="adapter name (repeatable)")
@@ -47,6 +54,17 @@ def parse_args(argv):
     run.add_argument("--policy", default="random", help="random | fixed_cost:cost_us=100 | mlp:hidden=64x64,threads=1")
     run.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="adapter option")
     run.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="env argument")
+    run.add_argument("--resume", metavar="DIR", help="run only the repeats missing from the run in DIR (its plan, "
+                                                     "settings and machine must be the same)")
+    res = sub.add_parser("resume", help="finish an interrupted run: only the (cell, repeat) pairs missing from DIR")
+    res.add_argument("dir", metavar="DIR")
+    res.add_argument("--no-build", action="store_true", help="never build an adapter's own environment")
+    res.add_argument("--allow-errors", action="store_true", help="exit 0 even with error or timeout rows")
+    rer = sub.add_parser("rerun", help="run the plan kept in DIR again, from scratch, into a new folder")
+    rer.add_argument("dir", metavar="DIR")
+    rer.add_argument("--out", help="run directory (default reports/<run-id>)")
+    rer.add_argument("--no-build", action="store_true", help="never build an adapter's own environment")
+    rer.add_argument("--allow-errors", action="store_true", help="exit 0 even with error or timeout rows")
     sub.add_parser("list", help="adapters, their options, and whether they can run here")
     rep = sub.add_parser("report", help="rebuild results.csv, summary.csv and index.html from results.jsonl")
     rep.add_argument("dir")
@@ -77,7 +95,8 @@ def main(argv=None) -> int:
     try:
         args = parse_args(argv)
         commands = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "env": cmd_env, "validate": cmd_validate,
-                    "limits": cmd_limits, "envs": cmd_envs, "compare": cmd_compare}
+                    "limits": cmd_limits, "envs": cmd_envs, "compare": cmd_compare, "resume": cmd_resume,
+                    "rerun": cmd_rerun}
         return commands[args.command](args)
     except UsageError as exc:
         print(f"rlbench: error: {exc}", file=sys.stderr)
@@ -90,7 +109,7 @@ def plan(args) -> Suite:
     if args.suite and args.adapter:
         raise UsageError("give either a suite file or --adapter/--env, not both")
     if args.suite:
-        suite = load_suite(args.suite)
+        suite = load_suite(args.suite, getattr(args, "suite_text", None))
     elif args.adapter and args.env:
         suite = suite_from_flags(args)
     else:
@@ -99,13 +118,15 @@ def plan(args) -> Suite:
                                    ("warmup_s", args.warmup),
                                    ("timeout_s", args.timeout), ("ray_address", args.ray_address))
                  if v is not None}
-    settings = parse_settings("command line", overrides, suite.settings)
+    settings = parse_settings("command line", overrides, suite.settings, FLAG_NAMES)
     cells = tuple(replace(c, protocol=tuple((k, v) for k, v in c.protocol if k not in overrides))
                   for c in suite.cells)  # the command line beats a sweep's own [protocol]
     if args.only:
         cells = tuple(c for c in cells if any(fnmatch.fnmatchcase(c.cell_id, g) for g in args.only))
         if not cells:
             raise UsageError(f"--only {' '.join(args.only)} matches no cell (e.g. {suite.cells[0].cell_id})")
+    for cell_id in suite.duplicates:
+        print(f"rlbench: warning: cell {cell_id} is given more than once; it runs once", file=sys.stderr)
     return replace(suite, settings=settings, cells=cells)
 
 
@@ -130,7 +151,8 @@ def suite_from_flags(args) -> Suite:
             registry.get(name)
             for n in sizes:
                 cells.append(make_cell("--opt", name, Workload(env_id, n, policy, 0, info.frameskip, kw), options))
-    return Suite("adhoc", None, None, Settings(), tuple(replace(c, index=i) for i, c in enumerate(cells)))
+    cells, duplicates = merge_duplicates(cells)
+    return Suite("adhoc", None, None, Settings(), cells, duplicates=duplicates)
 
 
 def _pairs(flag, items) -> dict:
@@ -143,13 +165,29 @@ def _pairs(flag, items) -> dict:
     return out
 
 
-def prepare_out_dir(out, suite_name) -> tuple:
-    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + "".join(c if c.isalnum() else "-" for c in suite_name)
-    out_dir = out or os.path.join(REPORTS, run_id)
-    if os.path.exists(os.path.join(out_dir, "results.jsonl")):
-        raise UsageError(f"--out {out_dir} already holds a run (results.jsonl); choose another directory")
-    os.makedirs(out_dir, exist_ok=True)
-    return run_id, out_dir
+def new_run_id(suite_name: str) -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + "".join(c if c.isalnum() else "-" for c in suite_name)
+
+
+def open_out_dir(out_dir: str, resume: bool) -> "rundir.RunLock":
+    """Create (or, resuming, reopen) the run folder and lock it; refuse, before writing anything else, a
+    folder that is neither new nor a run being resumed, and one another run holds."""
+    if resume:
+        rundir.check_run(out_dir, "resume")
+    else:
+        rundir.check_new(out_dir)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create it ({exc.strerror or exc})") from None
+    lock = rundir.RunLock(out_dir).acquire()
+    if not resume:
+        try:
+            rundir.check_new(out_dir)  # again, under the lock: another run may have started in between
+        except UsageError:
+            lock.release()
+            raise
+    return lock
 
 
 def point_latest(out_dir) -> None:
@@ -171,6 +209,62 @@ def cmd_run(args) -> int:
     return run(args)[0]
 
 
+def cmd_resume(args) -> int:
+    rundir.check_run(args.dir, "resume")
+    return run(saved_args(args.dir, args), resume=args.dir)[0]
+
+
+def cmd_rerun(args) -> int:
+    rundir.check_run(args.dir, "rerun")
+    return run(saved_args(args.dir, args, out=args.out))[0]
+
+
+def saved_args(run_dir: str, args, out=None) -> argparse.Namespace:
+    """The `rlbench run` a folder's plan.json kept, planned from the suite text it kept (not the file,
+    which may have changed or be elsewhere)."""
+    saved = rundir.read_plan(run_dir)
+    kept = saved.get("args") or {}
+    return argparse.Namespace(**{k: kept.get(k) for k in PLAN_ARGS}, suite_text=saved.get("suite_text"), out=out,
+                              resume=None, no_build=args.no_build, allow_errors=args.allow_errors)
+
+
+def plan_record(args, suite, run_id: str, env: dict) -> dict:
+    """plan.json: what was asked (arguments, suite text) and what it resolved to (settings, cells), and the
+    machine: enough to run it again elsewhere, or to resume it here."""
+    text = getattr(args, "suite_text", None)
+    if args.suite and text is None:
+        with open(args.suite, encoding="utf-8") as f:
+            text = f.read()
+    return _jsonable({"schema": 1, "run_id": run_id, "args": {k: getattr(args, k, None) for k in PLAN_ARGS},
+                      "suite_text": text, "settings": suite.settings.__dict__,
+                      "cells": [c.cell_id for c in suite.cells],
+                      "machine": {k: env.get(k) for k in rundir.MACHINE_KEYS}})
+
+
+def check_resumable(out_dir: str, record: dict) -> dict:
+    """The saved plan, when this run is the same run on the same machine; else a UsageError naming what
+    differs."""
+    saved = rundir.read_plan(out_dir)
+    differs = []
+    if saved.get("cells") != record["cells"]:
+        gone = [c for c in saved.get("cells", []) if c not in record["cells"]]
+        new = [c for c in record["cells"] if c not in saved.get("cells", [])]
+        differs.append("cells: " + "; ".join(filter(None, [f"not planned now: {', '.join(gone[:3])}" if gone else "",
+                                                            f"new: {', '.join(new[:3])}" if new else "",
+                                                            "" if gone or new else "another order"])))
+    differs += [f"settings.{d}" for d in rundir.differences(saved.get("settings", {}), record["settings"],
+                                                             sorted(record["settings"]))]
+    differs += [f"machine.{d}" for d in rundir.differences(saved.get("machine", {}), record["machine"],
+                                                            rundir.MACHINE_KEYS)]
+    if differs:
+        raise UsageError(f"cannot resume {out_dir}: {' | '.join(differs)}")
+    return saved
+
+
+def _jsonable(value):
+    return json.loads(json.dumps(value, default=str))
+
+
 def prepare(suite, build: bool, env: dict) -> dict:
     """Build (once, cached) the environments of adapters that cannot share this one; env.json records
     each one's interpreter and package versions. A build that fails turns its cells into error rows."""
@@ -180,44 +274,112 @@ def prepare(suite, build: bool, env: dict) -> dict:
     return prepared
 
 
-def run(args) -> tuple:
-    """plan -> prepare -> run -> export -> summarize; returns (exit code, run directory)."""
+def run(args, resume: str = None) -> tuple:
+    """plan -> open the folder -> prepare -> sweep -> export -> summarize; returns (exit code, run folder).
+
+    Exit codes: 0 every row ok or unsupported; 1 an error or timeout row (unless --allow-errors), or rows
+    that could not be written (disk full); 2 bad input, nothing written; 130 interrupted."""
     from rlbench.fingerprint import fingerprint, now
-    from rlbench.results import ResultSet, ResultStore
-    from rlbench.sweep import run_sweep
+    from rlbench.results import ResultSet
     suite = plan(args)
-    run_id, out_dir = prepare_out_dir(args.out, suite.name)
-    env = fingerprint(suite.path)
-    env.update(run_id=run_id, settings=suite.settings.__dict__, cells=len(suite.cells))
-    _write_env(out_dir, env)
-    point_latest(out_dir)
-    print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {out_dir}", file=sys.stderr)
-    interrupted = False
-    on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if on_main_thread else None  # a killed CI job cleans up
+    resume = resume or getattr(args, "resume", None)
+    if resume and args.out and os.path.abspath(args.out) != os.path.abspath(resume):
+        raise UsageError(f"--out {args.out} and --resume {resume}: a resumed run writes into its own folder")
+    run_id = new_run_id(suite.name)
+    out_dir = resume or args.out or os.path.join(REPORTS, run_id)
+    env = {**fingerprint(), "suite_path": suite.path, "suite_sha256": suite.sha256}  # the text it planned from
+    record = plan_record(args, suite, run_id, env)
+    done = set()
+    if resume:
+        saved = check_resumable(resume, record)  # before the lock: a refusal writes nothing
+    lock = open_out_dir(out_dir, bool(resume))
     try:
-        if suite.limits["measure"] and any(registry.get(c.adapter).kind == "replay" for c in suite.cells):
+        if resume:
+            run_id = saved["run_id"]
+            env = {**_read_env(out_dir), "resumed_at": [*_read_env(out_dir).get("resumed_at", []), now()]}
+            done = {(r["cell_id"], r["repeat"], bool(r.get("profiled"))) for r in ResultSet.load(out_dir).rows}
+        else:
+            rundir.write_plan(out_dir, {**record, "run_id": run_id})
+            env.update(run_id=run_id, settings=suite.settings.__dict__, cells=len(suite.cells))
+        _write_env(out_dir, env)
+        point_latest(out_dir)
+        return sweep_and_report(args, suite, run_id, out_dir, env, done)
+    finally:
+        lock.release()
+
+
+def sweep_and_report(args, suite, run_id, out_dir, env, done) -> tuple:
+    from rlbench.fingerprint import now
+    from rlbench.results import ResultSet, ResultStore, StoreError
+    from rlbench.sweep import run_sweep
+    todo = f" ({len(done)} rows kept, running the rest)" if done else ""
+    print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {out_dir}{todo}", file=sys.stderr)
+    interrupted, store_failed = False, False
+    previous = _handle_signals()
+    try:
+        needs_limits = any(registry.get(c.adapter).kind == "replay" for c in suite.cells)
+        if suite.limits["measure"] and needs_limits and "limits" not in env:
             ResultStore(out_dir).close()  # interrupted while measuring, it is still a run (of no rows)
             env["limits"] = measure_limits(out_dir, suite.limits)
             _write_env(out_dir, env)
         envs = prepare(suite, not args.no_build, env)
         _write_env(out_dir, env)
-        run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, args.profile, envs)
+        run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, args.profile, envs, done)
     except KeyboardInterrupt:
         interrupted = True
-        print("rlbench: interrupted; every finished repeat is kept", file=sys.stderr)
+        print("rlbench: interrupted; every finished repeat is kept "
+              f"(`rlbench resume {out_dir}` runs the rest)", file=sys.stderr)
+    except (StoreError, OSError) as exc:
+        store_failed = True
+        print(f"rlbench: error: {exc}; every earlier row is kept. Free space, then `rlbench resume {out_dir}` "
+              "runs the rest", file=sys.stderr)
     finally:
-        if on_main_thread:
-            signal.signal(signal.SIGTERM, previous)
-    env["ended_at"] = now()
-    on_cluster = [r for r in ResultSet.load(out_dir).rows if r.get("cluster")]
-    if on_cluster:  # the cluster as the last cell saw it, and where each cell's actors ran
-        env["ray_cluster"] = {**on_cluster[-1]["cluster"],
-                              "placements": {r["cell_id"]: r.get("placement") for r in on_cluster}}
-    _write_env(out_dir, env)
-    results = export(out_dir)
+        _restore_signals(previous)
+    try:
+        env["ended_at"] = now()
+        on_cluster = [r for r in ResultSet.load(out_dir).rows if r.get("cluster")]
+        if on_cluster:  # the cluster as the last cell saw it, and where each cell's actors ran
+            env["ray_cluster"] = {**on_cluster[-1]["cluster"],
+                                  "placements": {r["cell_id"]: r.get("placement") for r in on_cluster}}
+        _write_env(out_dir, env)
+        results = export(out_dir)
+    except OSError as exc:
+        print(f"rlbench: error: cannot write the report: {exc.strerror or exc}; `rlbench report {out_dir}` "
+              "rebuilds it from results.jsonl", file=sys.stderr)
+        return 1 if not interrupted else 130, out_dir
     summarize(results, out_dir)
-    return (130 if interrupted else 0), out_dir
+    failed = [r for r in results.rows if r["status"] in ("error", "timeout")]
+    if interrupted:
+        return 130, out_dir
+    if store_failed:
+        return 1, out_dir
+    if failed and not getattr(args, "allow_errors", False):
+        print(f"rlbench: {len(failed)} row(s) with status error or timeout: exit 1 (--allow-errors: exit 0)",
+              file=sys.stderr)
+        return 1, out_dir
+    return 0, out_dir
+
+
+HANDLED = ("SIGTERM", "SIGHUP")  # like Ctrl-C: the running cell is killed, every finished row kept
+
+
+def _handle_signals() -> dict:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(getattr(signal, sig), _interrupt) for sig in HANDLED}
+
+
+def _restore_signals(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(getattr(signal, sig), handler)
+
+
+def _read_env(out_dir) -> dict:
+    try:
+        with open(os.path.join(out_dir, "env.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
 
 
 def measure_limits(out_dir, sizes: dict) -> dict:
@@ -242,6 +404,9 @@ def export(out_dir):
     from rlbench.report import reporters
     from rlbench.results import ResultSet
     results = ResultSet.load(out_dir)
+    if results.skipped:
+        print(f"rlbench: warning: {out_dir}/results.jsonl: line(s) {', '.join(map(str, results.skipped[:10]))} "
+              "are not results rows; left out", file=sys.stderr)
     for reporter in reporters():
         reporter.report(results, out_dir)
     return results
@@ -260,7 +425,16 @@ def summarize(results, out_dir) -> None:
 def cmd_report(args) -> int:
     if not os.path.isdir(args.dir):
         raise UsageError(f"report: {args.dir} is not a directory")
-    results = export(args.dir)
+    if not os.path.exists(os.path.join(args.dir, "results.jsonl")):
+        raise UsageError(f"report: no results.jsonl in {args.dir} (is it a run directory?)")
+    lock = rundir.RunLock(args.dir).acquire()  # not while a run is still writing it
+    try:
+        results = export(args.dir)
+    except OSError as exc:
+        print(f"rlbench: error: cannot write the report: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    finally:
+        lock.release()
     summarize(results, args.dir)
     return 0
 
@@ -299,7 +473,8 @@ def cmd_list(args) -> int:
         print(f"    {cls.description}")
         for o in cls.options:
             choices = f" [{'|'.join(map(str, o.choices))}]" if o.choices else ""
-            print(f"    --opt {o.name}=<{o.type.__name__}> (default {o.default}){choices}  {o.help}")
+            valid = f"; {o.valid}" if o.type in (int, float) else ""
+            print(f"    --opt {o.name}=<{o.type.__name__}> (default {o.default}{valid}){choices}  {o.help}")
     for label, err in registry.LOAD_ERRORS.items():
         print(f"{label}: failed to load: {err}")
     return 0

@@ -10,6 +10,7 @@ in Ant-v4 and HalfCheetah-v4), so their frameskip is 5 like MuJoCo's, counting 0
 whatever substeps a backend takes (positional: Ant 10 x 0.005 s, HalfCheetah 16 x 0.003125 s).
 """
 import importlib.util
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ class EnvInfo:
     kwargs: dict = field(default_factory=dict)   # allowed env_kwargs -> default
     native: tuple = ()          # families that implement the env natively besides gymnasium
     choices: dict = field(default_factory=dict)  # env_kwargs with a fixed set of values -> that set
+    ranges: dict = field(default_factory=dict)   # numeric env_kwargs -> (low, high), both valid; else >= 0
 
 
 ENVS = {
@@ -38,8 +40,12 @@ ENVS = {
     "rlbench/Synthetic-v0": EnvInfo(
         "rlbench/Synthetic-v0", "synthetic",
         kwargs={"step_cost_us": 0.0, "obs_bytes": 64, "episode_len": 1000},
+        ranges={"step_cost_us": (0, math.inf), "obs_bytes": (1, math.inf), "episode_len": (1, math.inf)},
     ),
 }
+# replay.KWARGS' ranges: 0 = the workload's own item_bytes / batch_size; replay_spec then checks that an
+# item holds its header and that max_mb holds a batch (max_mb=0 holds none), which depend on the workload
+REPLAY_RANGES = {"max_mb": (0, math.inf), "item_bytes": (0, math.inf), "batch_size": (0, math.inf)}
 
 
 def atari_games() -> set:
@@ -65,7 +71,7 @@ def env_info(env_id: str) -> EnvInfo:
         if env_id[len(replay.PREFIX):] not in replay.WORKLOADS:
             raise UsageError(f"unknown replay workload '{env_id}' (valid: "
                              f"{', '.join(replay.PREFIX + w for w in replay.WORKLOADS)})")
-        return EnvInfo(env_id, "replay", kwargs=replay.KWARGS, choices=replay.CHOICES)
+        return EnvInfo(env_id, "replay", kwargs=replay.KWARGS, choices=replay.CHOICES, ranges=REPLAY_RANGES)
     if ATARI_ID.match(env_id) and _rom(env_id) in atari_games():
         return EnvInfo(env_id, "atari", frameskip=ATARI["frameskip"], native=("envpool",))
     raise UsageError(f"unknown env '{env_id}' (valid: {', '.join(sorted(ENVS))}, an Atari game "
@@ -87,12 +93,18 @@ def typed_env_kwargs(env_id: str, given: dict) -> dict:
                 raise UsageError(f"{key}={raw!r} for {env_id} (valid: {', '.join(info.choices[key])})")
             out[key] = raw
             continue
+        low, high = info.ranges.get(key, (0, math.inf))
+        valid = (f"a {'' if kind is int else 'finite '}number ({kind.__name__}) >= {low:g}"
+                 + (f" and <= {high:g}" if high < math.inf else ""))
         try:
             if isinstance(raw, bool) or (kind is int and isinstance(raw, float) and not raw.is_integer()):
                 raise ValueError
-            out[key] = kind(raw)
+            value = kind(raw)
         except (TypeError, ValueError):
-            raise UsageError(f"{key}={raw!r} for {env_id} must be a number ({kind.__name__})") from None
+            raise UsageError(f"{key}={raw!r} for {env_id} must be {valid}") from None
+        if not low <= value <= high or abs(value) == math.inf:  # NaN is in no range
+            raise UsageError(f"{key}={raw!r} for {env_id} must be {valid}")
+        out[key] = value
     return out
 
 

@@ -1,6 +1,7 @@
 """A process and all its descendants: CPU time, peak memory, and killing them all."""
 import os
 import signal
+import stat
 
 import psutil
 
@@ -73,45 +74,111 @@ def become_subreaper() -> bool:
 
 
 SHM_DIR = "/dev/shm"
-SHM_PREFIXES = ("psm_", "sem.mp-", "mp-", "torch_", "wnsm_", "envpool")
 
 
-def shm_entries() -> set:
+def shm_snapshot() -> dict:
+    """(device, inode) -> name of every file in /dev/shm now. An inode, not a name, says which segment
+    an entry is: a name can be taken again by another process, and glibc maps a new semaphore under a
+    temporary name before linking it under its own."""
+    out = {}
     try:
-        return {n for n in os.listdir(SHM_DIR) if n.startswith(SHM_PREFIXES)}
+        with os.scandir(SHM_DIR) as entries:
+            for e in entries:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    out[(st.st_dev, st.st_ino)] = e.name
     except OSError:
+        pass
+    return out
+
+
+def _shm_dev():
+    try:
+        return os.stat(SHM_DIR).st_dev
+    except OSError:
+        return None
+
+
+def held_shm(pids) -> set:
+    """(device, inode) of every /dev/shm file the given processes map or hold open (/proc/PID/maps and
+    fd), deleted or renamed ones included."""
+    dev = _shm_dev()
+    if dev is None:
         return set()
-
-
-def shm_in_use() -> set:
-    """Names under /dev/shm that some live process has open or mapped (/proc/PID/fd and maps)."""
+    maps_dev = f"{os.major(dev):02x}:{os.minor(dev):02x}"
     held = set()
-    prefix = SHM_DIR + "/"
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/maps") as f:
-                held.update(line.split(prefix, 1)[1].split(" (deleted)")[0].strip() for line in f if prefix in line)
+                for line in f:
+                    parts = line.split(None, 5)
+                    if len(parts) == 6 and parts[3] == maps_dev:
+                        held.add((dev, int(parts[4])))
             fd_dir = f"/proc/{pid}/fd"
             for fd in os.listdir(fd_dir):
-                target = os.readlink(os.path.join(fd_dir, fd))
-                if target.startswith(prefix):
-                    held.add(target[len(prefix):])
-        except OSError:  # gone, or another user's
-            pass
+                try:
+                    if os.readlink(os.path.join(fd_dir, fd)).startswith(SHM_DIR + "/"):
+                        st = os.stat(os.path.join(fd_dir, fd))
+                        held.add((st.st_dev, st.st_ino))
+                except OSError:
+                    continue
+        except (OSError, ValueError):  # gone, or another user's
+            continue
     return held
 
 
-def remove_shm(names) -> list:
-    """Unlink the names that no live process holds: after a cell's tree is killed, a new entry still held
-    belongs to someone else (another run on this machine), not to the cell."""
-    names = set(names)
-    if names:
-        names -= shm_in_use()
+def all_pids() -> list:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def unheld_new_shm(before: dict) -> dict:
+    """Entries of /dev/shm that were not there at `before` (a shm_snapshot) and that no live process holds:
+    what was leaked since, whoever leaked it."""
+    new = {k: n for k, n in shm_snapshot().items() if k not in before}
+    if new:
+        held = held_shm(all_pids())
+        new = {k: n for k, n in new.items() if k not in held}
+    return new
+
+
+def remove_shm(candidates: dict) -> list:
+    """Unlink the candidates ((device, inode) -> name) that are still that file and that no live process
+    holds. Only ever called with segments the caller's own process tree held: another process's
+    segment is never a candidate, and a candidate still held is in use, not leaked."""
+    if not candidates:
+        return []
+    held = held_shm(all_pids())
     removed = []
-    for name in sorted(names):
+    for key, name in sorted(candidates.items(), key=lambda kv: kv[1]):
+        path = os.path.join(SHM_DIR, name)
         try:
-            os.unlink(os.path.join(SHM_DIR, name))
+            st = os.stat(path, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) != key or key in held:
+                continue
+            os.unlink(path)
             removed.append(name)
         except OSError:
             pass
     return removed
+
+
+def descendants(root: int) -> set:
+    """Pids below `root` now, from one pass over /proc (cheaper than psutil's walk per process)."""
+    children = {}
+    for pid in all_pids():
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(pid)
+    out, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out

@@ -3,6 +3,7 @@
 `results.jsonl` is the source of truth: one line per finished repeat, flushed and fsynced as it
 finishes, so an interrupted sweep loses nothing that finished. CSV and HTML are rebuilt from it.
 """
+import errno
 import json
 import os
 from dataclasses import dataclass, field
@@ -147,6 +148,7 @@ class ResultSet:
     """One run directory: its environment fingerprint and its benchmarks, in first-seen order."""
     env: dict
     benchmarks: dict
+    skipped: list = field(default_factory=list)  # line numbers of results.jsonl that are not rows
 
     @classmethod
     def from_rows(cls, rows, env=None) -> "ResultSet":
@@ -162,8 +164,18 @@ class ResultSet:
             from rlbench.errors import UsageError
             raise UsageError(f"no {RESULTS} in {run_dir} (is it a run directory?)")
         env_path = os.path.join(run_dir, ENV)
-        env = json.load(open(env_path)) if os.path.exists(env_path) else {}
-        return cls.from_rows(read_rows(path), env)
+        try:
+            with open(env_path) as f:
+                env = json.load(f)
+        except FileNotFoundError:
+            env = {}
+        except ValueError as exc:
+            from rlbench.errors import UsageError
+            raise UsageError(f"{env_path} is not valid JSON ({exc})") from None
+        skipped = []
+        results = cls.from_rows(read_rows(path, skipped), env if isinstance(env, dict) else {})
+        results.skipped = skipped
+        return results
 
     def summary_rows(self) -> list:
         """One row per cell, in the order the suite lists its cells."""
@@ -175,30 +187,57 @@ class ResultSet:
         return [r for b in self.benchmarks.values() for r in b.runs]
 
 
-def read_rows(path: str) -> list:
+ROW_KEYS = ("cell_id", "adapter", "status", "repeat")  # what every results row has, whatever its schema
+
+
+def read_rows(path: str, skipped: list = None) -> list:
+    """Every whole row of a results.jsonl. A line that is not a row (cut by a crash mid-write in an old
+    run, or edited by hand) is left out; its line number goes to `skipped` when given."""
     rows = []
-    with open(path) as f:
-        for line in f:
+    with open(path, errors="replace") as f:
+        for number, line in enumerate(f, 1):
             line = line.strip()
-            if line:
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:  # a line cut by a crash mid-write: every whole line still counts
-                    continue
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            if isinstance(row, dict) and all(k in row for k in ROW_KEYS):
+                rows.append(row)
+            elif skipped is not None:
+                skipped.append(number)
     return rows
 
 
+class StoreError(Exception):
+    """A row could not be written (disk full, I/O error): the sweep stops, every earlier row is intact."""
+
+
 class ResultStore:
-    """Append-only results.jsonl."""
+    """Append-only results.jsonl. A row is written whole or not at all: one write() of the whole line, then
+    fsync; when either fails (disk full), the file is cut back to where the line began."""
 
     def __init__(self, run_dir: str):
         self.path = os.path.join(run_dir, RESULTS)
-        self._f = open(self.path, "a")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def append(self, row: dict) -> None:
-        self._f.write(json.dumps(row, default=str) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        line = (json.dumps(row, default=str) + "\n").encode()
+        end = os.fstat(self._fd).st_size
+        try:
+            written = os.write(self._fd, line)
+            if written != len(line):
+                raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (wrote {written} of {len(line)} bytes)")
+            os.fsync(self._fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, end)
+            except OSError:
+                pass
+            raise StoreError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
 
     def close(self):
-        self._f.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,12 +1,14 @@
 """Runs one job (cell x repeat) in a fresh interpreter with a wall-clock timeout, then makes sure
-nothing it started survives: the process group, re-parented orphans and new shared-memory
-segments are all removed, whatever way the job ended."""
+nothing it started survives: its process tree (group, re-parented orphans), the shared-memory segments
+that tree held and its temp folder are removed, whatever way the job ended. Nothing else is touched:
+another run's processes and segments on the same machine are not the job's."""
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 
@@ -14,18 +16,23 @@ import psutil
 
 from rlbench import proctree
 from rlbench.plan import Job, Settings
+from rlbench.treewatch import TreeWatch
 
+GRACE_S = 2.0          # what a cell that ended left behind gets to exit by itself
+PARENT_VAR = "RLBENCH_HARNESS_PID"
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
 class Runner:
-    def __init__(self, settings: Settings, out_dir: str, python: str = sys.executable, pythons: dict = None):
+    def __init__(self, settings: Settings, out_dir: str, python: str = sys.executable, pythons: dict = None,
+                 reaper=None):
         self.settings = settings
         self.out_dir = out_dir
         self.python = python
         self.pythons = pythons or {}   # adapter -> the interpreter of its own environment
         os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
         self.subreaper = proctree.become_subreaper()
+        self.reaper = reaper
 
     def interpreter(self, job: Job) -> str:
         return self.pythons.get(job.cell.adapter, self.python)
@@ -46,8 +53,10 @@ class Runner:
     def scratch_dir(self, job: Job) -> str:
         return os.path.join(self.out_dir, "scratch", f"{_slug(job.cell.cell_id)}-r{job.repeat}")
 
-    def child_env(self, job: Job) -> dict:
+    def child_env(self, job: Job, temp: str) -> dict:
         env = dict(os.environ)
+        env["TMPDIR"] = temp  # what the tree leaves in temp files (Ray's session folders) goes with it
+        env[PARENT_VAR] = str(os.getpid())  # the cell dies with the harness (rlbench.cell)
         threads = job.cell.threads(self.settings)
         if threads:
             env.update({v: str(threads) for v in THREAD_VARS})
@@ -64,18 +73,22 @@ class Runner:
         spec = job.cell.spec(self.settings, job.repeat)
         log_path = os.path.join(self.out_dir, "logs", f"{index:05d}-{_slug(job.cell.cell_id)}-r{job.repeat}.log")
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        shm_before = proctree.shm_entries()
-        ours_before = {p.pid for p in psutil.Process().children(recursive=True)}
+        shm_before = proctree.shm_snapshot()
+        ours_before = proctree.descendants(os.getpid())
         t0 = time.perf_counter()
-        result, proc = {}, None
+        result, proc, watch = {}, None, None
         timeout_s = job.cell.settings(self.settings).timeout_s
+        temp = tempfile.mkdtemp(prefix=f"rlbench-cell-{os.getpid()}-")  # the tree's TMPDIR (Ray's sessions)
+        scratch = self.scratch_dir(job)
         try:
             if job.profile:
                 os.makedirs(os.path.dirname(self.profile_path(job)), exist_ok=True)
-            os.makedirs(self.scratch_dir(job))
+            os.makedirs(scratch)
             with open(log_path, "wb") as log:
+                watch = TreeWatch(f"{index}", ours_before, self.reaper, temp)
+                watch.start()
                 proc = subprocess.Popen(self.command(job, spec), stdout=subprocess.PIPE, stderr=log,
-                                        env=self.child_env(job), start_new_session=True)
+                                        env=self.child_env(job, temp), start_new_session=True)
                 try:
                     out, _ = proc.communicate(timeout=timeout_s)
                     result = _last_result(out) or {"status": "error", "error": _no_result(proc.returncode, log_path)}
@@ -85,9 +98,18 @@ class Runner:
         except OSError as exc:
             result = {"status": "error", "error": f"cannot start cell process: {exc}"}
         finally:
-            leaked = self._cleanup(proc, ours_before)
-            removed = proctree.remove_shm(proctree.shm_entries() - shm_before)
-            shutil.rmtree(os.path.join(self.out_dir, "scratch"), ignore_errors=True)
+            held_at_end = [tuple(k) for k in result.pop("shm_held", [])]
+            leaked = self._cleanup(proc, watch, held_at_end)
+            new_shm = {k: n for k, n in proctree.shm_snapshot().items() if k not in shm_before}
+            removed = proctree.remove_shm({k: n for k, n in new_shm.items() if watch and k in watch.shm})
+            shutil.rmtree(scratch, ignore_errors=True)
+            try:
+                os.rmdir(os.path.dirname(scratch))  # the run's scratch folder, once no repeat uses it
+            except OSError:
+                pass
+            shutil.rmtree(temp, ignore_errors=True)
+            if self.reaper is not None and watch is not None:
+                self.reaper.forget(watch.key)
         wall_s = time.perf_counter() - t0
         if leaked and result.get("status") == "ok":
             result["error"] = f"{leaked} leftover process(es) killed after the cell"
@@ -99,25 +121,31 @@ class Runner:
             result["profile"] = os.path.relpath(self.profile_path(job), self.out_dir)
         return result
 
-    def _cleanup(self, proc, ours_before) -> int:
-        """Kill the job's process tree, its process group and any orphan re-parented to us."""
+    def _cleanup(self, proc, watch, held_at_end) -> int:
+        """End the repeat's tree: a cell that is still running (timeout, interrupt) is killed with its tree at
+        once; after a cell that ended, what it left gets GRACE_S to exit by itself (multiprocessing's
+        forkserver and resource tracker leave when the cell's pipes close; the tracker unlinks what the
+        cell leaked), and the rest is killed and counted as leftovers."""
+        if watch is None:
+            return 0
+        watch.stop(held_at_end)
         if proc is None:
             return 0
-        victims = {p.pid: p for p in proctree.tree(psutil.Process(proc.pid))} if proc.poll() is None else {}
+        leftovers = 0
+        if proc.poll() is not None:
+            rest = [p for p in watch.alive() if p.pid != proc.pid]
+            if rest:
+                _, rest = psutil.wait_procs(rest, timeout=GRACE_S)
+                leftovers = sum(proctree.alive(p) for p in rest)
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)  # the cell's group: members not sampled yet included
         except (ProcessLookupError, PermissionError):
             pass
-        for p in psutil.Process().children(recursive=True):
-            if p.pid not in ours_before:
-                victims.setdefault(p.pid, p)
-        victims.pop(proc.pid, None)
-        alive = [p for p in victims.values() if proctree.alive(p)]  # zombies already exited: reap, not count
-        proctree.kill_tree(list(victims.values()))
+        proctree.kill_tree(watch.alive())
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        return len(alive)
+        return leftovers
 
 
 def _last_result(stdout: bytes):

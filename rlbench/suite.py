@@ -16,6 +16,8 @@
 """
 import hashlib
 import itertools
+import math
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
@@ -43,11 +45,13 @@ class Suite:
     settings: Settings
     cells: tuple
     limits: dict = field(default_factory=lambda: dict(LIMIT_DEFAULTS))  # [limits], resolved
+    duplicates: tuple = ()   # ids of cells given more than once (run once; the CLI warns)
 
 
-def load_suite(path: str) -> Suite:
+def load_suite(path: str, text: str = None) -> Suite:
+    """`text`: the suite's contents as a run folder kept them (resume, rerun), instead of reading `path`."""
     try:
-        raw_bytes = open(path, "rb").read()
+        raw_bytes = open(path, "rb").read() if text is None else text.encode()
     except OSError as exc:
         raise UsageError(f"cannot read suite file {path}: {exc.strerror}") from None
     try:
@@ -55,6 +59,9 @@ def load_suite(path: str) -> Suite:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
     _check_keys(path, "top level", doc, TOP_KEYS)
+    for key in ("name", "description"):
+        if key in doc and not (isinstance(doc[key], str) and doc[key].strip()):
+            raise UsageError(f"{path}: {key} = {doc[key]!r} must be a non-empty string")
     settings = parse_settings(path, doc.get("protocol", {}))
     limits = parse_limits(path, doc.get("limits", {}))
     sweeps = doc.get("sweep")
@@ -63,27 +70,68 @@ def load_suite(path: str) -> Suite:
     cells = []
     for i, sweep in enumerate(sweeps):
         cells += expand(f"{path}: sweep[{i}]", sweep, settings.seed)
-    cells = [replace(c, index=i) for i, c in enumerate(_unique(cells))]
-    return Suite(doc.get("name", path), path, hashlib.sha256(raw_bytes).hexdigest(), settings, tuple(cells),
-                 limits)
+    cells, duplicates = merge_duplicates(cells)
+    return Suite(doc.get("name", path), path, hashlib.sha256(raw_bytes).hexdigest(), settings, cells,
+                 limits, duplicates)
 
 
-def parse_settings(where: str, table: dict, base: Settings = Settings()) -> Settings:
+# The valid range of each numeric setting: (low, low is allowed)
+SETTING_RANGES = {"repeats": (1, True), "timeout_s": (0, False), "warmup_s": (0, True), "warmup_units": (0, True),
+                  "duration_s": (0, True), "min_units": (1, True), "omp_threads": (0, True), "seed": (0, True)}
+
+
+def parse_settings(where: str, table: dict, base: Settings = Settings(), names: dict = None) -> Settings:
+    """`names`: how the user spelled each key (e.g. --timeout for timeout_s), for the error message."""
     _check_keys(where, "protocol", table, set(SETTING_TYPES))
+    names = names or {}
     values = {}
     for key, raw in table.items():
         kind = SETTING_TYPES[key]
+        label = f"{where}: {names.get(key, f'protocol.{key}')}"
         if kind is str:
             values[key] = _ray_address(where, raw) if key == "ray_address" else raw
-            continue
-        ok = isinstance(raw, list) if kind is tuple else isinstance(raw, (int, float)) and not isinstance(raw, bool)
-        if not ok or (kind is int and isinstance(raw, float)) or (kind is not tuple and raw < 0):
-            raise UsageError(f"{where}: protocol.{key}={raw!r} must be a non-negative {kind.__name__}")
-        values[key] = tuple(int(c) for c in raw) if kind is tuple else kind(raw)
-    settings = Settings(**{**base.__dict__, **values})
-    if settings.repeats < 1 or settings.timeout_s <= 0:
-        raise UsageError(f"{where}: protocol.repeats must be >= 1 and protocol.timeout_s > 0")
-    return settings
+        elif kind is tuple:
+            if not isinstance(raw, list):
+                raise UsageError(f"{label}={raw!r} must be a list of CPU ids")
+            values[key] = tuple(_cpu_ids(label, raw))
+        else:
+            values[key] = _number(label, raw, kind, *SETTING_RANGES[key])
+    return Settings(**{**base.__dict__, **values})
+
+
+def _number(label: str, raw, kind, low, closed: bool):
+    """A finite number of `kind` in range, or a UsageError naming the value and the range."""
+    bound = f">= {low}" if closed else f"> {low}"
+    what = "an integer" if kind is int else "a finite number"
+    ok = isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw)
+    if ok and kind is int and isinstance(raw, float):
+        ok = raw.is_integer()
+    if not ok or (raw < low if closed else raw <= low):
+        raise UsageError(f"{label}={raw!r} must be {what} {bound}")
+    return kind(raw)
+
+
+def _cpu_ids(label: str, cpus) -> list:
+    """CPU ids this process may run on, or a UsageError naming the CPU and the valid ones."""
+    valid = sorted(os.sched_getaffinity(0))
+    out = []
+    for c in cpus:
+        if not isinstance(c, int) or isinstance(c, bool) or c not in valid:
+            raise UsageError(f"{label}: CPU {c!r} is not available here (valid: {_ranges(valid)})")
+        out.append(c)
+    return out
+
+
+def _ranges(ids) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5'"""
+    parts, start = [], None
+    for i, c in enumerate(ids):
+        if start is None:
+            start = c
+        if i + 1 == len(ids) or ids[i + 1] != c + 1:
+            parts.append(f"{start}" if start == c else f"{start}-{c}")
+            start = None
+    return ", ".join(parts)
 
 
 def parse_limits(where: str, table: dict) -> dict:
@@ -204,9 +252,9 @@ def _affinity_axis(where, value) -> list:
     settings = value if value and all(isinstance(v, list) for v in value) else [value]
     out = []
     for cpus in settings:
-        if not isinstance(cpus, list) or not all(_cpu_setting(where, "affinity", c) is not None for c in cpus):
+        if not isinstance(cpus, list) or not cpus:
             raise UsageError(f"{where}: affinity: {cpus!r} must be a list of CPU ids, or a list of such lists")
-        out.append(tuple(cpus))
+        out.append(tuple(_cpu_ids(f"{where}: affinity", cpus)))
     return out
 
 
@@ -236,9 +284,14 @@ def _bad(where, key, value):
     raise UsageError(f"{where}: {key}: {value!r} must be a string")
 
 
-def _unique(cells):
-    seen = set()
+def merge_duplicates(cells) -> tuple:
+    """(cells with each id once, in first-given order and indexed, ids given more than once): the same
+    cell twice would run twice per repeat and be pooled as one cell of twice the repeats."""
+    seen, unique, duplicates = set(), [], []
     for c in cells:
-        if c.cell_id not in seen:
-            seen.add(c.cell_id)
-            yield c
+        if c.cell_id in seen:
+            duplicates.append(c.cell_id)
+            continue
+        seen.add(c.cell_id)
+        unique.append(c)
+    return tuple(replace(c, index=i) for i, c in enumerate(unique)), tuple(dict.fromkeys(duplicates))

@@ -10,6 +10,7 @@ from rlbench import SCHEMA_VERSION, registry
 from rlbench.plan import interleave
 from rlbench.progress import Progress
 from rlbench.results import ResultSet, ResultStore, frames
+from rlbench.reaper import Reaper
 from rlbench.runner import Runner
 
 
@@ -43,17 +44,23 @@ def skip_reason(cell, envs: dict):
     return ("unsupported", reason) if reason else None
 
 
-def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=None) -> ResultSet:
-    """`envs`: adapter environment name -> adapter_envs.Prepared (what rlbench.cli's prepare step built)."""
+def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=None, done=()) -> ResultSet:
+    """`envs`: adapter environment name -> adapter_envs.Prepared (what rlbench.cli's prepare step built).
+    `done`: (cell_id, repeat, profiled) of the rows the folder already holds (a resumed run): not run again.
+    A row that cannot be written (rlbench.results.StoreError) stops the sweep."""
     envs = envs or {}
+    done = set(done)
     store = ResultStore(out_dir)
     runnable, skipped = [], []
     for cell in cells:
         skip = skip_reason(cell, envs)
+        if skip and any(d[0] == cell.cell_id for d in done):
+            continue
         (skipped if skip else runnable).append((cell, skip))
-    jobs = interleave([c for c, _ in runnable], settings.repeats, profile)
+    jobs = [j for j in interleave([c for c, _ in runnable], settings.repeats, profile)
+            if (j.cell.cell_id, j.repeat, j.profile) not in done]
     progress = Progress(len(jobs) + len(skipped))
-    rows = []
+    rows, reaper = [], None
 
     def finish(row):
         frames(row)
@@ -65,8 +72,10 @@ def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=
         for cell, (status, reason) in skipped:
             finish({**base_row(run_id, suite_name, cell, settings, 0, False), "status": status, "error": reason})
         pythons = {a: p.python for p in envs.values() if p.python for a in p.env.adapters}
-        runner = Runner(settings, out_dir, pythons=pythons)
-        for i, job in enumerate(jobs):
+        reaper = Reaper()
+        runner = Runner(settings, out_dir, pythons=pythons, reaper=reaper)
+        first = _next_log_index(out_dir)
+        for i, job in enumerate(jobs, first):
             progress.start(f"{job.cell.cell_id} r{job.repeat}")
             row = base_row(run_id, suite_name, job.cell, settings, job.repeat, job.profile)
             result = runner.run(job, i)
@@ -76,4 +85,15 @@ def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=
     finally:
         progress.close()
         store.close()
+        if reaper is not None:
+            reaper.close()
     return ResultSet.from_rows(rows)
+
+
+def _next_log_index(out_dir: str) -> int:
+    """Logs are numbered in run order; a resumed run goes on after the last one."""
+    try:
+        return 1 + max((int(n.split("-", 1)[0]) for n in os.listdir(os.path.join(out_dir, "logs"))
+                        if n.split("-", 1)[0].isdigit()), default=-1)
+    except OSError:
+        return 0

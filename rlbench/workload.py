@@ -1,9 +1,13 @@
 """What is measured: the env, how many copies, which policy picks the actions, and the accounting."""
+import math
+import re
 from dataclasses import asdict, dataclass, field
 
 from rlbench.errors import UsageError
 
 POLICY_FIELDS = {"hidden": tuple, "threads": int, "device": str, "cost_us": float}
+POLICY_FORMS = {"hidden": "layer sizes >= 1 like 64x64", "threads": "an integer >= 1",
+                "device": "cpu, cuda or cuda:N", "cost_us": "a finite number >= 0"}
 
 
 @dataclass(frozen=True)
@@ -51,15 +55,41 @@ def parse_policy(raw) -> PolicySpec:
     for key, value in fields.items():
         if key not in POLICY_FIELDS:
             raise UsageError(f"unknown policy field '{key}' (valid: {', '.join(POLICY_FIELDS)})")
-        try:
-            if key == "hidden":
-                items = value.split("x") if isinstance(value, str) else value
-                kwargs[key] = tuple(int(h) for h in items)
-            else:
-                kwargs[key] = POLICY_FIELDS[key](value)
-        except (TypeError, ValueError):
-            raise UsageError(f"bad policy field {key}={value!r}") from None
+        kwargs[key] = _policy_field(key, value)
     return PolicySpec(name=name, **kwargs)
+
+
+def _policy_field(key: str, value):
+    """Checked as the suite loads, so a bad policy is refused before any cell runs (a negative cost_us
+    would otherwise run, labelled fixed_cost-5us); the message names the value as given and its valid form."""
+    try:
+        if isinstance(value, bool):
+            raise ValueError  # TOML `true` is valid for no field
+        if key == "hidden":
+            items = value.split("x") if isinstance(value, str) else value
+            typed = tuple(_integer(h) for h in items)
+            ok = typed and min(typed) >= 1
+        elif key == "threads":
+            typed = _integer(value)
+            ok = typed >= 1
+        elif key == "device":
+            typed = value
+            ok = isinstance(value, str) and re.fullmatch(r"cpu|cuda(:\d+)?", value)
+        else:
+            typed = float(value)
+            ok = math.isfinite(typed) and typed >= 0
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise UsageError(f"policy field {key}={value!r} must be {POLICY_FORMS[key]}")
+    return typed
+
+
+def _integer(value) -> int:
+    """int(), but 1.5 and true are refused rather than truncated."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError
+    return int(value)
 
 
 @dataclass(frozen=True)

@@ -172,3 +172,16 @@ def misbehaving_adapters_env(root: Path, pid_dir: Path) -> dict:
         {module: (TESTS / "fake_adapters.py").read_text()})
     env["RLBENCH_TEST_PIDDIR"] = str(pid_dir)
     return env
+
+
+def shm_left_since(before: dict) -> dict:
+    """/dev/shm entries new since `before` (proctree.shm_snapshot()) that no process outside this test's
+    own tree holds: what the test left behind. Another run's segments on the machine are not counted."""
+    from rlbench import proctree
+    import os
+    new = {k: n for k, n in proctree.shm_snapshot().items() if k not in before}
+    if new:
+        ours = {os.getpid(), *proctree.descendants(os.getpid())}
+        held_by_others = proctree.held_shm([p for p in proctree.all_pids() if p not in ours])
+        new = {k: n for k, n in new.items() if k not in held_by_others}
+    return new

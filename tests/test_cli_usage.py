@@ -31,6 +31,9 @@ SUITE_ERRORS = {
                    "valid: fork, forkserver, spawn"),
     "invalid TOML": ("[[sweep]\n", "not valid TOML"),
     "bad ray address": ('[protocol]\nray_address = 6379\n' + sweep(["serial"]), "ray_address=6379"),
+    "name not a string": ("name = 5\n" + sweep(["serial"]), "name = 5 must be a non-empty string"),
+    "cpu not here": (sweep(["serial"]) + "affinity = [99]\n", "CPU 99 is not available here (valid: 0"),
+    "infinite timeout": ("[protocol]\ntimeout_s = inf\n" + sweep(["serial"]), "protocol.timeout_s=inf must be"),
 }
 
 
@@ -62,7 +65,13 @@ FLAG_ERRORS = {
     "bad num-envs": (["--adapter", "serial", "--num-envs", "1,x", *FLAGS], "--num-envs"),
     "zero num-envs": (["--adapter", "serial", "--num-envs", "0", *FLAGS], "must be >= 1"),
     "unknown policy": (["--adapter", "serial", "--policy", "bogus", *FLAGS], "unknown policy 'bogus'"),
-    "negative duration": (["--adapter", "serial", "--env", "CartPole-v1", "--duration", "-1"], "duration_s"),
+    "negative duration": (["--adapter", "serial", "--env", "CartPole-v1", "--duration", "-1"],
+                          "--duration=-1.0 must be a finite number >= 0"),
+    "nan duration": (["--adapter", "serial", "--env", "CartPole-v1", "--duration", "nan"], "--duration=nan"),
+    "nan warm-up": (["--adapter", "serial", "--env", "CartPole-v1", "--warmup", "nan"], "--warmup=nan"),
+    "infinite timeout": (["--adapter", "serial", "--env", "CartPole-v1", "--timeout", "inf"],
+                         "--timeout=inf must be a finite number > 0"),
+    "nan timeout": (["--adapter", "serial", "--env", "CartPole-v1", "--timeout", "nan"], "--timeout=nan"),
     "zero repeats": (["--adapter", "serial", "--env", "CartPole-v1", "--repeats", "0"], "repeats"),
     "no sweep at all": ([], "needs a suite file or --adapter"),
     "unknown flag": (["--adapter", "serial", "--bogus", *FLAGS], "--bogus"),
@@ -136,9 +145,9 @@ def test_ray_address_reaches_the_cells_as_ray_address(tmp_path, monkeypatch):
     from_suite, from_flag, local = _plan([str(path)]), _plan([str(path), "--ray-address", "auto"]), \
         _plan([str(REPO / "suites" / "quick.toml")])
     assert (from_suite.settings.ray_address, from_flag.settings.ray_address) == ("10.0.0.1:6379", "auto")
-    child_env = Runner(from_flag.settings, str(tmp_path / "out")).child_env(Job(from_flag.cells[0], 0))
+    child_env = Runner(from_flag.settings, str(tmp_path / "out")).child_env(Job(from_flag.cells[0], 0), "/tmp")
     assert child_env["RAY_ADDRESS"] == "auto"
-    assert "RAY_ADDRESS" not in Runner(local.settings, str(tmp_path / "o2")).child_env(Job(local.cells[0], 0))
+    assert "RAY_ADDRESS" not in Runner(local.settings, str(tmp_path / "o2")).child_env(Job(local.cells[0], 0), "/tmp")
 
 
 def test_flags_describe_a_sweep():

@@ -39,11 +39,14 @@ BAD_SUITES = {
     "no sweep": ('name = "x"\n', ["[[sweep]]"]),
 }
 BAD_PROTOCOLS = {
-    "string": ("[protocol]\nrepeats = \"x\"\n", ["protocol.repeats='x'", "non-negative int"]),
-    "negative": ("[protocol]\nduration_s = -1.0\n", ["protocol.duration_s=-1.0", "non-negative float"]),
+    "string": ("[protocol]\nrepeats = \"x\"\n", ["protocol.repeats='x'", "must be an integer >= 1"]),
+    "negative": ("[protocol]\nduration_s = -1.0\n", ["protocol.duration_s=-1.0", "must be a finite number >= 0"]),
+    "infinite timeout": ("[protocol]\ntimeout_s = inf\n", ["protocol.timeout_s=inf", "finite number > 0"]),
+    "nan duration": ("[protocol]\nduration_s = nan\n", ["protocol.duration_s=nan", "finite number >= 0"]),
+    "cpu not here": ("[protocol]\naffinity = [99]\n", ["CPU 99 is not available here (valid: 0"]),
     "float for an int": ("[protocol]\nrepeats = 1.5\n", ["protocol.repeats=1.5", "int"]),
     "bool": ("[protocol]\ntimeout_s = true\n", ["protocol.timeout_s=True"]),
-    "zero repeats": ("[protocol]\nrepeats = 0\n", ["protocol.repeats must be >= 1"]),
+    "zero repeats": ("[protocol]\nrepeats = 0\n", ["protocol.repeats=0 must be an integer >= 1"]),
     "unknown key": ("[protocol]\nbogus = 1\n", ["'bogus'", "protocol", "valid: affinity, duration_s"]),
 }
 

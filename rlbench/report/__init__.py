@@ -12,10 +12,20 @@ class Reporter:
 
 
 def write_atomic(path: str, text: str) -> str:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", newline="") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    """Whole or not at all: a failed write (disk full) leaves the old file, and no temporary one."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     return path
 
 
