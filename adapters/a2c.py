@@ -17,8 +17,8 @@ RETURN_WINDOW = 100  # return_mean: the mean return of about the last this many 
 
 def learner_options(batch_T: int, lr: float) -> tuple:
     return (
-        Option("batch_T", int, batch_T, "time steps per env in one update's rollout (n-step returns)"),
-        Option("lr", float, lr, "Adam learning rate"),
+        Option("batch_T", int, batch_T, "time steps per env in one update's rollout (n-step returns)", low=1),
+        Option("lr", float, lr, "Adam learning rate", low=0, open_low=True),
         Option("max_grad_norm", float, 0.5, "clip the gradient to this global norm (0: no clipping)"),
     )
 
@@ -31,10 +31,6 @@ def learner_supports(name: str, workload, options: dict):
     if workers < 1 or workload.num_envs % workers:
         return (f"{name} splits num_envs over workers: num_envs={workload.num_envs} "
                 f"is not a multiple of workers={workers}")
-    if options["batch_T"] < 1:
-        return f"batch_T={options['batch_T']} must be >= 1"
-    if options["lr"] <= 0 or options["max_grad_norm"] < 0:
-        return f"lr={options['lr']:g} must be > 0 and max_grad_norm={options['max_grad_norm']:g} >= 0"
     family = env_info(workload.env_id).family
     if family in ("mujoco", "replay"):
         return f"{name} samples a categorical policy: needs a Discrete action space ({workload.env_id} has none)"

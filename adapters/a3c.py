@@ -266,13 +266,11 @@ class A3C(Adapter):
                    "(Hogwild) to shared parameters with a shared Adam")
     requires = ("gymnasium", "torch")
     options = learner_options(batch_T=16, lr=2e-3) + (
-        Option("updates_per_unit", int, 4, "shared updates (all workers) one unit waits for"),
+        Option("updates_per_unit", int, 4, "shared updates (all workers) one unit waits for", low=1),
         Option("lock", bool, False, "serialise applying gradients with a lock (default: lock-free, Hogwild)"),
     ) + WORKER_OPTIONS
 
     def supports(self, workload, options):
-        if options["updates_per_unit"] < 1:
-            return f"updates_per_unit={options['updates_per_unit']} must be >= 1"
         if workload.policy.name == "mlp" and workload.policy.device != "cpu":
             return "a3c's workers compute gradients on the CPU: needs policy device cpu"
         return learner_supports(self.name, workload, options)

@@ -47,7 +47,7 @@ COMPILE_EVENTS = "/jax/core/compile/"   # jaxpr_trace_duration, jaxpr_to_mlir_mo
 
 BACKEND = Option("backend", str, "positional", "Brax physics pipeline (positional: Brax's training colab "
                  "default)", BACKENDS)
-EPISODE_LENGTH = Option("episode_length", int, 1000, "steps before EpisodeWrapper truncates an episode")
+EPISODE_LENGTH = Option("episode_length", int, 1000, "steps before EpisodeWrapper truncates an episode", low=1)
 
 
 def _jax_options():
@@ -63,8 +63,6 @@ def _common_supports(workload, options, adapter):
         return f"{adapter} takes no env_kwargs (got {', '.join(workload.env_kwargs)})"
     if options["backend"] not in BACKENDS:   # options come typed and checked; kept for direct callers
         return f"backend={options['backend']} (valid: {', '.join(BACKENDS)})"
-    if options["episode_length"] < 1:
-        return f"episode_length={options['episode_length']} must be >= 1"
     return None
 
 
@@ -127,13 +125,11 @@ class Brax(Adapter):
     description = ("Brax envs (jax): envs.training.wrap (vmap, episode, auto-reset), lax.scan over scan_T steps, "
                    "random or MLP actions inside, AOT-compiled")
     requires = ("brax", "jax")
-    options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)"),
+    options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)", low=1),
                BACKEND, EPISODE_LENGTH, *_jax_options())
 
     def supports(self, workload, options):
         from rlbench.adapters.jax_envs import _jax_supports
-        if options["scan_T"] < 1:
-            return f"scan_T={options['scan_T']} must be >= 1"
         if options["devices"] > 1 and workload.num_envs % options["devices"]:
             return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
         return _common_supports(workload, options, self.name) or _jax_supports(workload, options, self.name)
@@ -301,21 +297,22 @@ class BraxPPOSession:
 PPO_OPTIONS = (
     BACKEND,
     EPISODE_LENGTH,
-    Option("unroll_length", int, 5, "steps per env per unroll (Brax's unroll_length)"),
+    Option("unroll_length", int, 5, "steps per env per unroll (Brax's unroll_length)", low=1),
     Option("batch_size", int, 64, "unrolls per minibatch; batch_size x num_minibatches must be a multiple of "
-                                  "num_envs (Brax's Ant: 2048 with 4096 envs on a GPU)"),
-    Option("num_minibatches", int, 4, "minibatches per training step (Brax's Ant: 32)"),
-    Option("num_updates_per_batch", int, 4, "passes over each batch (Brax's Ant: 4)"),
-    Option("training_steps_per_unit", int, 1, "Brax training steps per epoch (per progress_fn call) = one unit"),
-    Option("action_repeat", int, 1, "Brax's action_repeat"),
-    Option("learning_rate", float, 3e-4, "Adam learning rate"),
+                                  "num_envs (Brax's Ant: 2048 with 4096 envs on a GPU)", low=1),
+    Option("num_minibatches", int, 4, "minibatches per training step (Brax's Ant: 32)", low=1),
+    Option("num_updates_per_batch", int, 4, "passes over each batch (Brax's Ant: 4)", low=1),
+    Option("training_steps_per_unit", int, 1, "Brax training steps per epoch (per progress_fn call) = one unit", low=1),
+    Option("action_repeat", int, 1, "Brax's action_repeat", low=1),
+    Option("learning_rate", float, 3e-4, "Adam learning rate", low=0, open_low=True),
     Option("entropy_cost", float, 1e-2, "entropy bonus"),
-    Option("discounting", float, 0.97, "discount"),
-    Option("reward_scaling", float, 10.0, "reward scale (Brax's Ant: 10)"),
+    Option("discounting", float, 0.97, "discount", high=1),
+    Option("reward_scaling", float, 10.0, "reward scale (Brax's Ant: 10)", low=0, open_low=True),
     Option("normalize_observations", bool, True, "running observation normalisation"),
     Option("eval_envs", int, 0, "Brax's evaluator after every epoch on this many envs (its time inside each "
                                 "unit); 0 = run_evals off, no return_mean"),
-    Option("target_return", float, math.inf, "eval return counted as reached (time_to_target_s; needs eval_envs)"),
+    Option("target_return", float, math.inf, "eval return counted as reached (time_to_target_s; needs eval_envs)",
+           low=-math.inf, finite=False),
 )
 
 
@@ -337,16 +334,6 @@ class BraxPPO(Adapter):
             return f"policy device={pol.device}: cpu or cuda"
         if pol.device.startswith("cuda") and options["platform"] == "cpu":
             return "policy device=cuda with platform=cpu"
-        for key in ("unroll_length", "batch_size", "num_minibatches", "num_updates_per_batch",
-                    "training_steps_per_unit", "action_repeat"):
-            if options[key] < 1:
-                return f"{key}={options[key]} must be >= 1"
-        if options["eval_envs"] < 0:
-            return f"eval_envs={options['eval_envs']} must be >= 0"
-        if options["devices"] < 0:
-            return f"devices={options['devices']} must be >= 0 (0 = all local devices)"
-        if not 0 <= options["mem_fraction"] <= 1:
-            return f"mem_fraction={options['mem_fraction']} must be in [0, 1]"
         if options["devices"] > 1 and workload.num_envs % options["devices"]:
             return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
         rollout = options["batch_size"] * options["num_minibatches"]

@@ -387,14 +387,15 @@ LEARNER_OPTIONS = (
                                 "DummyVecEnv), subproc (a subprocess per env: AsyncVectorEnv, SubprocVecEnv), "
                                 "envpool (EnvPool, batch_size = num_envs)", VECS),
     Option("num_threads", int, 0, "vec=envpool: pool threads; 0 = EnvPool's default, min(num_envs, hardware threads)"),
-    Option("num_steps", int, 128, "rollout length per env per iteration"),
-    Option("update_epochs", int, 4, "passes over each rollout"),
-    Option("num_minibatches", int, 4, "minibatches per epoch"),
-    Option("lr", float, 2.5e-4, "Adam learning rate"),
+    Option("num_steps", int, 128, "rollout length per env per iteration", low=1),
+    Option("update_epochs", int, 4, "passes over each rollout", low=1),
+    Option("num_minibatches", int, 4, "minibatches per epoch", low=1),
+    Option("lr", float, 2.5e-4, "Adam learning rate", low=0, open_low=True),
     Option("anneal_lr", bool, True, "anneal the learning rate linearly to 0 over total_timesteps"),
-    Option("total_timesteps", int, 500_000, "env steps of the whole training run the annealing spans"),
+    Option("total_timesteps", int, 500_000, "env steps of the whole training run the annealing spans", low=1),
     Option("target_return", float, 0.0, "mean return of the last 100 episodes counted as solved "
-                                         "(time_to_target_s); 0 = the env's own (CartPole-v1: 475, else none)"),
+                                         "(time_to_target_s); 0 = the env's own (CartPole-v1: 475, else none)",
+           low=-math.inf),
 )
 
 
@@ -404,13 +405,6 @@ def learner_supports(name: str, workload, options):
         return "package not installed: envpool"
     if workload.policy.name != "mlp":
         return f"{name} trains its policy: needs policy mlp (got {workload.policy.name})"
-    for key in ("num_steps", "update_epochs", "num_minibatches", "total_timesteps"):
-        if options[key] < 1:
-            return f"{key}={options[key]} must be >= 1"
-    if options["num_threads"] < 0:
-        return f"num_threads={options['num_threads']} must be >= 0 (0 = EnvPool's default)"
-    if options["lr"] <= 0:
-        return f"lr={options['lr']} must be > 0"
     batch = workload.num_envs * options["num_steps"]
     if batch % options["num_minibatches"] or batch // options["num_minibatches"] < 2:
         return (f"num_envs x num_steps = {batch} must be a multiple of num_minibatches="

@@ -354,13 +354,13 @@ class Impala(Adapter):
     description = "IMPALA: actor processes send trajectories through a bounded queue; the learner corrects with V-trace"
     requires = ("gymnasium", "torch")
     options = (
-        Option("workers", int, 2, "actor processes; each steps num_envs / workers envs"),
-        Option("unroll", int, 20, "time steps per trajectory"),
-        Option("batch", int, 2, "trajectories per learner update (lag=one: one per actor)"),
-        Option("queue", int, 4, "trajectories that may wait for the learner; actors block beyond"),
+        Option("workers", int, 2, "actor processes; each steps num_envs / workers envs", low=1),
+        Option("unroll", int, 20, "time steps per trajectory", low=1),
+        Option("batch", int, 2, "trajectories per learner update (lag=one: one per actor)", low=1),
+        Option("queue", int, 4, "trajectories that may wait for the learner; actors block beyond", low=1),
         Option("lag", str, "any", "any: actors load the newest parameters; one: Cleanba's exactly-one-update lag",
                ("any", "one")),
-        Option("lr", float, 1e-3, "Adam learning rate"),
+        Option("lr", float, 1e-3, "Adam learning rate", low=0, open_low=True),
         Option("worker_affinity", str, "none", "pin actor i to the i-th allowed CPU (spread) or not",
                ("none", "spread")),
         Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn")),
@@ -372,9 +372,6 @@ class Impala(Adapter):
         workers = options["workers"]
         if workers < 1 or workload.num_envs % workers:
             return f"num_envs={workload.num_envs} must be a positive multiple of workers={workers}"
-        for key in ("unroll", "batch", "queue"):
-            if options[key] < 1:
-                return f"{key}={options[key]} must be >= 1"
         return None
 
     def open(self, workload, options):

@@ -33,7 +33,7 @@ JAX_OPTIONS = (
     Option("platform", str, "auto", "JAX backend: auto = GPU for policy device=cuda, else JAX's default",
            choices=("auto", "cpu", "gpu")),
     Option("preallocate", bool, False, "XLA_PYTHON_CLIENT_PREALLOCATE: grab most of the GPU memory up front"),
-    Option("mem_fraction", float, 0.0, "XLA_PYTHON_CLIENT_MEM_FRACTION (0 = JAX's default)"),
+    Option("mem_fraction", float, 0.0, "XLA_PYTHON_CLIENT_MEM_FRACTION (0 = JAX's default)", high=1),
 )
 FORCE_DEVICES = "--xla_force_host_platform_device_count"
 RECORDED = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR",
@@ -95,10 +95,6 @@ def _jax_supports(workload, options, adapter: str):
     pol = workload.policy
     if pol.name not in JAX_POLICIES:
         return f"{adapter} runs the policy inside the compiled loop: policy random or mlp (got {pol.name})"
-    if options.get("devices", 1) < 0:
-        return f"devices={options['devices']} must be >= 0 (0 = all local devices)"
-    if not 0 <= options["mem_fraction"] <= 1:
-        return f"mem_fraction={options['mem_fraction']} must be in [0, 1]"
     if pol.name == "mlp" and pol.device.startswith("cuda") and options["platform"] == "cpu":
         return "policy device=cuda with platform=cpu"
     if pol.name == "mlp" and not (pol.device == "cpu" or pol.device.startswith("cuda")):
@@ -298,12 +294,10 @@ class Gymnax(Adapter):
     kind = "vector_env"
     description = "gymnax envs in JAX: vmap over num_envs, lax.scan over scan_T steps, policy inside, AOT-compiled"
     requires = ("jax", "gymnax")
-    options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)"),
+    options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)", low=1),
                *JAX_OPTIONS)
 
     def supports(self, workload, options):
-        if options["scan_T"] < 1:
-            return f"scan_T={options['scan_T']} must be >= 1"
         if options["devices"] > 1 and workload.num_envs % options["devices"]:
             return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
         return _gymnax_supports(workload, self.name) or _jax_supports(workload, options, self.name)
@@ -546,25 +540,22 @@ class PureJaxRLPPO(Adapter):
                    "num_agents independent runs vmapped")
     requires = ("jax", "gymnax", "optax")
     options = (
-        Option("num_agents", int, 1, "independent training runs (seeds), vmapped in one program"),
-        Option("num_steps", int, 128, "rollout length per env per iteration"),
-        Option("update_epochs", int, 4, "passes over each rollout"),
-        Option("num_minibatches", int, 4, "minibatches per epoch"),
-        Option("lr", float, 2.5e-4, "Adam learning rate"),
+        Option("num_agents", int, 1, "independent training runs (seeds), vmapped in one program", low=1),
+        Option("num_steps", int, 128, "rollout length per env per iteration", low=1),
+        Option("update_epochs", int, 4, "passes over each rollout", low=1),
+        Option("num_minibatches", int, 4, "minibatches per epoch", low=1),
+        Option("lr", float, 2.5e-4, "Adam learning rate", low=0, open_low=True),
         Option("anneal_lr", bool, True, "anneal the learning rate linearly to 0 over total_timesteps"),
         Option("total_timesteps", int, 500_000, "env steps per agent of one training run (annealing; "
-                                                "time_per_agent_s is for a run this long)"),
-        Option("target_return", float, 475.0, "mean return counted as solved (time_to_target_s)"),
-        Option("updates_per_unit", int, 1, "PPO iterations per compiled call (one unit)"),
+                                                "time_per_agent_s is for a run this long)", low=1),
+        Option("target_return", float, 475.0, "mean return counted as solved (time_to_target_s)", low=-math.inf),
+        Option("updates_per_unit", int, 1, "PPO iterations per compiled call (one unit)", low=1),
         *JAX_OPTIONS,
     )
 
     def supports(self, workload, options):
         if workload.policy.name != "mlp":
             return f"purejaxrl-ppo trains the policy: needs policy mlp (got {workload.policy.name})"
-        for key in ("num_agents", "num_steps", "update_epochs", "num_minibatches", "updates_per_unit"):
-            if options[key] < 1:
-                return f"{key}={options[key]} must be >= 1"
         batch = workload.num_envs * options["num_steps"]
         if batch % options["num_minibatches"]:
             return (f"num_envs x num_steps = {batch} must be a multiple of "
@@ -649,15 +640,13 @@ class EnvPoolXla(Adapter):
     kind = "vector_env"
     description = "EnvPool's XLA interface: the C++ pool's send/recv called from a jitted lax.scan, policy in JAX"
     requires = ("jax", "envpool")
-    options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan of send + recv)"),
+    options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan of send + recv)", low=1),
                Option("num_threads", int, 0, "pool threads; 0 = EnvPool default, min(num_envs, hardware threads)"),
                *(o for o in JAX_OPTIONS if o.name != "devices"))  # one pool, one program, one device
 
     def supports(self, workload, options):
         if "envpool" not in env_info(workload.env_id).native:
             return f"envpool has no native {workload.env_id}"
-        if options["scan_T"] < 1:
-            return f"scan_T={options['scan_T']} must be >= 1"
         return _jax_supports(workload, options, self.name)
 
     def open(self, workload, options):

@@ -156,16 +156,16 @@ class RayActors(Adapter):
     description = "Ray actors each holding a gymnasium vector env; sync gather or async ray.wait (RLlib's model)"
     requires = ("ray", "gymnasium")
     options = (
-        Option("actors", int, 2, "Ray actors; each holds num_envs / actors envs"),
+        Option("actors", int, 2, "Ray actors; each holds num_envs / actors envs", low=1),
         Option("mode", str, "sync", "sync: step all, gather all; async: act on the first wait_k to return",
                ("sync", "async")),
-        Option("wait_k", int, 1, "async: actors taken per ray.wait"),
+        Option("wait_k", int, 1, "async: actors taken per ray.wait", low=1),
         Option("policy", str, "driver", "where actions are selected", ("driver", "actor")),
         Option("transport", str, "inline", "observations returned inline or through ray.put",
                ("inline", "object_store")),
         Option("placement", str, "pack", "placement group strategy", tuple(STRATEGIES)),
         Option("actor_cpus", float, 1.0, "CPUs each actor reserves"),
-        Option("ready_timeout_s", float, 60.0, "how long placement and actor start-up may take"),
+        Option("ready_timeout_s", float, 60.0, "how long placement and actor start-up may take", low=0, open_low=True),
     )
 
     def supports(self, workload, options):
@@ -174,8 +174,6 @@ class RayActors(Adapter):
             return f"num_envs={workload.num_envs} must be a positive multiple of actors={n}"
         if options["mode"] == "async" and not 1 <= options["wait_k"] <= n:
             return f"wait_k={options['wait_k']} must be between 1 and actors={n}"
-        if options["actor_cpus"] < 0:
-            return f"actor_cpus={options['actor_cpus']:g} must be >= 0"
         return None
 
     def open(self, workload, options):

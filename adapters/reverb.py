@@ -236,8 +236,6 @@ class ReverbAdapter(Adapter):
     )
 
     def supports(self, workload, options):
-        if options["max_in_flight"] < 0:
-            return "max_in_flight must be 0 (Acme's) or more"
         mode = workload.env_kwargs.get("mode", "max-sample")
         if options["rate_limiter"] == "sample-to-insert" and mode in ("max-sample", "max-add"):
             return (f"rate_limiter=sample-to-insert in mode {mode}: one side alone would block as soon as "

@@ -384,10 +384,10 @@ class SamplerSession:
 
 
 SAMPLER_OPTIONS = (
-    Option("batch_T", int, 32, "time steps per batch (one unit = batch_T x num_envs transitions)"),
+    Option("batch_T", int, 32, "time steps per batch (one unit = batch_T x num_envs transitions)", low=1),
 )
 WORKER_OPTIONS = (
-    Option("workers", int, 2, "worker processes; each steps num_envs / workers envs"),
+    Option("workers", int, 2, "worker processes; each steps num_envs / workers envs", low=1),
     Option("worker_affinity", str, "none", "pin worker i to the i-th allowed CPU (spread) or not",
            ("none", "spread")),
     Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn")),
@@ -402,8 +402,6 @@ class RlpytSampler(Adapter):
 
     def supports(self, workload, options):
         workers = options["workers"]
-        if options["batch_T"] < 1:
-            return f"batch_T={options['batch_T']} must be >= 1"
         if workers < self.min_workers:
             return f"{self.name} needs workers >= {self.min_workers} (got {workers})"
         if workload.num_envs % workers:
@@ -422,7 +420,7 @@ class RlpytSerial(RlpytSampler):
     mode = "serial"
 
     def supports(self, workload, options):
-        return None if options["batch_T"] >= 1 else f"batch_T={options['batch_T']} must be >= 1"
+        return None
 
 
 @register

@@ -214,12 +214,13 @@ class RlpytAsync(Adapter):
     description = "rlpyt AsyncRl: samplers fill a shared replay ring while a DQN-style optimiser trains"
     requires = ("gymnasium", "torch")
     options = (
-        Option("batch_T", int, 16, "time steps each sampler collects between parameter syncs"),
-        Option("replay_ratio", float, 4.0, "target transitions consumed by updates per transition added"),
-        Option("minibatch", int, 64, "transitions per optimiser update"),
-        Option("capacity", int, 65536, "replay ring size in transitions"),
-        Option("max_lag", int, 4, "most parameter versions a sampler may act behind the optimiser"),
-        Option("lr", float, 1e-3, "Adam learning rate"),
+        Option("batch_T", int, 16, "time steps each sampler collects between parameter syncs", low=1),
+        Option("replay_ratio", float, 4.0, "target transitions consumed by updates per transition added",
+               low=0, open_low=True),
+        Option("minibatch", int, 64, "transitions per optimiser update", low=1),
+        Option("capacity", int, 65536, "replay ring size in transitions", low=1),
+        Option("max_lag", int, 4, "most parameter versions a sampler may act behind the optimiser", low=1),
+        Option("lr", float, 1e-3, "Adam learning rate", low=0, open_low=True),
     ) + WORKER_OPTIONS
 
     def supports(self, workload, options):
@@ -228,11 +229,6 @@ class RlpytAsync(Adapter):
         workers = options["workers"]
         if workers < 1 or workload.num_envs % workers:
             return f"num_envs={workload.num_envs} must be a positive multiple of workers={workers}"
-        for key in ("batch_T", "minibatch", "max_lag"):
-            if options[key] < 1:
-                return f"{key}={options[key]} must be >= 1"
-        if options["replay_ratio"] <= 0:
-            return f"replay_ratio={options['replay_ratio']} must be > 0"
         if options["capacity"] < options["minibatch"]:
             return f"capacity={options['capacity']} must hold one minibatch ({options['minibatch']})"
         return None

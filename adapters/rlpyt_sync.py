@@ -405,29 +405,25 @@ class RlpytSync(Adapter):
                    "gradients all-reduced by torch DistributedDataParallel")
     requires = ("torch", "gymnasium")
     options = (
-        Option("ranks", int, 2, "processes, each a DDP rank with num_envs // ranks envs (this process is rank 0)"),
-        Option("batch_T", int, 32, "time steps per env per iteration"),
+        Option("ranks", int, 2, "processes, each a DDP rank with num_envs // ranks envs (this process is rank 0)",
+               low=1),
+        Option("batch_T", int, 32, "time steps per env per iteration", low=1),
         Option("backend", str, "auto", "torch.distributed backend (auto: nccl on cuda, else gloo)",
                ("auto", "gloo", "nccl")),
         Option("context", str, "spawn", "multiprocessing start method of the worker ranks",
                ("spawn", "forkserver", "fork")),
-        Option("lr", float, 1e-3, "Adam learning rate"),
-        Option("timeout_s", float, 60.0, "seconds a collective may wait for the other ranks before failing"),
+        Option("lr", float, 1e-3, "Adam learning rate", low=0, open_low=True),
+        Option("timeout_s", float, 60.0, "seconds a collective may wait for the other ranks before failing",
+               low=0, open_low=True),
     )
 
     def supports(self, workload, options):
         ranks = options["ranks"]
-        if ranks < 1:
-            return f"{self.name} needs ranks >= 1 (got {ranks})"
-        if options["batch_T"] < 1:
-            return f"{self.name} needs batch_T >= 1 (got {options['batch_T']})"
         if workload.policy.name != "mlp":
             return f"{self.name} trains the policy: needs policy mlp (got {workload.policy.name})"
         if workload.num_envs % ranks:
             return (f"{self.name} splits num_envs over ranks: num_envs={workload.num_envs} "
                     f"is not divisible by ranks={ranks}")
-        if options["timeout_s"] <= 0:
-            return f"{self.name} needs timeout_s > 0 (got {options['timeout_s']:g})"
         if options["backend"] == "nccl" and not workload.policy.device.startswith("cuda"):
             return "backend nccl needs policy device cuda (valid: backend=gloo or auto)"
         return None

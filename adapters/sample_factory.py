@@ -66,8 +66,6 @@ def _zero_encoder(cfg, obs_space):
 def layout(num_envs: int, options: dict):
     """(workers, envs_per_worker) from num_envs and the options, or a reason they do not fit."""
     workers, per = options["workers"], options["envs_per_worker"]
-    if workers < 0 or per < 0:
-        return f"workers and envs_per_worker must be >= 0 (got {workers}, {per})"
     if workers and per:
         if workers * per != num_envs:
             return f"workers x envs_per_worker must equal num_envs ({workers} x {per} != {num_envs})"
@@ -217,7 +215,7 @@ class SampleFactory(Adapter):
         Option("envs_per_worker", int, 0, "envs per rollout worker; 0 = num_envs // workers"),
         Option("worker_num_splits", int, 2, "env groups per worker: 2 = double-buffered sampling", (1, 2)),
         Option("batched_sampling", bool, False, "a worker steps its split as one batch (SF's batched mode)"),
-        Option("rollout", int, 32, "env steps per trajectory; one unit = one rollout of every env"),
+        Option("rollout", int, 32, "env steps per trajectory; one unit = one rollout of every env", low=1),
         Option("cpu_affinity", bool, True, "Sample Factory pins each worker to cores (set_workers_cpu_affinity)"),
     )
 
@@ -228,8 +226,6 @@ class SampleFactory(Adapter):
                     f"not {workload.env_id}")
         if workload.policy.name != "random":
             return f"sample-factory samples random actions only (policy {workload.policy.label})"
-        if options["rollout"] < 1:
-            return f"rollout={options['rollout']} must be >= 1"
         fit = layout(workload.num_envs, options)
         return fit if isinstance(fit, str) else None
 

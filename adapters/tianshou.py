@@ -95,12 +95,10 @@ class _TianshouAdapter(Adapter):
     options = _ASYNC
 
     def supports(self, workload, options):
-        wait_num, timeout = options.get("wait_num", 0), options.get("timeout", 0.0)
+        wait_num = options.get("wait_num", 0)
         if not 0 <= wait_num <= workload.num_envs:
             return (f"{self.name} needs 0 <= wait_num <= num_envs "
                     f"(num_envs={workload.num_envs}, wait_num={wait_num})")
-        if timeout < 0:
-            return f"{self.name} needs timeout >= 0 (timeout={timeout:g})"
         return None
 
 

@@ -56,6 +56,7 @@ def run_cell(spec: dict) -> dict:
             pass
         raise
     finally:
+        HELD.update(held_now())  # before close(): what the session holds, whether close() releases it or not
         t1 = perf_counter()
         session.close()
         close_s = perf_counter() - t1
@@ -105,11 +106,18 @@ def die_with_harness() -> None:
         os._exit(1)
 
 
-def held_at_end() -> list:
-    """The /dev/shm segments this process and its children still hold as the cell ends: the harness may
-    remove those that are left when the tree is gone (it knows them by inode, not by name)."""
+HELD = set()  # (device, inode) of the /dev/shm segments the cell's tree held as its session closed
+
+
+def held_now() -> set:
     from rlbench import proctree
-    return [list(k) for k in proctree.held_shm([os.getpid(), *proctree.descendants(os.getpid())])]
+    return proctree.held_shm([os.getpid(), *proctree.descendants(os.getpid())])
+
+
+def held_at_end() -> list:
+    """The /dev/shm segments this tree held as its session closed or holds now: the harness removes those that
+    are left, and no longer held, once the tree is gone (it knows them by inode, not by name)."""
+    return [list(k) for k in HELD | held_now()]
 
 
 def describe(exc: BaseException) -> str:

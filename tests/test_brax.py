@@ -81,7 +81,8 @@ def test_supports_gives_reasons():
     assert _supports("brax-ppo", Workload("brax/ant", 64, MLP)) is None
     assert "valid: brax/ant, brax/halfcheetah" in _supports("brax", Workload("CartPole-v1", 16))
     assert "valid: brax/ant, brax/halfcheetah" in _supports("brax-ppo", Workload("Ant-v4", 64, MLP))
-    assert "scan_T" in _supports("brax", Workload("brax/ant", 16), scan_T=0)
+    with pytest.raises(ValueError, match="option scan_T=0 must be an integer >= 1"):
+        _supports("brax", Workload("brax/ant", 16), scan_T=0)
     assert "multiple of devices=3" in _supports("brax", Workload("brax/ant", 16), devices=3)
     assert "policy random or mlp" in _supports("brax", Workload("brax/ant", 16, PolicySpec("fixed_cost")))
     assert "needs policy mlp" in _supports("brax-ppo", Workload("brax/ant", 64))

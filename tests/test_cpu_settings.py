@@ -28,7 +28,8 @@ def test_a_flat_affinity_list_is_one_setting(tmp_path):
 
 
 @pytest.mark.parametrize("line, expected", [("omp_threads = [-1]\n", "omp_threads: -1"),
-                                            ("affinity = ['a']\n", "affinity: ['a']")])
+                                            ("affinity = ['a']\n", "affinity: CPU 'a' is not available here"),
+                                                ("affinity = [[0], [99]]\n", r"affinity: CPU 99 is not available here \(valid: 0")])
 def test_bad_cpu_settings(tmp_path, line, expected):
     path = write_suite(tmp_path, SWEEP + line)
     with pytest.raises(UsageError, match=expected):

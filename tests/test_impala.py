@@ -11,7 +11,8 @@ torch = pytest.importorskip("torch")
 from rlbench import registry  # noqa: E402
 from rlbench.adapters.impala import vtrace  # noqa: E402
 from rlbench.measure import Protocol, measure  # noqa: E402
-from rlbench.proctree import shm_entries  # noqa: E402
+from rlbench import proctree  # noqa: E402
+from conftest import shm_left_since  # noqa: E402
 from rlbench.workload import PolicySpec, Workload  # noqa: E402
 
 
@@ -116,7 +117,7 @@ def test_lag_histogram_counts_every_trajectory_consumed():
 
 
 def test_killed_actor_raises_and_nothing_is_left():
-    shm_before = shm_entries()
+    shm_before = proctree.shm_snapshot()
     session = open_impala(4, workers=2, unroll=4)
     pids = [p.pid for p in session.procs]
     session.step()
@@ -125,13 +126,17 @@ def test_killed_actor_raises_and_nothing_is_left():
         for _ in range(200):
             session.step()
     session.close()
-    assert shm_entries() - shm_before == set()
+    assert shm_left_since(shm_before) == {}
 
 
-@pytest.mark.parametrize("options,reason", [({"workers": 3}, "multiple of workers=3"),
-                                            ({"unroll": 0}, "unroll=0 must be >= 1")])
+@pytest.mark.parametrize("options,reason", [({"workers": 3}, "multiple of workers=3")])
 def test_bad_options_are_refused(options, reason):
     cls = registry.get("impala")
     wl = Workload("CartPole-v1", 8, PolicySpec("mlp", (64, 64)))
     assert reason in cls().supports(wl, cls.resolve_options(options))
     assert "needs policy mlp" in cls().supports(Workload("CartPole-v1", 8), cls.resolve_options({}))
+
+
+def test_out_of_range_options_are_refused_before_supports():
+    with pytest.raises(ValueError, match="option unroll=0 must be an integer >= 1"):
+        registry.get("impala").resolve_options({"unroll": 0})

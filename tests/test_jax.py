@@ -199,7 +199,6 @@ def test_drain_catches_a_step_that_only_dispatches(jax):
     ("gymnax", Workload("CartPole-v1", 4, PolicySpec("fixed_cost", cost_us=10)), {},
      "policy random or mlp (got fixed_cost)"),
     ("gymnax", Workload("CartPole-v1", 6), {"devices": 4}, "num_envs=6 must be a multiple of devices=4"),
-    ("gymnax", Workload("CartPole-v1", 4), {"scan_T": 0}, "scan_T=0 must be >= 1"),
     ("gymnax", Workload("CartPole-v1", 4, PolicySpec("mlp", device="cuda")), {"platform": "cpu"},
      "policy device=cuda with platform=cpu"),
     ("purejaxrl-ppo", Workload("CartPole-v1", 4), {}, "needs policy mlp (got random)"),
@@ -211,6 +210,11 @@ def test_drain_catches_a_step_that_only_dispatches(jax):
 def test_what_cannot_run_says_why(adapter, workload, options, reason):
     cls = registry.get(adapter)
     assert reason in cls().supports(workload, cls.resolve_options(options))
+
+
+def test_out_of_range_options_are_refused_before_supports():
+    with pytest.raises(ValueError, match="option scan_T=0 must be an integer >= 1"):
+        registry.get("gymnax").resolve_options({"scan_T": 0})
 
 
 def test_more_devices_than_jax_sees_is_unsupported_with_the_fix(jax):

@@ -11,11 +11,11 @@ import time
 import psutil
 import pytest
 
-from conftest import REPO
+from conftest import REPO, shm_left_since
 from rlbench import registry
 from rlbench.api import PolicySpec, SESSION_METRICS, Workload
 from rlbench.measure import Protocol, measure
-from rlbench.proctree import shm_entries
+from rlbench import proctree
 
 MLP = PolicySpec("mlp", hidden=(64, 64))
 SMALL = PolicySpec("mlp", hidden=(8,))
@@ -113,7 +113,7 @@ def test_learns_cartpole(adapter, options, max_updates):
     ("seed", "actor", "forkserver"), ("a3c", "worker", "spawn"),  # named semaphores, helper processes
 ])
 def test_a_killed_actor_fails_the_step_and_close_cleans_up(adapter, who, context):
-    shm_before = shm_entries()
+    shm_before = proctree.shm_snapshot()
     session = _open(adapter, Workload("CartPole-v1", 4, SMALL, seed=0), workers=2, batch_T=4, context=context)
     try:
         session.step()
@@ -127,7 +127,7 @@ def test_a_killed_actor_fails_the_step_and_close_cleans_up(adapter, who, context
     finally:
         session.close()
     assert session.procs == [] and not psutil.pid_exists(pid)
-    assert shm_entries() - shm_before == set()
+    assert shm_left_since(shm_before) == {}
 
 
 def test_actors_exit_when_the_cell_process_is_killed(tmp_path):
@@ -160,14 +160,21 @@ def test_actors_exit_when_the_cell_process_is_killed(tmp_path):
     ("seed", Workload("HalfCheetah-v4", 4, MLP), {}, "seed samples a categorical policy"),
     ("a3c", Workload("CartPole-v1", 4, PolicySpec("mlp", device="cuda")), {},
      "a3c's workers compute gradients on the CPU"),
-    ("a3c", Workload("CartPole-v1", 4, MLP), {"updates_per_unit": 0}, "updates_per_unit=0"),
-    ("seed", Workload("CartPole-v1", 4, MLP), {"batch_T": 0}, "batch_T=0"),
     ("ddp", Workload("HalfCheetah-v4", 4, MLP), {}, "ddp's A2C samples a categorical policy"),
     ("ddp", Workload("CartPole-v1", 3, MLP), {}, "ddp splits num_envs over ranks"),
 ])
 def test_unsupported_settings_name_the_reason(adapter, workload, options, reason):
     cls = registry.get(adapter)
     assert cls().supports(workload, cls.resolve_options(options)).startswith(reason)
+
+
+@pytest.mark.parametrize("adapter, options, message", [
+    ("a3c", {"updates_per_unit": 0}, "option updates_per_unit=0 must be an integer >= 1"),
+    ("seed", {"batch_T": 0}, "option batch_T=0 must be an integer >= 1"),
+])
+def test_out_of_range_options_are_refused_before_supports(adapter, options, message):
+    with pytest.raises(ValueError, match=message):
+        registry.get(adapter).resolve_options(options)
 
 
 def test_ddp_is_rlpyt_sync_under_the_learner_kind():

@@ -13,12 +13,12 @@ import pytest
 from rlbench import registry
 from rlbench.errors import UsageError
 from rlbench.measure import Protocol, measure
-from rlbench.proctree import shm_entries
+from rlbench import proctree
 from rlbench.replay import ReplaySession, consume, item_ids, replay_spec
 from rlbench.workload import Workload
 from rlbench.adapters.replay import NumpyRing, SumTree
 from rlbench.pagecache import resident_fraction
-from conftest import sweep, write_suite
+from conftest import shm_left_since, sweep, write_suite
 
 QUICK = Protocol(warmup_s=0.05, warmup_units=1, duration_s=0.2, min_units=3)
 
@@ -163,7 +163,7 @@ def test_prioritized_shm_ring_takes_in_actor_writes_at_max_priority():
 
 
 def test_killed_actor_is_reported_and_nothing_is_left(tmp_path):
-    shm_before = shm_entries()
+    shm_before = proctree.shm_snapshot()
     session = open_session("shm-ring", workload("SAC-Hopper", "max-add", actors=2))
     pids = [p.pid for p in session.actors.procs]
     os.kill(pids[1], signal.SIGKILL)
@@ -173,7 +173,7 @@ def test_killed_actor_is_reported_and_nothing_is_left(tmp_path):
             session.step()
     session.close()
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
-    assert shm_entries() - shm_before == set()
+    assert shm_left_since(shm_before) == {}
 
 
 def test_buffers_are_faulted_in_before_timing():

@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from conftest import TINY, run_cli
+from conftest import TINY, run_cli, shm_left_since
 from rlbench import registry
 from rlbench.api import PolicySpec, Workload, register_policy
-from rlbench.proctree import shm_entries
+from rlbench import proctree
 
 SAMPLERS = ["rlpyt-serial", "rlpyt-cpu", "rlpyt-gpu", "rlpyt-alternating"]
 BATCHES = 6
@@ -105,7 +105,7 @@ def test_cpu_workers_act_with_the_masters_newest_parameters():
 
 @pytest.mark.parametrize("adapter", SAMPLERS[1:] + ["rlpyt-async"])
 def test_a_crashed_worker_fails_the_step_and_close_cleans_up(adapter):
-    shm_before = shm_entries()
+    shm_before = proctree.shm_snapshot()
     workload = Workload("CartPole-v1", 4, PolicySpec("mlp", hidden=(8,)), seed=0)
     session = _open(adapter, workload, batch_T=4, workers=2)
     try:
@@ -119,7 +119,7 @@ def test_a_crashed_worker_fails_the_step_and_close_cleans_up(adapter):
     finally:
         session.close()
     assert all(not p.is_alive() for p in session.procs) and session.procs == []
-    assert shm_entries() - shm_before == set()
+    assert shm_left_since(shm_before) == {}
 
 
 @pytest.mark.parametrize("adapter", SAMPLERS)
@@ -145,13 +145,17 @@ def test_metrics_are_shares_of_the_window(adapter):
 @pytest.mark.parametrize("adapter, options, workload, reason", [
     ("rlpyt-cpu", {"workers": 3}, Workload("CartPole-v1", 4), "multiple of workers=3"),
     ("rlpyt-alternating", {"workers": 1}, Workload("CartPole-v1", 4), "needs workers >= 2"),
-    ("rlpyt-serial", {"batch_T": 0}, Workload("CartPole-v1", 4), "batch_T=0"),
     ("rlpyt-async", {}, Workload("CartPole-v1", 4), "needs policy mlp (got random)"),
     ("rlpyt-async", {"capacity": 8}, Workload("CartPole-v1", 4, PolicySpec("mlp")), "capacity=8"),
 ])
 def test_unsupported_settings_name_the_reason(adapter, options, workload, reason):
     cls = registry.get(adapter)
     assert reason in cls().supports(workload, cls.resolve_options(options))
+
+
+def test_out_of_range_options_are_refused_before_supports():
+    with pytest.raises(ValueError, match="option batch_T=0 must be an integer >= 1"):
+        registry.get("rlpyt-serial").resolve_options({"batch_T": 0})
 
 
 def test_async_runner_holds_its_lag_and_replay_ratio_bounds():

@@ -65,7 +65,6 @@ def test_step_info_and_metrics():
 @pytest.mark.parametrize("workload, options, reason", [
     (Workload("CartPole-v1", 4), {}, "rlpyt-sync trains the policy: needs policy mlp (got random)"),
     (Workload("CartPole-v1", 3, MLP), {"ranks": 2}, "rlpyt-sync splits num_envs over ranks: num_envs=3"),
-    (Workload("CartPole-v1", 4, MLP), {"ranks": 0}, "rlpyt-sync needs ranks >= 1"),
     (Workload("CartPole-v1", 4, MLP), {"backend": "nccl"}, "backend nccl needs policy device cuda"),
     (Workload("CartPole-v1", 4, MLP), {"ranks": 4}, None),
 ])
@@ -73,6 +72,11 @@ def test_supports(workload, options, reason):
     cls = registry.get("rlpyt-sync")
     got = cls().supports(workload, cls.resolve_options(options))
     assert got is None if reason is None else got.startswith(reason), got
+
+
+def test_out_of_range_options_are_refused_before_supports():
+    with pytest.raises(ValueError, match="option ranks=0 must be an integer >= 1"):
+        registry.get("rlpyt-sync").resolve_options({"ranks": 0})
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="mujoco not installed")

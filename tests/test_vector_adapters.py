@@ -112,15 +112,22 @@ def test_wait_num_above_num_envs_is_unsupported(tmp_path):
 
 @pytest.mark.parametrize("adapter, options, reason", [
     ("tianshou-subproc", {"wait_num": 4}, None),
-    ("tianshou-subproc", {"wait_num": -1}, "tianshou-subproc needs 0 <= wait_num <= num_envs"),
     ("tianshou-ray", {"wait_num": 5}, "tianshou-ray needs 0 <= wait_num <= num_envs"),
-    ("tianshou-shmem", {"timeout": -1}, "tianshou-shmem needs timeout >= 0"),
     ("sb3-subproc", {"start_method": "spawn"}, None),
 ])
 def test_supports_checks_the_options_without_importing(adapter, options, reason):
     cls = registry.get(adapter)
     got = cls().supports(Workload("CartPole-v1", NUM_ENVS), cls.resolve_options(options))
     assert got is None if reason is None else got.startswith(reason), got
+
+
+@pytest.mark.parametrize("adapter, options, message", [
+    ("tianshou-subproc", {"wait_num": -1}, "option wait_num=-1 must be an integer >= 0"),
+    ("tianshou-shmem", {"timeout": -1}, "option timeout=-1 must be a finite number >= 0"),
+])
+def test_out_of_range_options_are_refused_before_supports(adapter, options, message):
+    with pytest.raises(ValueError, match=message):
+        registry.get(adapter).resolve_options(options)
 
 
 def test_bad_option_values_are_rejected():
