@@ -133,22 +133,30 @@ def describe(exc: BaseException) -> str:
 
 
 def dead_children() -> list:
-    """Children of this process that ended abnormally and are not reaped yet, e.g. a vector env's worker
-    killed by a signal. Their status is peeked at (WNOWAIT): whoever owns them still reaps them."""
+    """Worker processes of this cell that ended abnormally, e.g. a vector env's worker killed by a signal:
+    multiprocessing's own (under fork, spawn or forkserver, whose workers are the server's children, reaped
+    by it: only their Process objects know how they ended), and any other child not reaped yet, its status
+    peeked at (WNOWAIT) so that whoever owns it still reaps it."""
+    import multiprocessing.process
     import psutil
-    out = []
+    ended = {}
+    for proc in list(getattr(multiprocessing.process, "_children", ())):  # started here and not joined yet
+        code = proc.exitcode
+        if code:
+            ended[proc.pid] = -code if code < 0 else None, code if code > 0 else None
     for child in psutil.Process().children():
+        if child.pid in ended:
+            continue
         try:
             info = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except (ChildProcessError, OSError):
             continue
-        if info is None:
-            continue
-        if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
-            out.append(f"worker process {child.pid} was killed by {signal.Signals(info.si_status).name}")
-        elif info.si_code == os.CLD_EXITED and info.si_status:
-            out.append(f"worker process {child.pid} exited with code {info.si_status}")
-    return out
+        if info is not None and info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+            ended[child.pid] = info.si_status, None
+        elif info is not None and info.si_code == os.CLD_EXITED and info.si_status:
+            ended[child.pid] = None, info.si_status
+    return [f"worker process {pid} was killed by {signal.Signals(sig).name}" if sig else
+            f"worker process {pid} exited with code {code}" for pid, (sig, code) in sorted(ended.items())]
 
 
 def main(argv=None) -> int:

@@ -182,11 +182,9 @@ def open_out_dir(out_dir: str, resume: bool) -> "rundir.RunLock":
         raise UsageError(f"--out {out_dir}: cannot create it ({exc.strerror or exc})") from None
     lock = rundir.RunLock(out_dir).acquire()
     if not resume:
-        try:
-            rundir.check_new(out_dir)  # again, under the lock: another run may have started in between
-        except UsageError:
+        if rundir.is_run(out_dir):  # again, under the lock: another run may have started in between
             lock.release()
-            raise
+            raise UsageError(f"--out {out_dir} already holds a run; give a new folder")
     return lock
 
 

@@ -27,12 +27,27 @@ def is_run(path: str) -> bool:
     return any(os.path.exists(os.path.join(path, m)) for m in RUN_MARKERS)
 
 
+def refuse_if_held(path: str) -> None:
+    """A folder a live run holds is refused first, naming that run (whatever else is wrong with it)."""
+    if not os.path.exists(os.path.join(path, LOCK)):
+        return
+    probe = FileLock(os.path.join(path, LOCK))
+    try:
+        probe.acquire(timeout=0)
+    except Timeout:
+        raise UsageError(f"{path} is in use by another rlbench run ({holder(path)})") from None
+    except OSError:
+        return  # unwritable: the caller says so
+    probe.release()
+
+
 def check_new(path: str, flag: str = "--out") -> None:
     """Refuse, before anything is written, a destination that is not a new or empty folder."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise UsageError(f"{flag} {path} is a file, not a folder (give a new folder)")
     if not os.path.isdir(path):
         return
+    refuse_if_held(path)
     if is_run(path):
         raise UsageError(f"{flag} {path} already holds a run; resume it with `rlbench resume {path}` "
                          "or give a new folder")
@@ -45,6 +60,7 @@ def check_new(path: str, flag: str = "--out") -> None:
 def check_run(path: str, flag: str) -> None:
     if not os.path.isdir(path):
         raise UsageError(f"{flag} {path}: not a folder")
+    refuse_if_held(path)
     if not os.path.exists(os.path.join(path, PLAN)):
         raise UsageError(f"{flag} {path}: not a resumable rlbench run (no {PLAN})")
 

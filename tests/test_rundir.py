@@ -53,15 +53,20 @@ def test_an_empty_folder_is_a_new_run(tmp_path, capsys):
     assert run.rc == 0 and len(run.rows) == 1
 
 
-def test_a_second_run_into_a_held_folder_names_the_holder(tmp_path, capsys):
-    out = tmp_path / "held"
+def _hold_lock(out):
+    """A process that holds the run folder's lock, as a running `rlbench run` would."""
     out.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; from rlbench.rundir import RunLock\n"
         "lock = RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"), str(out)],
         stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return out, holder
+
+
+def test_a_second_run_into_a_held_folder_names_the_holder(tmp_path, capsys):
+    out, holder = _hold_lock(tmp_path / "held")
     try:
-        assert holder.stdout.readline().strip() == "held"
         line = _refused(capsys, [*SERIAL, "--out", out])
         assert f"in use by another rlbench run (pid {holder.pid}" in line
     finally:
@@ -196,13 +201,7 @@ def test_a_failing_report_write_leaves_no_temporary_file(tmp_path, monkeypatch):
 
 
 def test_the_lock_is_released_when_the_holder_is_killed(tmp_path):
-    out = tmp_path / "held"
-    out.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from rlbench.rundir import RunLock\n"
-        "lock = RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"), str(out)],
-        stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
+    out, holder = _hold_lock(tmp_path / "held")
     holder.kill()
     holder.wait()
     holder.stdout.close()
