@@ -147,7 +147,7 @@ num_envs = [1]
     run = run_cli(["run", str(suite)], tmp_path / "run")
     killer.join()
     assert killed, "no Ray actor process was found to kill"
-    assert run.rc == 0
+    assert run.rc == 1  # an error row: exit 1, the report still written
     ray_row, serial_row = run.row("ray-actors"), run.row("serial")
     assert ray_row["status"] == "error" and "Actor" in ray_row["error"], ray_row
     assert serial_row["status"] == "ok"
