@@ -16,14 +16,17 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
 QUIET = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
 
 # Double fork: the middle process writes the grandchild's pid and exits, so the grandchild is an
-# orphan in its own session before the cell itself ends.
+# orphan in its own session before the cell itself ends; given a second argument, it maps that file.
 DOUBLE_FORK = """
-import os, sys, time
+import mmap, os, sys, time
 mid = os.fork()
 if mid == 0:
     os.setsid()
     grandchild = os.fork()
     if grandchild == 0:
+        if len(sys.argv) > 2:
+            with open(sys.argv[2], "r+b") as f:
+                held = mmap.mmap(f.fileno(), 4096)
         time.sleep(600)
         os._exit(0)
     with open(sys.argv[1], "w") as f:
@@ -180,24 +183,6 @@ class AbortMidStep(Adapter):
         return FaultSession(workload.num_envs, _abort)
 
 
-HOLDER = """
-import mmap, os, sys, time
-mid = os.fork()
-if mid == 0:
-    os.setsid()
-    grandchild = os.fork()
-    if grandchild == 0:
-        with open(sys.argv[2], "r+b") as f:
-            held = mmap.mmap(f.fileno(), 4096)
-        time.sleep(600)
-        os._exit(0)
-    with open(sys.argv[1], "w") as f:
-        f.write(str(grandchild))
-    os._exit(0)
-os.waitpid(mid, 0)
-"""
-
-
 class Hold(Adapter):
     """Maps a /dev/shm segment under a name no library uses, leaves a double-forked grandchild in a session
     of its own that maps it too, starts a plain child, then hangs in step(): what a harness that is killed
@@ -218,7 +203,7 @@ class Hold(Adapter):
             f.write(name)
         record(f"hold-cell-r{repeat}", os.getpid())
         record(f"hold-child-r{repeat}", subprocess.Popen(SLEEPER, **QUIET).pid)
-        subprocess.run([sys.executable, "-c", HOLDER, os.path.join(piddir, f"hold-grandchild-r{repeat}.pid"), path],
+        subprocess.run([sys.executable, "-c", DOUBLE_FORK, os.path.join(piddir, f"hold-grandchild-r{repeat}.pid"), path],
                        check=True, **QUIET)
         record(f"hold-ready-r{repeat}", os.getpid())
         return session
