@@ -64,7 +64,7 @@ def test_profile_run_writes_breakdown_csv_and_html(cli_run):
         pytest.fail("py-spy is part of make install")
     run = cli_run(["run", "--adapter", "serial", "--env", "CartPole-v1", "--num-envs", "2", "--policy",
                    "mlp:hidden=16", "--repeats", "1", "--duration", "1", "--warmup", "0.1", "--profile"])
-    assert run.rc == 0, run.err
+    assert run.rc == 0, run.stderr
     with open(run.out / "profiles.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 1 and rows[0]["profile"].endswith(".speedscope.json")
