@@ -1,143 +1,26 @@
-"""The adapter interface: everything an execution model implements, and all an adapter may import.
-
-The harness owns timing, warm-up and latency recording; an adapter only opens a session whose
-`step()` does one unit of work (one vector step, one rollout of T steps, one jitted scan) and
-returns how many env steps it made.
+"""The adapters' facade: everything an adapter may import from rlbench, in one place (an adapter imports
+this module and `rlbench.adapters._kit`, nothing else of rlbench; import-linter checks it). No core module
+imports this one: the core depends on `rlbench.contract`, the leaf these names come from.
 """
-import importlib.util
-import math
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from rlbench import pagecache
+from rlbench.contract import PAGE_CACHE, Adapter, Metrics, Option, Session
+from rlbench.envs import env_fns, env_info, envpool_kwargs, make_env
+from rlbench.errors import Unsupported
+from rlbench.policy import make_policy, random_sampler
+from rlbench.proctree import become_subreaper  # for adapters whose framework orphans processes
+from rlbench.registry import register, register_policy
+from rlbench.replay import (PREFIX as REPLAY_PREFIX, PRIORITY_ALPHA, PRIORITY_BETA, WORKLOADS as REPLAY_WORKLOADS,
+                            ReplaySession, ReplaySpec, in_process_only, replay_spec, scratch_dir)
+from rlbench.results import SESSION_METRICS
+from rlbench.workload import PolicySpec, Workload
 
-from rlbench.envs import env_fns, env_info, envpool_kwargs, make_env  # noqa: F401  (re-exported for adapters)
-from rlbench.errors import Unsupported  # noqa: F401
-from rlbench.results import SESSION_METRICS  # noqa: F401
-from rlbench.proctree import become_subreaper  # noqa: F401  (for adapters whose framework orphans processes)
-from rlbench.policy import make_policy, random_sampler, register_policy  # noqa: F401
-from rlbench import pagecache  # noqa: F401  (disk-backed stores: cold or warm page cache)
-from rlbench.replay import (ReplaySession, ReplaySpec, in_process_only, replay_spec,  # noqa: F401  (kind replay)
-                            scratch_dir)
-from rlbench.workload import PolicySpec, Workload  # noqa: F401
-
-_TYPE_WORDS = {bool: "true or false", str: "a string"}  # numbers: Option.valid
-_BOOL = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
-
-
-@dataclass(frozen=True)
-class Option:
-    """One adapter option. Numbers are checked against [low, high] at load time, so a bad value is refused
-    before anything runs: the default low is 0 because nearly every option is a count, a size, a rate or
-    seconds (0 often meaning "auto"); NaN is never valid, and +-inf only where `finite` is False (a target
-    that is never reached)."""
-    name: str
-    type: type
-    default: Any
-    help: str = ""
-    choices: tuple = ()
-    low: float = 0
-    high: float = math.inf
-    open_low: bool = False  # the value must be > low (a learning rate), not >= low
-    finite: bool = True
-
-    @property
-    def valid(self) -> str:
-        """What a valid value is, in words, so every refusal names the range (`rlbench list` could too)."""
-        if self.type not in (int, float):
-            return _TYPE_WORDS[self.type]
-        bounds = [f"{'>' if self.open_low else '>='} {self.low:g}"] if self.low > -math.inf else []
-        bounds += [f"<= {self.high:g}"] if self.high < math.inf else []
-        word = "an integer" if self.type is int else "a finite number" if self.finite else "a number"
-        text = " and ".join([f"{word} {bounds[0]}", *bounds[1:]]) if bounds else word
-        infs = [] if self.finite else [s for s in ("inf", "-inf") if self._in_range(float(s))]
-        return f"{text}, inf or -inf" if len(infs) == 2 else " or ".join([text, *infs])
-
-    def _in_range(self, value) -> bool:
-        return (value > self.low if self.open_low else value >= self.low) and value <= self.high
-
-    def parse(self, raw):
-        """Typed value from a CLI string or a TOML value; ValueError names the valid range or choices."""
-        try:
-            if self.type is bool:
-                value = raw if isinstance(raw, bool) else _BOOL[str(raw).lower()]
-            elif self.type in (int, float) and isinstance(raw, bool):
-                raise ValueError  # TOML `true` is no number
-            elif self.type is int and isinstance(raw, float) and not raw.is_integer():
-                raise ValueError
-            else:
-                value = self.type(raw)
-        except (KeyError, TypeError, ValueError, OverflowError):
-            raise ValueError(f"option {self.name}={raw!r} must be {self.valid}") from None
-        if self.type in (int, float) and (not self._in_range(value)  # NaN is in no range
-                                          or (self.finite and value in (math.inf, -math.inf))):
-            raise ValueError(f"option {self.name}={raw!r} must be {self.valid}")
-        if self.choices and value not in self.choices:
-            raise ValueError(f"option {self.name}={raw!r} (valid: {', '.join(map(str, self.choices))})")
-        return value
-
-
-# The option every disk-backed replay store takes (rlbench.pagecache sets and records the state)
-PAGE_CACHE = Option("cache", str, "cold", "page cache as timing starts: cold (dropped) or warm (read once)",
-                    ("cold", "warm"))
-
-
-class Session(Protocol):
-    info: dict          # optional: see rlbench.cell.INFO_KEYS (workers, batch_size, compile_s, ...)
-    metrics: "Metrics"  # optional: figures beyond env steps, over the timed window
-
-    def drain(self) -> None: ...    # optional: wait for work step() only dispatched (block_until_ready)
-
-    def step(self) -> int: ...
-    def close(self) -> None: ...
-
-
-class Metrics(Protocol):
-    """What a session reports beside env steps; `read` returns names from SESSION_METRICS only."""
-
-    def reset(self) -> None: ...
-    def read(self, seconds: float) -> dict: ...
-
-
-class Adapter:
-    """Subclass, set the class attributes, implement `open`, decorate with `@register`."""
-    name: ClassVar[str] = ""
-    kind: ClassVar[str] = "vector_env"
-    description: ClassVar[str] = ""
-    options: ClassVar[tuple] = ()
-    requires: ClassVar[tuple] = ()      # importable module names
-    environment: ClassVar[str] = ""     # own virtual env pinned by envs/<environment>.txt beside the module
-
-    def available(self):
-        """None when usable here, else the reason (checked without importing the framework)."""
-        missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
-        return f"package not installed: {', '.join(missing)}" if missing else None
-
-    def supports(self, workload: Workload, options: dict):
-        """None when this adapter can host the workload, else the reason. Must stay cheap."""
-        return None
-
-    def open(self, workload: Workload, options: dict) -> Session:
-        raise NotImplementedError
-
-    @classmethod
-    def option(cls, name: str) -> Option:
-        for opt in cls.options:
-            if opt.name == name:
-                return opt
-        raise ValueError(f"unknown option '{name}' for {cls.name} "
-                         f"(valid: {', '.join(o.name for o in cls.options) or 'none'})")
-
-    @classmethod
-    def resolve_options(cls, given: dict) -> dict:
-        """Defaults filled in, every value typed; ValueError on an unknown key or bad value."""
-        resolved = {o.name: o.default for o in cls.options}
-        for key, raw in given.items():
-            resolved[key] = cls.option(key).parse(raw)
-        return resolved
-
-
-def register(cls):
-    from rlbench.registry import ADAPTERS
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} has no name")
-    ADAPTERS[cls.name] = cls
-    return cls
+__all__ = [
+    # the contract
+    "Adapter", "Option", "Session", "Metrics", "register", "Unsupported", "SESSION_METRICS",
+    # the workload and how to build it
+    "Workload", "PolicySpec", "make_env", "env_fns", "env_info", "envpool_kwargs", "make_policy",
+    "random_sampler", "register_policy", "become_subreaper",
+    # the replay family (kind "replay"): its workloads, driver and the disk stores' page-cache option
+    "ReplaySession", "ReplaySpec", "replay_spec", "in_process_only", "scratch_dir", "REPLAY_PREFIX",
+    "REPLAY_WORKLOADS", "PRIORITY_ALPHA", "PRIORITY_BETA", "PAGE_CACHE", "pagecache",
+]

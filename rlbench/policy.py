@@ -1,15 +1,15 @@
 """Policies pick one batch of actions per vector step, as a training loop would.
 
 The harness times every call (the env/policy split per cell), so adapters only call the policy.
-Framework policies (`mlp` in torch) register from adapters/ like adapters do.
+Built-ins are registered by import path in rlbench.registry; framework policies (`mlp` in torch)
+register from adapters/ like adapters do.
 """
 from time import perf_counter_ns
 
 import numpy as np
 
+from rlbench import registry
 from rlbench.busy import busy_wait_us
-
-POLICIES = {}
 
 
 class PolicyClock:
@@ -21,13 +21,6 @@ class PolicyClock:
     def reset(cls):
         cls.ns = 0
         cls.calls = 0
-
-
-def register_policy(name):
-    def deco(builder):
-        POLICIES[name] = builder
-        return builder
-    return deco
 
 
 class TimedPolicy:
@@ -58,14 +51,12 @@ def random_sampler(action_space, rng: np.random.Generator):
     return lambda n: np.stack([action_space.sample() for _ in range(n)])
 
 
-@register_policy("random")
-def _random(spec, observation_space, action_space, seed):
+def random_policy(spec, observation_space, action_space, seed):
     sample = random_sampler(action_space, np.random.default_rng(seed))
     return lambda obs: sample(len(obs))
 
 
-@register_policy("fixed_cost")
-def _fixed_cost(spec, observation_space, action_space, seed):
+def fixed_cost_policy(spec, observation_space, action_space, seed):
     sample = random_sampler(action_space, np.random.default_rng(seed))
 
     def act(obs):
@@ -77,7 +68,4 @@ def _fixed_cost(spec, observation_space, action_space, seed):
 def make_policy(workload, observation_space, action_space):
     """Build the workload's policy for batches of observations from single-env spaces."""
     spec = workload.policy
-    if spec.name not in POLICIES:
-        import rlbench.registry  # framework policies register with the adapters
-        rlbench.registry.discover()
-    return TimedPolicy(POLICIES[spec.name](spec, observation_space, action_space, workload.seed))
+    return TimedPolicy(registry.policy(spec.name)(spec, observation_space, action_space, workload.seed))

@@ -1,14 +1,34 @@
-"""Finds adapters: the modules in rlbench.adapters, then the `rlbench.adapters` entry-point group."""
+"""Finds the plug-ins: adapters (the modules of rlbench.adapters, then the `rlbench.adapters` entry-point
+group) and policies (built-ins by import path, as EnvPool registers its envs; framework ones register from
+the adapter modules). Lazy: nothing is imported until a name is asked for."""
 import importlib
 import pkgutil
 import sys
 from importlib.metadata import entry_points
 
+from rlbench.contract import Adapter
 from rlbench.errors import UsageError
 
 ADAPTERS = {}
 LOAD_ERRORS = {}
+POLICIES = {"random": "rlbench.policy:random_policy", "fixed_cost": "rlbench.policy:fixed_cost_policy"}
 _discovered = False
+
+
+def register(cls):
+    """Class decorator: make an Adapter subclass known by its `name`."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    ADAPTERS[cls.name] = cls
+    return cls
+
+
+def register_policy(name):
+    """Decorator: `builder(spec, observation_space, action_space, seed) -> act(batch_of_obs)` as `name`."""
+    def deco(builder):
+        POLICIES[name] = builder
+        return builder
+    return deco
 
 
 def discover():
@@ -18,14 +38,14 @@ def discover():
     _discovered = True
     import rlbench.adapters as pkg
     for mod in pkgutil.iter_modules(pkg.__path__):
-        _load(f"rlbench.adapters.{mod.name}", lambda n=mod.name: importlib.import_module(f"rlbench.adapters.{n}"))
+        if not mod.name.startswith("_"):  # _kit: what adapters share, not an adapter
+            _load(f"rlbench.adapters.{mod.name}", lambda n=mod.name: importlib.import_module(f"rlbench.adapters.{n}"))
     for ep in entry_points(group="rlbench.adapters"):
         _load(ep.value, ep.load)
     return ADAPTERS
 
 
 def _load(label, load):
-    from rlbench.api import Adapter, register
     try:
         obj = load()
     except Exception as exc:  # a broken plugin must not break the others
@@ -41,3 +61,21 @@ def get(name: str):
     if name not in adapters:
         raise UsageError(f"unknown adapter '{name}' (valid: {', '.join(sorted(adapters))})")
     return adapters[name]
+
+
+def policy_names() -> list:
+    discover()  # framework policies (mlp) register with the adapters
+    return sorted(POLICIES)
+
+
+def policy(name: str):
+    """The builder registered as `name`, imported on first use when registered by path."""
+    if name not in POLICIES:
+        discover()
+    if name not in POLICIES:
+        raise UsageError(f"unknown policy '{name}' (valid: {', '.join(policy_names())})")
+    builder = POLICIES[name]
+    if isinstance(builder, str):
+        module, _, attr = builder.partition(":")
+        builder = POLICIES[name] = getattr(importlib.import_module(module), attr)
+    return builder

@@ -80,3 +80,22 @@ def summarize(values) -> Summary:
         warnings.append(f"CV {cv:.1%} > {CV_WARN:.0%}")
     return Summary(n, median, mean, stdev, ci[0], ci[1], method, q1, q3, q3 - q1, cv,
                    float(x[0]), float(x[-1]), "; ".join(warnings))
+
+
+def ratio_ci(numerator, denominator, confidence: float = 0.95, seed: int = 0) -> tuple:
+    """(ratio of medians, low, high): the speedup of one cell over another with a percentile-bootstrap CI
+    (scipy.stats.bootstrap, the two samples resampled independently; seeded, so a report rebuilds the same).
+    The bounds are NaN when either side has fewer than 2 finite values."""
+    from scipy.stats import bootstrap
+    x = np.asarray([v for v in numerator if v is not None and math.isfinite(v)], dtype=float)
+    y = np.asarray([v for v in denominator if v is not None and math.isfinite(v)], dtype=float)
+    if len(x) == 0 or len(y) == 0 or np.median(y) == 0:
+        nan = float("nan")
+        return nan, nan, nan
+    ratio = float(np.median(x) / np.median(y))
+    if len(x) < 2 or len(y) < 2 or (np.ptp(x) == 0 and np.ptp(y) == 0):
+        return (ratio, float("nan"), float("nan")) if len(x) < 2 or len(y) < 2 else (ratio, ratio, ratio)
+    res = bootstrap((x, y), lambda a, b, axis=-1: np.median(a, axis=axis) / np.median(b, axis=axis),
+                    confidence_level=confidence, n_resamples=2000, method="percentile", vectorized=True,
+                    random_state=np.random.default_rng(seed))
+    return ratio, float(res.confidence_interval.low), float(res.confidence_interval.high)

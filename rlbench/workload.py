@@ -3,6 +3,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
+from rlbench import registry
 from rlbench.errors import UsageError
 
 POLICY_FIELDS = {"hidden": tuple, "threads": int, "device": str, "cost_us": float}
@@ -46,11 +47,8 @@ def parse_policy(raw) -> PolicySpec:
         name = fields.pop("name", "random")
     else:
         raise UsageError(f"bad policy {raw!r} (expected a string or a table)")
-    from rlbench.policy import POLICIES
-    from rlbench.registry import discover
-    discover()  # framework policies (mlp) register with the adapters
-    if name not in POLICIES:
-        raise UsageError(f"unknown policy '{name}' (valid: {', '.join(sorted(POLICIES))})")
+    if name not in registry.policy_names():
+        raise UsageError(f"unknown policy '{name}' (valid: {', '.join(registry.policy_names())})")
     kwargs = {}
     for key, value in fields.items():
         if key not in POLICY_FIELDS:

@@ -25,7 +25,7 @@ def _obs_parity(spec, observation_space, action_space, seed):
 @pytest.fixture(autouse=True, scope="module")
 def obs_parity_policy():
     """Registered for this module only (forked workers inherit it), so other tests see the real list."""
-    from rlbench.policy import POLICIES
+    from rlbench.registry import POLICIES
     register_policy("obs_parity")(_obs_parity)
     yield
     POLICIES.pop("obs_parity")
