@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras browser bench test test-slow report compare ci-report check-overhead clean
+.PHONY: install install-extras browser bench lint test test-slow report compare ci-report check-overhead clean
 
 install: $(STAMP)
 
@@ -35,7 +35,13 @@ browser:
 # The adapters with their own environment are tested for real, so their environments are built first (cached).
 # `make test` leaves out the few tests marked slow (real trainings, clusters, isolated envs' own suites);
 # `make test-slow` runs just those, and CI runs both.
-test: install install-extras browser
+# The layering (import-linter contracts in pyproject.toml: the contract is a leaf, the core imports no adapter
+# and no framework, adapters see the core only through rlbench.api) and ruff.
+lint: install
+	$(VENV)/bin/ruff check rlbench adapters tests scripts
+	$(PY) scripts/lint_imports.py
+
+test: install install-extras browser lint
 	$(PY) -m pytest -q -m "not slow"
 
 test-slow: install install-extras browser

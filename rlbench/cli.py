@@ -531,7 +531,7 @@ def cmd_env(args) -> int:
 
 
 def _write_env(out_dir, env) -> None:
-    from rlbench.report import write_atomic
+    from rlbench.report.writer import write_atomic
     write_atomic(os.path.join(out_dir, "env.json"), json.dumps(env, indent=2, default=str) + "\n")
 
 

@@ -11,6 +11,7 @@ from rlbench.errors import UsageError
 
 ADAPTERS = {}
 LOAD_ERRORS = {}
+PACKAGES = ("rlbench.adapters",)  # whose modules are adapters, imported by name (the core never imports them)
 POLICIES = {"random": "rlbench.policy:random_policy", "fixed_cost": "rlbench.policy:fixed_cost_policy"}
 _discovered = False
 
@@ -36,10 +37,11 @@ def discover():
     if _discovered:
         return ADAPTERS
     _discovered = True
-    import rlbench.adapters as pkg
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if not mod.name.startswith("_"):  # _kit: what adapters share, not an adapter
-            _load(f"rlbench.adapters.{mod.name}", lambda n=mod.name: importlib.import_module(f"rlbench.adapters.{n}"))
+    for package in PACKAGES:
+        for mod in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            if not mod.name.startswith("_"):  # _kit: what adapters share, not an adapter
+                name = f"{package}.{mod.name}"
+                _load(name, lambda n=name: importlib.import_module(n))
     for ep in entry_points(group="rlbench.adapters"):
         _load(ep.value, ep.load)
     return ADAPTERS

@@ -106,7 +106,7 @@ def holder(path: str) -> str:
 
 
 def write_plan(path: str, plan: dict) -> None:
-    from rlbench.report import write_atomic
+    from rlbench.report.writer import write_atomic
     write_atomic(os.path.join(path, PLAN), json.dumps(plan, indent=2, default=str) + "\n")
 
 

@@ -188,7 +188,7 @@ def test_disk_full_keeps_every_earlier_row_whole(tmp_path, capsys, monkeypatch):
 
 
 def test_a_failing_report_write_leaves_no_temporary_file(tmp_path, monkeypatch):
-    from rlbench import report
+    from rlbench.report import writer as report
     target = tmp_path / "index.html"
     target.write_text("old")
 

@@ -3,7 +3,7 @@ import math
 import os
 
 from rlbench.compare import COLUMNS, Comparison
-from rlbench.report import write_atomic
+from rlbench.report.writer import write_atomic
 from rlbench.report.console import fmt_rate
 from rlbench.report.csv_reporter import to_csv
 from rlbench.report.html import CSS, SORT_JS, _e

@@ -5,7 +5,7 @@ import json
 import os
 
 from rlbench import SCHEMA_VERSION
-from rlbench.report import Reporter, write_atomic
+from rlbench.report.writer import Reporter, write_atomic
 from rlbench.results import RUN_COLUMNS, SUMMARY_COLUMNS
 
 

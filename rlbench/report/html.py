@@ -8,7 +8,7 @@ import os
 
 from rlbench import SCHEMA_VERSION
 from rlbench.plan import kv_label
-from rlbench.report import Reporter, write_atomic
+from rlbench.report.writer import Reporter, write_atomic
 from rlbench.report.console import fmt_rate
 from rlbench.report.learners import learners_section
 from rlbench.report.profiles import profiles_section

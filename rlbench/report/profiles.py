@@ -4,7 +4,7 @@ import html
 import os
 
 from rlbench.profiles import STAGES, breakdown
-from rlbench.report import Reporter, write_atomic
+from rlbench.report.writer import Reporter, write_atomic
 from rlbench.report.charts import stacked_bars
 from rlbench.report.csv_reporter import to_csv
 

@@ -8,7 +8,7 @@ import os
 
 from rlbench.plan import kv_label
 from rlbench.replay import KWARGS, PREFIX, WORKLOADS
-from rlbench.report import Reporter, write_atomic
+from rlbench.report.writer import Reporter, write_atomic
 
 OURS = ("numpy-ring", "shm-ring", "memmap")
 PEERS = ("sb3-replay", "tianshou-replay", "torchrl-tensor", "torchrl-memmap")  # the targets' comparison set

@@ -1,7 +1,7 @@
 """validation.csv and its console and HTML views: measured vs published, with a verdict per check."""
 import os
 
-from rlbench.report import Reporter, write_atomic
+from rlbench.report.writer import Reporter, write_atomic
 from rlbench.report.console import fmt_rate
 from rlbench.report.csv_reporter import to_csv
 from rlbench.validate import COLUMNS, validation_rows
