@@ -67,5 +67,6 @@ class Progress:
         else:
             what = f"{row['status']}: {(row.get('error') or '')[:80]}"
         tag = " (profile)" if row.get("profiled") else f" r{row['repeat']}"
-        print(("\r\x1b[K" if self.live else "") + f"[{self.done:>{width}}/{self.total}] {_clock(elapsed)} elapsed, ETA {_clock(eta)}  "
+        print(("\r\x1b[K" if self.live else "")
+              + f"[{self.done:>{width}}/{self.total}] {_clock(elapsed)} elapsed, ETA {_clock(eta)}  "
               f"{row['cell_id']}{tag}  {what}", file=self.stream, flush=True)

@@ -58,7 +58,8 @@ RUN_COLUMNS = (
     "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps",
     "frames", "units", "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms",
     "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s",
-    "runtime_init_s", "compile_s", "device_settings", *REPLAY_INFO, *LEARNER_INFO, "wall_s", "omp_threads", "torch_threads", "affinity", "cpus", "placement", *SESSION_METRICS,
+    "runtime_init_s", "compile_s", "device_settings", *REPLAY_INFO, *LEARNER_INFO, "wall_s", "omp_threads",
+    "torch_threads", "affinity", "cpus", "placement", *SESSION_METRICS,
     "status", "error", "log", "profile", "started_at",
 )
 SUMMARY_COLUMNS = (
@@ -112,9 +113,9 @@ class Benchmark:
         policy_frac = summarize([r["policy_s"] / r["seconds"] for r in ok if r.get("policy_s") is not None])
         errors = sorted({r["error"] for r in self.runs if r.get("error") and r["status"] != "ok"})
         profile = next((r["profile"] for r in self.runs if r.get("profile")), "")
-        row = {k: first.get(k) for k in ("schema", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs", "num_envs",
-                                         "workers", "batch_size", "policy", "device", "options", "frameskip",
-                                         "omp_threads", "cpus", *REPLAY_IDENTITY)}
+        row = {k: first.get(k) for k in ("schema", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs",
+                                         "num_envs", "workers", "batch_size", "policy", "device", "options",
+                                         "frameskip", "omp_threads", "cpus", *REPLAY_IDENTITY)}
         row.update(
             n=s.n, status=self.status, steps_per_s_median=s.median, steps_per_s_ci_low=s.ci_low,
             steps_per_s_ci_high=s.ci_high, ci_method=s.ci_method, steps_per_s_iqr=s.iqr, steps_per_s_cv=s.cv,

@@ -13,7 +13,9 @@ import time
 from filelock import FileLock, Timeout
 
 from rlbench.errors import UsageError
+from rlbench.report.writer import write_atomic
 
+REPORTS = "reports"  # where runs go by default; reports/latest points at the last one
 PLAN = "plan.json"
 LOCK, OWNER = ".rlbench.lock", ".rlbench.owner"
 OURS = {LOCK, OWNER}
@@ -106,7 +108,6 @@ def holder(path: str) -> str:
 
 
 def write_plan(path: str, plan: dict) -> None:
-    from rlbench.report.writer import write_atomic
     write_atomic(os.path.join(path, PLAN), json.dumps(plan, indent=2, default=str) + "\n")
 
 
@@ -129,3 +130,102 @@ def differences(saved: dict, now: dict, keys) -> list:
 def _short(value) -> str:
     text = json.dumps(value, default=str, sort_keys=True)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def new_run_id(suite_name: str) -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + "".join(c if c.isalnum() else "-" for c in suite_name)
+
+
+
+
+def open_out_dir(out_dir: str, resume: bool) -> "RunLock":
+    """Create (or, resuming, reopen) the run folder and lock it; refuse, before writing anything else, a
+    folder that is neither new nor a run being resumed, and one another run holds."""
+    if resume:
+        check_run(out_dir, "resume")
+    else:
+        check_new(out_dir)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create it ({exc.strerror or exc})") from None
+    lock = RunLock(out_dir).acquire()
+    if not resume:
+        if is_run(out_dir):  # again, under the lock: another run may have started in between
+            lock.release()
+            raise UsageError(f"--out {out_dir} already holds a run; give a new folder")
+    return lock
+
+
+
+
+def point_latest(out_dir) -> None:
+    """reports/latest -> the last run, when the run lives under reports/."""
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    if os.path.abspath(REPORTS) != parent:
+        return
+    link = os.path.join(REPORTS, "latest")
+    tmp = link + ".tmp"
+    if os.path.lexists(tmp):
+        os.remove(tmp)
+    os.symlink(os.path.basename(os.path.abspath(out_dir)), tmp)
+    os.replace(tmp, link)
+
+
+
+
+def plan_record(args, suite, run_id: str, env: dict, plan_args) -> dict:
+    """plan.json: what was asked (arguments, suite text) and what it resolved to (settings, cells), and the
+    machine: enough to run it again elsewhere, or to resume it here."""
+    text = getattr(args, "suite_text", None)
+    if args.suite and text is None:
+        with open(args.suite, encoding="utf-8") as f:
+            text = f.read()
+    return _jsonable({"schema": 1, "run_id": run_id, "args": {k: getattr(args, k, None) for k in plan_args},
+                      "suite_text": text, "settings": suite.settings.__dict__,
+                      "cells": [c.cell_id for c in suite.cells],
+                      "machine": {k: env.get(k) for k in MACHINE_KEYS}})
+
+
+
+
+def check_resumable(out_dir: str, record: dict) -> dict:
+    """The saved plan, when this run is the same run on the same machine; else a UsageError naming what
+    differs."""
+    saved = read_plan(out_dir)
+    differs = []
+    if saved.get("cells") != record["cells"]:
+        gone = [c for c in saved.get("cells", []) if c not in record["cells"]]
+        new = [c for c in record["cells"] if c not in saved.get("cells", [])]
+        differs.append("cells: " + "; ".join(filter(None, [f"not planned now: {', '.join(gone[:3])}" if gone else "",
+                                                            f"new: {', '.join(new[:3])}" if new else "",
+                                                            "" if gone or new else "another order"])))
+    differs += [f"settings.{d}" for d in differences(saved.get("settings", {}), record["settings"],
+                                                             sorted(record["settings"]))]
+    differs += [f"machine.{d}" for d in differences(saved.get("machine", {}), record["machine"],
+                                                            MACHINE_KEYS)]
+    if differs:
+        raise UsageError(f"cannot resume {out_dir}: {' | '.join(differs)}")
+    return saved
+
+
+
+
+def _jsonable(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+
+
+def read_env(out_dir) -> dict:
+    try:
+        with open(os.path.join(out_dir, "env.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+
+
+def write_env(out_dir, env) -> None:
+    write_atomic(os.path.join(out_dir, "env.json"), json.dumps(env, indent=2, default=str) + "\n")

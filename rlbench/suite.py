@@ -186,7 +186,7 @@ def expand(where: str, sweep: dict, seed: int) -> list:
     cells = []
     for info in envs:
         for kw in _product(env_kwargs):
-            kw = _named(where, "env_kwargs", lambda k: typed_env_kwargs(info.env_id, k), kw)
+            kw = _named(where, "env_kwargs", lambda k, env_id=info.env_id: typed_env_kwargs(env_id, k), kw)
             for name, n, policy, omp, cpus in itertools.product(
                     _axis(sweep["adapters"]), _axis(sweep["num_envs"]), policies, threads, affinities):
                 workload = Workload(info.env_id, n, policy, seed, info.frameskip, kw)

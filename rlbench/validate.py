@@ -81,7 +81,7 @@ def crossover(rows) -> list:
     synth = [r for r in _ok(rows) if r["env"] == "rlbench/Synthetic-v0" and r["policy"] == "random"]
     keys = sorted({(r["num_envs"], r["env_kwargs"].get("obs_bytes", 64)) for r in synth})
     for n, obs_bytes in keys:
-        def at(adapter):
+        def at(adapter, n=n, obs_bytes=obs_bytes):
             return {r["env_kwargs"].get("step_cost_us", 0.0): r for r in synth if r["adapter"] == adapter
                     and r["num_envs"] == n and r["env_kwargs"].get("obs_bytes", 64) == obs_bytes}
         serial, sub = at("serial"), at("gymnasium-async")

@@ -88,7 +88,8 @@ print(steps / (time.perf_counter() - t0))
 
 
 def bare(adapter, env, n, duration, warmup):
-    code = f"N = {n}\nENV = {env!r}\nfrom rlbench.envs import make_env, envpool_kwargs\n" + BARE[adapter] + TIMER.format(duration=duration, warmup=warmup)
+    code = (f"N = {n}\nENV = {env!r}\nfrom rlbench.envs import make_env, envpool_kwargs\n" + BARE[adapter]
+            + TIMER.format(duration=duration, warmup=warmup))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     return float(out.stdout.strip().splitlines()[-1])

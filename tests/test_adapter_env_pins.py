@@ -25,6 +25,6 @@ def _pins(path):
 @pytest.mark.parametrize("path", sorted((REPO / "adapters" / "envs").glob("*.txt")), ids=lambda p: p.stem)
 def test_environment_pins_rlbenchs_own_dependencies(path):
     pins = _pins(path)
-    names = {re.split(r"[<>=!~\[; ]", dep, 1)[0].lower() for dep in CORE}
+    names = {re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0].lower() for dep in CORE}
     assert names - set(pins) == set(), f"{path.name} lacks rlbench's dependencies {sorted(names - set(pins))}"
     assert "rlbench" not in pins

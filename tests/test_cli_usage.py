@@ -3,7 +3,7 @@ planning a run (`--only`, protocol overrides) without running it."""
 import pytest
 
 from conftest import REPO, sweep, write_suite
-from rlbench import cli
+from rlbench import cli, flags
 
 FLAGS = ["--env", "CartPole-v1", "--repeats", "1", "--duration", "0.05"]
 
@@ -115,7 +115,7 @@ def test_out_directory_holding_a_run_is_refused(tmp_path, capsys, monkeypatch):
 
 
 def _plan(argv):
-    return cli.plan(cli.parse_args(["run", *argv]))
+    return flags.plan(cli.parse_args(["run", *argv]))
 
 
 def test_only_filters_cells_by_glob():

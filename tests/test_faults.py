@@ -663,7 +663,7 @@ def test_a_second_command_on_a_held_folder_names_the_holder(scene):
     scene.assert_clean()
 
 
-HELD_RUN_BUG = ("rlbench.cli.open_out_dir checks the folder (rundir.check_new) before the lock: a `run --out DIR` "
+HELD_RUN_BUG = ("rlbench.rundir.open_out_dir checks the folder (rundir.check_new) before the lock: a `run --out DIR` "
                 "into a folder a live run holds is refused as '--out DIR already holds a run; resume it with "
                 "`rlbench resume DIR`', naming no holder and suggesting a resume of a live run; only while the "
                 "first run has not written plan.json yet is the holder's pid named")
@@ -795,7 +795,7 @@ num_envs = {list(CHAOS_SIZES)}
         sweeps[side] = (seed, out, Path(env["RLBENCH_TEST_PIDDIR"]),
                         scene.start(side, ["run", suite, "--timeout", CHAOS_TIMEOUT_S, "--out", out], env=env))
     drawn = collections.Counter()
-    for side, (seed, out, pid_dir, proc) in sweeps.items():
+    for seed, out, pid_dir, proc in sweeps.values():
         rc, _, err = scene.wait(proc, timeout=170)
         faults = {(cell, r): chaos_fault(seed, cell, r) for r in range(CHAOS_REPEATS) for cell in
                   (f"test-chaos/CartPole-v1/n={n}/random" for n in CHAOS_SIZES)}

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import TINY, sweep, write_suite
-from rlbench import cli, limits, registry
+from rlbench import cli, flags, limits, pipeline, registry
 from rlbench.errors import UsageError
 from rlbench.results import ResultSet, frames
 from rlbench.suite import load_suite
@@ -120,8 +120,8 @@ def test_cli_limits_bad_size(capsys):
 
 def test_run_measures_limits_before_a_replay_sweep(tmp_path, monkeypatch, capsys):
     args = cli.parse_args(["run", "--adapter", "serial", "--env", "CartPole-v1", *TINY, "--out", str(tmp_path / "r")])
-    suite = cli.plan(args)
-    monkeypatch.setattr(cli, "plan", lambda _: replace(suite, limits={**TINY_SIZES, "measure": True, "repeats": 1}))
+    suite = flags.plan(args)
+    monkeypatch.setattr(pipeline, "plan", lambda _: replace(suite, limits={**TINY_SIZES, "measure": True, "repeats": 1}))
     monkeypatch.setattr(registry.get("serial"), "kind", "replay")  # stands in for a replay backend
     rc, out_dir = cli.run(args)
     assert rc == 0

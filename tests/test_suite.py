@@ -155,7 +155,8 @@ def test_empty_axes_and_untyped_env_kwargs_are_rejected_at_load(tmp_path, text, 
 
 
 def test_a_sweep_may_set_its_own_durations_and_the_command_line_still_wins(tmp_path):
-    from rlbench.cli import parse_args, plan
+    from rlbench.cli import parse_args
+    from rlbench.flags import plan
     body = (sweep(["serial"]) + "protocol = { duration_s = 7.5, timeout_s = 300 }\n" + sweep(["serial"], num_envs=[2]))
     path = write_suite(tmp_path, body)
     suite = load_suite(str(path))

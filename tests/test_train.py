@@ -5,7 +5,6 @@ for dummy and subproc with one seed); the policy actually learns; what cannot ru
 shipped CI suite runs through the CLI."""
 import importlib.util
 
-import numpy as np
 import pytest
 
 from conftest import REPO, run_cli

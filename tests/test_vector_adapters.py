@@ -191,7 +191,7 @@ def test_a_fixed_action_sequence_gives_the_same_observations():
         session = cls().open(workload, cls.resolve_options({}))
         try:
             fixed = iter(actions)
-            session.policy = lambda obs: next(fixed)
+            session.policy = lambda obs, fixed=fixed: next(fixed)
             observations = [np.array(session.obs, copy=True)]
             for _ in range(STEPS):
                 assert session.step() == NUM_ENVS

@@ -1,0 +1,183 @@
+"""`rlbench run`, stage by stage, in the shape of hyperfine's main: plan the cells, open the run folder,
+prepare what the cells need, sweep them (a fresh process per cell and repeat), export the reports and
+summarize. Each stage is one call here; what it does lives in its own module.
+
+Exit codes: 0 every row ok or unsupported; 1 an error or timeout row (unless --allow-errors), or rows that
+could not be written (disk full); 2 bad input, nothing written; 130 interrupted."""
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+
+from rlbench import registry, rundir
+from rlbench.errors import UsageError
+from rlbench.flags import plan
+from rlbench.fingerprint import fingerprint, now
+from rlbench.results import ResultSet, ResultStore, StoreError
+
+HANDLED = ("SIGTERM", "SIGHUP")  # like Ctrl-C: the running cell is killed, every finished row kept
+
+
+@dataclass
+class Outcome:
+    """How the sweep ended, for the exit code: what was cut short still gets its report."""
+    interrupted: bool = False
+    store_failed: bool = False
+
+
+def run(args, plan_args, resume: str = None) -> tuple:
+    """(exit code, run folder). `plan_args`: the argument names plan.json keeps (to resume or rerun)."""
+    suite = plan(args)
+    resume = resume or getattr(args, "resume", None)
+    if resume and args.out and os.path.abspath(args.out) != os.path.abspath(resume):
+        raise UsageError(f"--out {args.out} and --resume {resume}: a resumed run writes into its own folder")
+    run_id = rundir.new_run_id(suite.name)
+    out_dir = resume or args.out or os.path.join(rundir.REPORTS, run_id)
+    env = {**fingerprint(), "suite_path": suite.path, "suite_sha256": suite.sha256}  # the text it planned from
+    record = rundir.plan_record(args, suite, run_id, env, plan_args)
+    saved = rundir.check_resumable(resume, record) if resume else None  # before the lock: a refusal writes nothing
+    lock = rundir.open_out_dir(out_dir, bool(resume))
+    try:
+        run_id, env, done = open_run(out_dir, suite, record, env, saved)
+        outcome = sweep(args, suite, run_id, out_dir, env, done)
+        try:
+            results = finish(out_dir, env)
+        except OSError as exc:
+            print(f"rlbench: error: cannot write the report: {exc.strerror or exc}; `rlbench report {out_dir}` "
+                  "rebuilds it from results.jsonl", file=sys.stderr)
+            return 130 if outcome.interrupted else 1, out_dir
+    finally:
+        lock.release()
+    summarize(results, out_dir)
+    return exit_code(outcome, results, getattr(args, "allow_errors", False)), out_dir
+
+
+def open_run(out_dir, suite, record, env, saved) -> tuple:
+    """A new run writes its plan; a resumed one keeps its id and the rows it has. Returns (run id, env.json
+    contents, the (cell, repeat, profiled) triples already done)."""
+    if saved:
+        kept = rundir.read_env(out_dir)
+        env, done = {**kept, "resumed_at": [*kept.get("resumed_at", []), now()]}, {
+            (r["cell_id"], r["repeat"], bool(r.get("profiled"))) for r in ResultSet.load(out_dir).rows}
+        run_id = saved["run_id"]
+    else:
+        run_id, done = record["run_id"], set()
+        rundir.write_plan(out_dir, record)
+        env.update(run_id=run_id, settings=suite.settings.__dict__, cells=len(suite.cells))
+    rundir.write_env(out_dir, env)
+    rundir.point_latest(out_dir)
+    return run_id, env, done
+
+
+def sweep(args, suite, run_id, out_dir, env, done) -> Outcome:
+    """Limits (replay), adapters' own environments, then every (cell, repeat) not done; Ctrl-C, SIGTERM,
+    SIGHUP and a full disk end it early with every finished row kept."""
+    from rlbench.sweep import run_sweep
+    todo = f" ({len(done)} rows kept, running the rest)" if done else ""
+    print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {out_dir}{todo}", file=sys.stderr)
+    outcome = Outcome()
+    previous = _handle_signals()
+    try:
+        needs_limits = any(registry.get(c.adapter).kind == "replay" for c in suite.cells)
+        if suite.limits["measure"] and needs_limits and "limits" not in env:
+            ResultStore(out_dir).close()  # interrupted while measuring, it is still a run (of no rows)
+            env["limits"] = measure_limits(out_dir, suite.limits)
+            rundir.write_env(out_dir, env)
+        envs = prepare(suite, not args.no_build, env)
+        rundir.write_env(out_dir, env)
+        run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, args.profile, envs, done)
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        print("rlbench: interrupted; every finished repeat is kept "
+              f"(`rlbench resume {out_dir}` runs the rest)", file=sys.stderr)
+    except (StoreError, OSError) as exc:
+        outcome.store_failed = True
+        print(f"rlbench: error: {exc}; every earlier row is kept. Free space, then `rlbench resume {out_dir}` "
+              "runs the rest", file=sys.stderr)
+    finally:
+        _restore_signals(previous)
+    return outcome
+
+
+def finish(out_dir, env) -> ResultSet:
+    """env.json's end (and the Ray cluster the cells ran on), then the reports."""
+    env["ended_at"] = now()
+    on_cluster = [r for r in ResultSet.load(out_dir).rows if r.get("cluster")]
+    if on_cluster:  # the cluster as the last cell saw it, and where each cell's actors ran
+        env["ray_cluster"] = {**on_cluster[-1]["cluster"],
+                              "placements": {r["cell_id"]: r.get("placement") for r in on_cluster}}
+    rundir.write_env(out_dir, env)
+    return export(out_dir)
+
+
+def exit_code(outcome: Outcome, results: ResultSet, allow_errors: bool) -> int:
+    if outcome.interrupted:
+        return 130
+    if outcome.store_failed:
+        return 1
+    failed = [r for r in results.rows if r["status"] in ("error", "timeout")]
+    if failed and not allow_errors:
+        print(f"rlbench: {len(failed)} row(s) with status error or timeout: exit 1 (--allow-errors: exit 0)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def prepare(suite, build: bool, env: dict) -> dict:
+    """Build (once, cached) the environments of adapters that cannot share this one; env.json records
+    each one's interpreter and package versions. A build that fails turns its cells into error rows."""
+    from rlbench import adapter_envs
+    prepared = adapter_envs.prepare({registry.get(c.adapter) for c in suite.cells}, build=build)
+    env["adapter_envs"] = {name: p.record or {"status": p.status, "reason": p.reason} for name, p in prepared.items()}
+    return prepared
+
+
+def measure_limits(out_dir, sizes: dict) -> dict:
+    """The machine limits replay figures are fractions of, measured on this run's filesystem before the
+    sweep; a failure is recorded ({"error": ...}) and the sweep runs without them."""
+    from rlbench.limits import measure_in_subprocess, summary_line
+    print("rlbench: limits: ", end="", file=sys.stderr, flush=True)  # the figures end the line (~15 s)
+    try:
+        limits = measure_in_subprocess(out_dir, sizes["memcpy_mb"], sizes["disk_mb"], sizes["repeats"])
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        raise
+    print(summary_line(limits), file=sys.stderr)
+    return limits
+
+
+def export(out_dir):
+    from rlbench.report import reporters
+    results = ResultSet.load(out_dir)
+    if results.skipped:
+        print(f"rlbench: warning: {out_dir}/results.jsonl: line(s) {', '.join(map(str, results.skipped[:10]))} "
+              "are not results rows; left out", file=sys.stderr)
+    for reporter in reporters():
+        reporter.report(results, out_dir)
+    return results
+
+
+def summarize(results, out_dir) -> None:
+    from rlbench.report.console import medians_table
+    print(medians_table(results))
+    counts = {}
+    for r in results.rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    print(f"\n{len(results.rows)} rows ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})")
+    print(f"report: {os.path.join(out_dir, 'index.html')}")
+
+
+def _handle_signals() -> dict:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(getattr(signal, sig), _interrupt) for sig in HANDLED}
+
+
+def _restore_signals(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(getattr(signal, sig), handler)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
