@@ -11,7 +11,7 @@ from rlbench.proctree import become_subreaper  # for adapters whose framework or
 from rlbench.registry import register, register_policy
 from rlbench.replay import (PREFIX as REPLAY_PREFIX, PRIORITY_ALPHA, PRIORITY_BETA, WORKLOADS as REPLAY_WORKLOADS,
                             ReplaySession, ReplaySpec, in_process_only, replay_spec, scratch_dir)
-from rlbench.results import SESSION_METRICS
+from rlbench.metrics import SESSION_METRICS
 from rlbench.workload import PolicySpec, Workload
 
 __all__ = [

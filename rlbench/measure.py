@@ -12,7 +12,7 @@ import psutil
 
 from rlbench import proctree
 from rlbench.policy import PolicyClock
-from rlbench.results import SESSION_METRICS
+from rlbench.metrics import SESSION_METRICS
 
 
 @dataclass(frozen=True)

@@ -9,41 +9,11 @@ import os
 from dataclasses import dataclass, field
 
 from rlbench import SCHEMA_VERSION
+from rlbench.metrics import SESSION_METRICS
 from rlbench.stats import Summary, summarize
 
 RESULTS = "results.jsonl"
 ENV = "env.json"
-
-# Names a session's metrics may carry (units in the names; *_frac are shares of wall time).
-SESSION_METRICS = (
-    "updates_per_s",        # optimiser updates per second
-    "replay_ratio",         # samples consumed by updates / env steps added
-    "policy_lag_mean",      # parameter versions between acting and learning
-    "policy_lag_max",
-    "env_frac",             # time stepping envs (mean over the processes that do)
-    "inference_frac",       # time selecting actions
-    "learn_frac",           # time in forward/backward/optimiser step
-    "wait_frac",            # time blocked on other processes
-    "sync_frac",            # time copying or all-reducing parameters
-    "return_mean",          # mean episodic return reached (purejaxrl-ppo: last 100 episodes, mean over agents)
-    "time_to_target_s",     # training wall time, compile excluded, until return_mean first reached the target
-    "steps_to_target",      # env steps per agent until then
-    "time_per_agent_s",     # wall time per agent of one whole training run at the window's aggregate rate
-    # compiled env loops (gymnax): the loop's carry read and written per step, against the devices' copy rate
-    "state_gb_per_s", "device_copy_gbps", "state_bw_frac",
-    # learners (kind learner): one unit is one learner update, its env steps the samples it consumed
-    "samples_per_s",        # env steps (transitions) consumed by learner updates
-    "actor_steps_per_s",    # env steps the actors made (may run ahead of consumption: queued, or dropped)
-    "transfer_frac",        # time moving data between processes or host and device
-    "queue_wait_ms",        # mean time the learner waited for its next batch
-    "h2d_mb_per_s",         # bytes copied host to device (0 on CPU)
-    # replay backends (kind replay): items are the workload's records of item_bytes each
-    "add_items_per_s", "add_mb_per_s",          # items written into the store (all actors)
-    "sample_items_per_s", "sample_mb_per_s",    # items sampled and read by the learner
-    "sample_latency_p50_ms", "sample_latency_p99_ms", "sample_latency_p999_ms", "sample_latency_max_ms",
-    "add_latency_p99_ms", "add_latency_max_ms",  # target mode: from each op's scheduled start (no coordinated omission)
-    "keeps_up",             # target mode: 1 when neither the add nor the sample schedule fell behind, else 0
-)
 
 # What a replay session tells about its store (see rlbench.cell.INFO_KEYS)
 REPLAY_INFO = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound", "bound_gbps")
