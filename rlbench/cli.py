@@ -60,6 +60,9 @@ def parse_args(argv):
     sub.add_parser("list", help="adapters, their options, and whether they can run here")
     rep = sub.add_parser("report", help="rebuild results.csv, summary.csv and index.html from results.jsonl")
     rep.add_argument("dir")
+    rep.add_argument("--format", choices=("html", "pytest-benchmark"), default="html",
+                     help="html: results.csv, summary.csv, index.html and the other views (default); "
+                          "pytest-benchmark: only DIR/pytest-benchmark.json, for `pytest-benchmark compare`")
     sub.add_parser("env", help="print this machine's fingerprint (env.json)")
     cmp = sub.add_parser("compare", help="compare two runs; exit 1 when a cell is slower beyond the threshold "
                                          "and significantly so")
@@ -132,6 +135,11 @@ def cmd_report(args) -> int:
         raise UsageError(f"report: no results.jsonl in {args.dir} (is it a run directory?)")
     lock = rundir.RunLock(args.dir).acquire()  # not while a run is still writing it
     try:
+        if args.format == "pytest-benchmark":
+            from rlbench.report.pytest_benchmark import write
+            from rlbench.results import ResultSet
+            print(f"pytest-benchmark: {write(ResultSet.load(args.dir), args.dir)}")
+            return 0
         results = export(args.dir)
     except OSError as exc:
         print(f"rlbench: error: cannot write the report: {exc.strerror or exc}", file=sys.stderr)
@@ -192,7 +200,7 @@ def cmd_limits(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from rlbench.compare import compare, parse_threshold
+    from rlbench.compare import compare, parse_threshold, ratio_label
     from rlbench.report import compare as compare_report
     from rlbench.results import ResultSet
     threshold = parse_threshold(args.threshold)
@@ -203,7 +211,8 @@ def cmd_compare(args) -> int:
     paths = compare_report.write(result, args.base, args.new, args.out or args.new)
     for r in result.rows:
         if r["verdict"] not in ("same",):
-            print(f"{r['verdict']:<15} {r['cell_id']}  {r['reason'] or ''}")
+            ratio = ratio_label(r)
+            print(f"{r['verdict']:<15} {r['cell_id']}  {r['reason'] or ''}" + (f"; new/base {ratio}" if ratio else ""))
     print(f"{len(result.rows)} cells: {result.counts_label}; "
           f"{len(result.regressions)} regression(s) beyond {threshold:.0%} at alpha {args.alpha:g}")
     print(f"comparison: {paths[1]}")

@@ -1,18 +1,21 @@
 """Run against run, as asv's `continuous` judges it: a cell regressed only when it is both slower by more
 than the threshold and significantly so over its repeats, so a noisy CI machine does not cry wolf.
 
-Significance: two-sided Mann-Whitney U on the repeats' steps/s (exact distribution, which small samples
-need; normal approximation with tie correction beyond 12 per side). With too few repeats for the test to
+Significance: two-sided Mann-Whitney U on the repeats' steps/s (scipy.stats.mannwhitneyu: the exact
+distribution, which small samples need; the normal approximation with tie and continuity corrections beyond
+12 per side or with ties). With too few repeats for the test to
 ever reach alpha (3 vs 3 cannot go below p = 0.1), the fallback is asv's pessimistic one: significant only
 when the two 95% confidence intervals of the median do not overlap. Cells measured on machines whose
 fingerprints differ, or with different CPU sets or devices, are `not comparable`, never failed.
+
+Each compared cell also carries its change as a ratio new/base of the medians with a percentile-bootstrap 95%
+CI (rlbench.stats.ratio_ci): `ratio`, `ratio_ci_low`, `ratio_ci_high`, printed as "1.29x [1.10, 1.52]".
 """
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 from rlbench.errors import UsageError
-from rlbench.stats import summarize
+from rlbench.stats import ratio_ci, summarize
 
 METRIC = "steps_per_s"   # higher is better
 MACHINE = ("cpu_model", "cpu_logical_cores", "ram_gb", "gpus")
@@ -22,7 +25,8 @@ EXACT_MAX_N = 12
 # verdict -> does it fail the comparison
 VERDICTS = {"slower": True, "faster": False, "same": False, "uncertain": False, "not comparable": False,
             "failed": False, "not run": False, "only in base": False, "only in new": False}
-COLUMNS = ("cell_id", "verdict", "base_median", "new_median", "ratio", "change_pct", "p_value", "test",
+COLUMNS = ("cell_id", "verdict", "base_median", "new_median", "ratio", "ratio_ci_low", "ratio_ci_high",
+           "change_pct", "p_value", "test",
            "base_n", "new_n", "base_ci_low", "base_ci_high", "new_ci_low", "new_ci_high", "reason")
 
 
@@ -45,42 +49,35 @@ def machine(env: dict) -> dict:
             "ram_gb": round(ram) if isinstance(ram, (int, float)) else ram, "gpus": gpus}
 
 
-@lru_cache(maxsize=None)
-def _u_counts(m: int, n: int) -> tuple:
-    """Number of orderings of m x's and n y's giving each U = 0..m*n (x beating y counts 1)."""
-    if m == 0 or n == 0:
-        return (1,)
-    a, b = _u_counts(m - 1, n), _u_counts(m, n - 1)   # last element an x (beats all n y's) or a y
-    out = [0] * (m * n + 1)
-    for u, c in enumerate(a):
-        out[u + n] += c
-    for u, c in enumerate(b):
-        out[u] += c
-    return tuple(out)
-
-
 def mann_whitney_u(x, y) -> tuple:
-    """(U of x, two-sided p, method). Ties count half."""
+    """(U of x, two-sided p, method): scipy.stats.mannwhitneyu, exact when both samples are small and
+    tie-free, else the normal approximation (tie-corrected, with continuity correction). Ties count half."""
+    from scipy.stats import mannwhitneyu  # scipy only when comparing: importing rlbench stays cheap
     m, n = len(x), len(y)
-    u = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
-    ties = len(set(x) | set(y)) < m + n
-    if max(m, n) <= EXACT_MAX_N and not ties:
-        counts = _u_counts(m, n)
-        total = math.comb(m + n, m)
-        lo = sum(counts[: int(min(u, m * n - u)) + 1]) / total
-        return u, min(1.0, 2 * lo), "mann-whitney-exact"
-    values = sorted(x + y)
-    tie_term = sum(t ** 3 - t for t in (values.count(v) for v in set(values)))
-    sigma = math.sqrt(m * n / 12 * ((m + n + 1) - tie_term / ((m + n) * (m + n - 1))))
-    if sigma == 0:
-        return u, 1.0, "mann-whitney-normal"
-    z = (abs(u - m * n / 2) - 0.5) / sigma
-    return u, min(1.0, math.erfc(max(z, 0) / math.sqrt(2))), "mann-whitney-normal"
+    exact = max(m, n) <= EXACT_MAX_N and len(set(x) | set(y)) == m + n
+    res = mannwhitneyu(x, y, alternative="two-sided", method="exact" if exact else "asymptotic")
+    p = float(res.pvalue)
+    return float(res.statistic), 1.0 if math.isnan(p) else min(1.0, p), \
+        "mann-whitney-exact" if exact else "mann-whitney-normal"
 
 
 def min_p(m: int, n: int) -> float:
-    """The smallest two-sided p the exact test can give for these sample sizes."""
+    """The smallest two-sided p the exact test can give for these sample sizes: the two most extreme
+    orderings (every x below every y, or above) out of C(m + n, m). Kept as this closed form because scipy
+    has no function for it (scipy.stats.mannwhitneyu on fully separated samples gives the same value, as
+    tests/test_compare.py checks, but only by running the test)."""
     return 2 / math.comb(m + n, m)
+
+
+def ratio_label(row: dict) -> str:
+    """'1.29x [1.10, 1.52]': a compared cell's new/base ratio of medians and its bootstrap 95% CI ('' when
+    the cell has no ratio; no bracket when the CI is unknown, with fewer than 2 repeats on a side)."""
+    ratio, lo, hi = row.get("ratio"), row.get("ratio_ci_low"), row.get("ratio_ci_high")
+    if ratio is None or math.isnan(ratio):
+        return ""
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return f"{ratio:.2f}x"
+    return f"{ratio:.2f}x [{lo:.2f}, {hi:.2f}]"
 
 
 @dataclass
@@ -133,6 +130,7 @@ def _compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha) -> dict
         return {**row, "verdict": "failed",
                 "reason": f"no ok repeat in {'base' if not bx else 'new'} ({side.status})"}
     row["ratio"] = ns.median / bs.median if bs.median else float("nan")
+    _, row["ratio_ci_low"], row["ratio_ci_high"] = ratio_ci(nx, bx)
     row["change_pct"] = 100 * (row["ratio"] - 1)
     differ = [f"{k}: {bm[k]} vs {nm[k]}" for k in machine_diff]
     differ += [f"{k}: {b.ok_runs[0].get(k)} vs {n.ok_runs[0].get(k)}" for k in CELL

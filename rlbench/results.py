@@ -6,7 +6,10 @@ finishes, so an interrupted sweep loses nothing that finished. CSV and HTML are 
 import errno
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
 
 from rlbench import SCHEMA_VERSION
 from rlbench.metrics import SESSION_METRICS
@@ -51,22 +54,88 @@ def frames(row: dict) -> dict:
     return row
 
 
+# A run's own fields: what the harness records about every repeat (identity, protocol figures, outcome).
+# The session's figures are its counters (SESSION_METRICS, as google/benchmark's user counters); anything
+# else the cell reported (workers, placement, replay store facts, ...) is its info.
+RUN_FIELDS = (
+    "schema", "run_id", "suite", "cell_id", "cell_index", "adapter", "kind", "env", "env_kwargs", "num_envs",
+    "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps", "frames", "units",
+    "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms",
+    "latency_p999_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s", "wall_s",
+    "status", "error", "log", "profile", "started_at",
+)
+
+
+@dataclass(frozen=True)
+class Run(Mapping):
+    """One repeat, immutable: its fields, counters and info, read as one mapping (`run["steps_per_s"]`,
+    `run.get("workers")`) in the row's key order, so it reads like the results.jsonl line it came from."""
+    fields: Mapping
+    counters: Mapping
+    info: Mapping
+    order: tuple
+
+    @classmethod
+    def from_row(cls, row: Mapping) -> "Run":
+        fields = {k: v for k, v in row.items() if k in _FIELDS}
+        counters = {k: v for k, v in row.items() if k in _COUNTERS}
+        info = {k: v for k, v in row.items() if k not in _FIELDS and k not in _COUNTERS}
+        return cls(MappingProxyType(fields), MappingProxyType(counters), MappingProxyType(info), tuple(row))
+
+    def __getitem__(self, key):
+        for part in (self.fields, self.counters, self.info):
+            if key in part:
+                return part[key]
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(self.order)
+
+    def __len__(self):
+        return len(self.order)
+
+    @property
+    def cell_id(self) -> str:
+        return self.fields["cell_id"]
+
+    @property
+    def status(self) -> str:
+        return self.fields["status"]
+
+    @property
+    def ok(self) -> bool:
+        """Counts in the cell's statistics: a finished repeat, not the extra profiled one."""
+        return self.status == "ok" and not self.fields.get("profiled")
+
+    def to_row(self) -> dict:
+        return {k: self[k] for k in self.order}
+
+
+_FIELDS, _COUNTERS = frozenset(RUN_FIELDS), frozenset(SESSION_METRICS)
+
+
 @dataclass
 class Benchmark:
-    """All rows of one cell."""
+    """All runs of one cell; its statistics are computed once, when first asked for."""
     cell_id: str
     runs: list = field(default_factory=list)
 
-    @property
+    @cached_property
     def ok_runs(self) -> list:
-        return [r for r in self.runs if r["status"] == "ok" and not r.get("profiled")]
+        return [r for r in self.runs if r.ok]
 
     @property
-    def first(self) -> dict:
+    def first(self) -> Run:
         return self.runs[0]
 
     def stat(self, key: str) -> Summary:
-        return summarize([r.get(key) for r in self.ok_runs])
+        if key not in self._stats:
+            self._stats[key] = summarize([r.get(key) for r in self.ok_runs])
+        return self._stats[key]
+
+    @cached_property
+    def _stats(self) -> dict:
+        return {}
 
     @property
     def status(self) -> str:
@@ -76,7 +145,18 @@ class Benchmark:
         return "ok+" + "+".join(sorted(statuses - {"ok"})) if "ok" in statuses else "+".join(sorted(statuses))
 
     def summary_row(self, limits: dict = None) -> dict:
-        """limits: the run's env["limits"] (rlbench.limits), what a replay cell's rate is a fraction of."""
+        """limits: the run's env["limits"] (rlbench.limits), what a replay cell's rate is a fraction of.
+        A fresh copy each call of what is computed once."""
+        key = json.dumps(limits or {}, sort_keys=True, default=str)
+        if key not in self._summaries:
+            self._summaries[key] = self._summary_row(limits)
+        return dict(self._summaries[key])
+
+    @cached_property
+    def _summaries(self) -> dict:
+        return {}
+
+    def _summary_row(self, limits: dict = None) -> dict:
         s = self.stat("steps_per_s")
         ok = self.ok_runs
         first = ok[0] if ok else self.first
@@ -125,7 +205,8 @@ class ResultSet:
     def from_rows(cls, rows, env=None) -> "ResultSet":
         benchmarks = {}
         for row in rows:
-            benchmarks.setdefault(row["cell_id"], Benchmark(row["cell_id"])).runs.append(row)
+            run = row if isinstance(row, Run) else Run.from_row(row)
+            benchmarks.setdefault(run.cell_id, Benchmark(run.cell_id)).runs.append(run)
         return cls(env or {}, benchmarks)
 
     @classmethod
@@ -152,6 +233,17 @@ class ResultSet:
         """One row per cell, in the order the suite lists its cells."""
         benchmarks = sorted(self.benchmarks.values(), key=lambda b: b.first.get("cell_index", 0))
         return [b.summary_row(self.env.get("limits")) for b in benchmarks]
+
+    def summary_frame(self):
+        """The summaries as a pandas DataFrame, columns in summary.csv's order (the tabular view exporters
+        and reports read)."""
+        import pandas as pd
+        return pd.DataFrame(self.summary_rows(), columns=list(SUMMARY_COLUMNS), dtype=object)
+
+    def runs_frame(self):
+        """Every run as a pandas DataFrame, columns in results.csv's order."""
+        import pandas as pd
+        return pd.DataFrame([r.to_row() for r in self.rows], columns=list(RUN_COLUMNS), dtype=object)
 
     @property
     def rows(self) -> list:

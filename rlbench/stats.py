@@ -3,18 +3,16 @@
 The 95% confidence interval is for the median: distribution-free order statistics when n >= 6
 (as pyperf/asv do for non-normal timings); for 2 <= n < 6, Student's t interval on the log of the
 values (rates are positive and skewed: the interval stays positive), which `ci_method` says.
+Quantiles come from scipy.stats, imported only when a statistic is computed.
 """
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 CV_WARN = 0.10
 MIN_N = 3
-# two-sided 95% Student t quantiles, df = 1..30
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
 
 
 @dataclass(frozen=True)
@@ -35,17 +33,20 @@ class Summary:
     warning: str
 
 
+@lru_cache(maxsize=None)
 def t975(df: int) -> float:
-    return _T975[df - 1] if df <= len(_T975) else 1.96
+    """The two-sided 95% Student t quantile for df degrees of freedom (scipy.stats.t; cached, as summarize
+    asks it for every metric of every cell)."""
+    from scipy.stats import t  # scipy only when a report is made: importing rlbench stays cheap
+    return float(t.ppf(0.975, df))
 
 
 def median_ci_ranks(n: int) -> tuple:
-    """0-based ranks (lo, hi) of the order statistics bounding a >= 95% CI of the median."""
-    cdf, lo = 0.0, -1
-    # the largest lo with P(Binomial(n, 1/2) <= lo) <= 0.025 on each side
-    while cdf + math.comb(n, lo + 1) / 2**n <= 0.025:
-        lo += 1
-        cdf += math.comb(n, lo) / 2**n
+    """0-based ranks (lo, hi) of the order statistics bounding a >= 95% CI of the median: lo is the
+    largest k with P(Binomial(n, 1/2) <= k) <= 0.025, the same on the other side (scipy.stats.binom)."""
+    from scipy.stats import binom
+    k = int(binom.ppf(0.025, n, 0.5)) if n > 0 else -1  # the smallest k with P(B <= k) >= 0.025
+    lo = k if k >= 0 and binom.cdf(k, n, 0.5) <= 0.025 else k - 1
     if lo < 0:
         raise ValueError(f"n={n} is too small for a 95% distribution-free CI of the median (needs n >= 6)")
     return lo, n - 1 - lo

@@ -1,5 +1,6 @@
-"""`rlbench compare`: the U test is exact, a regression needs both the threshold and significance, and
-runs on different machines are not comparable rather than failed."""
+"""`rlbench compare`: the U test (scipy) is exact for small samples, a regression needs both the threshold
+and significance, runs on different machines are not comparable rather than failed, and every compared cell
+carries its new/base ratio with a bootstrap CI."""
 import csv
 import itertools
 import json
@@ -8,7 +9,7 @@ import math
 import pytest
 
 from rlbench import cli
-from rlbench.compare import mann_whitney_u, parse_threshold
+from rlbench.compare import mann_whitney_u, min_p, parse_threshold, ratio_label
 from rlbench.errors import UsageError
 
 MACHINE = {"cpu_model": "EPYC", "cpu_logical_cores": 2, "ram_gb": 23.5, "gpus": []}
@@ -67,6 +68,41 @@ def test_normal_approximation_for_large_samples():
     assert method == "mann-whitney-normal" and p < 1e-6
 
 
+def hand_normal_p(x, y) -> float:
+    """The normal approximation rlbench computed by hand before scipy: tie-corrected variance, continuity 0.5."""
+    m, n = len(x), len(y)
+    u = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
+    values = sorted(x + y)
+    tie_term = sum(t ** 3 - t for t in (values.count(v) for v in set(values)))
+    sigma = math.sqrt(m * n / 12 * ((m + n + 1) - tie_term / ((m + n) * (m + n - 1))))
+    if sigma == 0:
+        return 1.0
+    z = (abs(u - m * n / 2) - 0.5) / sigma
+    return min(1.0, math.erfc(max(z, 0) / math.sqrt(2)))
+
+
+@pytest.mark.parametrize("x,y", [([1.0, 2, 2, 3], [2.0, 3, 4, 4, 5]),                  # ties: never exact
+                                 ([float(i % 7) for i in range(15)], [float(i % 5) + 1 for i in range(14)]),
+                                 ([float(i) for i in range(13)], [i + 0.5 for i in range(13)]),  # > 12 a side
+                                 ([3.0] * 4, [3.0] * 5)])                                 # all tied: p = 1
+def test_normal_approximation_matches_the_hand_formula(x, y):
+    u, p, method = mann_whitney_u(x, y)
+    assert method == "mann-whitney-normal"
+    assert u == sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
+    assert p == pytest.approx(hand_normal_p(x, y), rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("m", range(1, 13))
+@pytest.mark.parametrize("n", range(1, 13))
+def test_min_p_is_what_scipy_gives_fully_separated_samples(m, n):
+    from scipy.stats import mannwhitneyu
+    below, above = [float(i) for i in range(m)], [float(m + i) for i in range(n)]
+    for x, y in ((below, above), (above, below)):
+        assert mannwhitneyu(x, y, alternative="two-sided", method="exact").pvalue == pytest.approx(min_p(m, n),
+                                                                                                   rel=1e-12)
+        assert mann_whitney_u(x, y)[1] == pytest.approx(min_p(m, n), rel=1e-12)
+
+
 def test_clear_slowdown_is_a_regression_and_exits_1(tmp_path):
     base = {"a/CartPole-v1/n=4/random": [100.0, 101, 99, 100.5, 99.5]}
     new = {"a/CartPole-v1/n=4/random": [80.0, 81, 79, 80.5, 79.5]}
@@ -75,6 +111,9 @@ def test_clear_slowdown_is_a_regression_and_exits_1(tmp_path):
     assert rc == 1
     assert row["verdict"] == "slower" and row["test"] == "mann-whitney-exact"
     assert float(row["change_pct"]) == pytest.approx(-20.0) and float(row["p_value"]) < 0.05
+    assert float(row["ratio"]) == pytest.approx(0.8)
+    assert 0.78 < float(row["ratio_ci_low"]) <= 0.8 <= float(row["ratio_ci_high"]) < 0.82
+    assert "new/base" not in row["reason"]  # the ratio has its own columns; the console adds it
 
 
 def test_big_but_noisy_change_is_uncertain_not_a_regression(tmp_path):
@@ -142,3 +181,33 @@ def test_bad_inputs_exit_2_and_write_nothing(tmp_path, capsys):
     assert cli.main(["compare", str(run), str(run), "--threshold", "ten"]) == 2
     assert "--threshold 'ten'" in capsys.readouterr().err
     assert not (run / "compare.csv").exists()
+
+
+def test_ratio_ci_is_the_bootstrap_of_the_medians_ratio(tmp_path, capsys):
+    from rlbench.stats import ratio_ci
+    base, new = [100.0, 104, 97, 101, 99], [130.0, 125, 131, 128, 135]
+    rc, rows = run_compare(tmp_path, {"a/x/n=1/random": base}, {"a/x/n=1/random": new})
+    row = rows["a/x/n=1/random"]
+    ratio, low, high = ratio_ci(new, base)
+    assert rc == 0 and row["verdict"] == "faster"
+    assert float(row["ratio"]) == pytest.approx(ratio) == pytest.approx(130.0 / 100.0)
+    assert (float(row["ratio_ci_low"]), float(row["ratio_ci_high"])) == pytest.approx((low, high), rel=1e-5)
+    assert low < ratio < high
+    label = ratio_label({"ratio": ratio, "ratio_ci_low": low, "ratio_ci_high": high})
+    assert label == f"1.30x [{low:.2f}, {high:.2f}]"
+    out = capsys.readouterr().out
+    assert f"a/x/n=1/random  30.0% faster, significant (mann-whitney-exact); new/base {label}" in out
+    html = (tmp_path / "new" / "compare.html").read_text()
+    assert "<th>new/base [95% CI]</th>" in html and f">{label}</td>" in html
+
+
+def test_ratio_without_a_ci_and_cells_without_a_ratio(tmp_path):
+    base = {"one/x/n=1/random": [100.0], "f/x/n=1/random": [5.0, 5, 5]}
+    new = {"one/x/n=1/random": [150.0, 151, 149], "f/x/n=1/random": [None]}
+    rc, rows = run_compare(tmp_path, base, new)
+    one = rows["one/x/n=1/random"]
+    assert float(one["ratio"]) == pytest.approx(1.5) and one["ratio_ci_low"] == one["ratio_ci_high"] == ""
+    assert ratio_label({k: float(one[k] or "nan") for k in ("ratio", "ratio_ci_low", "ratio_ci_high")}) == "1.50x"
+    assert rows["f/x/n=1/random"]["ratio"] == "" and ratio_label({"ratio": None}) == ""
+    assert ratio_label({"ratio": None}) == "" and ratio_label({"ratio": 2.0, "ratio_ci_low": float("nan"),
+                                                                "ratio_ci_high": 3.0}) == "2.00x"

@@ -1,5 +1,7 @@
-"""rlbench.stats on samples whose statistics are worked out by hand."""
+"""rlbench.stats on samples whose statistics are worked out by hand; its quantiles (scipy.stats) cross-checked
+against the hand-written table and loop they replaced."""
 import math
+from fractions import Fraction
 
 import pytest
 
@@ -19,20 +21,21 @@ def test_three_values_by_hand():
 
 
 def test_student_t_interval_on_logs_for_positive_small_samples():
-    # ln 10, ln 12, ln 14: mean 2.4755164, sd 0.1684326; half width 4.303 * 0.1684326 / sqrt(3) = 0.4184434
+    # ln 10, ln 12, ln 14: mean 2.4755164, sd 0.1684326; half width t(0.975, 2) * 0.1684326 / sqrt(3)
+    # = 4.3026527 * 0.1684326 / 1.7320508 = 0.4184097
     s = summarize([10.0, 12.0, 14.0])
     assert s.ci_method == "student-t-log"
-    assert s.ci_low == pytest.approx(7.823038, abs=1e-5)    # exp(2.4755164 - 0.4184434)
-    assert s.ci_high == pytest.approx(18.064700, abs=1e-5)  # exp(2.4755164 + 0.4184434)
+    assert s.ci_low == pytest.approx(7.823302, abs=1e-5)    # exp(2.4755164 - 0.4184097)
+    assert s.ci_high == pytest.approx(18.064090, abs=1e-5)  # exp(2.4755164 + 0.4184097)
     assert s.ci_low < s.median < s.ci_high
 
 
 def test_student_t_interval_when_a_value_is_not_positive():
-    # mean 2, sd 2, df 2: 2 +- 4.303 * 2 / sqrt(3) = 2 +- 4.9686764
+    # mean 2, sd 2, df 2: 2 +- 4.3026527 * 2 / sqrt(3) = 2 +- 4.9682754
     s = summarize([0.0, 2.0, 4.0])
     assert s.ci_method == "student-t"
-    assert s.ci_low == pytest.approx(-2.968676, abs=1e-5)
-    assert s.ci_high == pytest.approx(6.968676, abs=1e-5)
+    assert s.ci_low == pytest.approx(-2.968275, abs=1e-5)
+    assert s.ci_high == pytest.approx(6.968275, abs=1e-5)
 
 
 def test_even_count_median_and_quartiles():
@@ -41,11 +44,45 @@ def test_even_count_median_and_quartiles():
     assert (s.q1, s.q3, s.iqr) == pytest.approx((1.75, 3.25, 1.5))
 
 
+# the two-sided 95% Student t table rlbench carried before scipy (3 decimals), df = 1..30
+OLD_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+            2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+            2.045, 2.042)
+
+
 def test_t_quantiles():
-    assert t975(1) == 12.706
-    assert t975(2) == 4.303
-    assert t975(30) == 2.042
-    assert t975(1000) == 1.96
+    assert t975(1) == pytest.approx(12.706204736, abs=1e-8)
+    assert t975(2) == pytest.approx(4.302652730, abs=1e-8)
+    assert t975(30) == pytest.approx(2.042272456, abs=1e-8)
+    assert t975(1000) == pytest.approx(1.962339081, abs=1e-8)  # the old table said 1.96 beyond df 30
+
+
+@pytest.mark.parametrize("df", range(1, 31))
+def test_t_quantiles_round_to_the_old_table(df):
+    assert round(t975(df), 3) == pytest.approx(OLD_T975[df - 1], abs=1e-9)
+
+
+def _exact_lower_rank(n: int) -> int:
+    """The hand loop median_ci_ranks replaced, in exact fractions: the largest lo with
+    P(Binomial(n, 1/2) <= lo) <= 0.025 (-1 when there is none)."""
+    cdf, lo = Fraction(0), -1
+    while cdf + Fraction(math.comb(n, lo + 1), 2**n) <= Fraction(1, 40):
+        lo += 1
+        cdf += Fraction(math.comb(n, lo), 2**n)
+    return lo
+
+
+@pytest.mark.parametrize("n", [*range(6, 130), 200, 501, 1000])
+def test_order_statistics_ranks_match_the_exact_binomial(n):
+    lo = _exact_lower_rank(n)
+    assert median_ci_ranks(n) == (lo, n - 1 - lo)
+
+
+@pytest.mark.parametrize("n", range(0, 6))
+def test_order_statistics_ranks_below_six_have_none(n):
+    assert n == 0 or _exact_lower_rank(n) == -1
+    with pytest.raises(ValueError, match="n >= 6"):
+        median_ci_ranks(n)
 
 
 @pytest.mark.parametrize("n, ranks", [(6, (0, 5)), (10, (1, 8)), (20, (5, 14))])

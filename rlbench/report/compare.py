@@ -1,4 +1,5 @@
-"""compare.csv and compare.html: one row per cell, base vs new, with the verdict and why."""
+"""compare.csv and compare.html: one row per cell, base vs new, with the verdict, the ratio new/base with its
+bootstrap 95% CI, and why."""
 import math
 import os
 
@@ -6,6 +7,7 @@ from rlbench.compare import COLUMNS, Comparison
 from rlbench.report.writer import write_atomic
 from rlbench.report.console import fmt_rate
 from rlbench.report.csv_reporter import to_csv
+from rlbench.report.format import speedup
 from rlbench.report.html import CSS, SORT_JS, _e
 
 COLOURS = {"slower": "#fbe3e3", "faster": "#e3f4e3", "not comparable": "#eeeeee", "uncertain": "#fff6dd",
@@ -24,14 +26,16 @@ def _num(v, fmt) -> str:
 
 def page(c: Comparison, base_dir: str, new_dir: str) -> str:
     head = ("<tr><th>cell</th><th>verdict</th><th>base steps/s</th><th>new steps/s</th><th>change %</th>"
-            "<th>p</th><th>n base / new</th><th>reason</th></tr>")
+            "<th>new/base [95% CI]</th><th>p</th><th>n base / new</th><th>reason</th></tr>")
     body = "".join(
         f"<tr style='background:{COLOURS.get(r['verdict'], 'none')}'><td>{_e(r['cell_id'])}</td>"
         f"<td>{_e(r['verdict'])}</td>"
         f"<td data-v='{_num(r['base_median'], str)}'>{_num(r['base_median'], fmt_rate)}</td>"
         f"<td data-v='{_num(r['new_median'], str)}'>{_num(r['new_median'], fmt_rate)}</td>"
-        f"<td>{_num(r['change_pct'], lambda v: f'{v:+.1f}')}</td><td>{_num(r['p_value'], lambda v: f'{v:.3g}')}</td>"
-        f"<td>{r['base_n'] or 0} / {r['new_n'] or 0}</td><td>{_e(r['reason'] or '')}</td></tr>" for r in c.rows)
+        f"<td>{_num(r['change_pct'], lambda v: f'{v:+.1f}')}</td>"
+        f"<td data-v='{_num(r['ratio'], str)}'>{_e(speedup(r['ratio'], r['ratio_ci_low'], r['ratio_ci_high']))}</td>"
+        f"<td>{_num(r['p_value'], lambda v: f'{v:.3g}')}</td><td>{r['base_n'] or 0} / {r['new_n'] or 0}</td>"
+        f"<td>{_e(r['reason'] or '')}</td></tr>" for r in c.rows)
     machines = "".join(f"<tr><td>{_e(k)}</td><td>{_e(c.base_machine[k])}</td><td>{_e(c.new_machine[k])}</td></tr>"
                        for k in c.base_machine)
     verdict = (f"<p><b>{len(c.regressions)} regression(s)</b>: slower by more than {c.threshold:.0%} and "

@@ -1,25 +1,24 @@
-"""results.csv (tidy, one row per repeat) and summary.csv (one row per cell)."""
-import csv
-import io
+"""results.csv (tidy, one row per repeat) and summary.csv (one row per cell), from the result set's pandas
+views; every CSV of a report (profiles, validation, compare) is written by `to_csv` the same way."""
 import json
 import os
 
 from rlbench import SCHEMA_VERSION
 from rlbench.report.writer import Reporter, write_atomic
-from rlbench.results import RUN_COLUMNS, SUMMARY_COLUMNS
+
+
+def frame_to_csv(frame) -> str:
+    """Cells as a reader wants them: 6 significant digits, JSON for lists and tables, empty for missing."""
+    return frame.map(_cell).to_csv(index=False, lineterminator="\n")
 
 
 def to_csv(rows, columns) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: _cell(row.get(k)) for k in columns})
-    return buf.getvalue()
+    import pandas as pd
+    return frame_to_csv(pd.DataFrame([dict(r) for r in rows], columns=list(columns), dtype=object))
 
 
 def _cell(v):
-    if isinstance(v, (dict, list)):
+    if isinstance(v, (dict, list, tuple)):
         return json.dumps(v, sort_keys=True) if v else ""
     if isinstance(v, float):
         return "" if v != v else f"{v:.6g}"
@@ -28,7 +27,7 @@ def _cell(v):
 
 class CsvReporter(Reporter):
     def report(self, results, out_dir):
-        rows = [{**r, "schema": r.get("schema", SCHEMA_VERSION)} for r in results.rows]
-        summary = results.summary_rows()
-        return [write_atomic(os.path.join(out_dir, "results.csv"), to_csv(rows, RUN_COLUMNS)),
-                write_atomic(os.path.join(out_dir, "summary.csv"), to_csv(summary, SUMMARY_COLUMNS))]
+        runs = results.runs_frame()
+        runs["schema"] = runs["schema"].where(runs["schema"].notna(), SCHEMA_VERSION)  # rows older than the field
+        return [write_atomic(os.path.join(out_dir, "results.csv"), frame_to_csv(runs)),
+                write_atomic(os.path.join(out_dir, "summary.csv"), frame_to_csv(results.summary_frame()))]

@@ -1,0 +1,170 @@
+"""`rlbench report DIR --format pytest-benchmark`: DIR/pytest-benchmark.json, in the JSON schema that
+pytest-benchmark (5.3.1) saves with --benchmark-json or --benchmark-save, so its own tools read rlbench runs:
+`pytest-benchmark compare A/pytest-benchmark.json B/pytest-benchmark.json` (its table, --group-by,
+--columns, --csv, --between), or anything else that reads those files.
+
+How a run maps onto that schema:
+
+- One cell is one benchmark. `name`, `fullname` and `param` are the cell id; `group` is the workload
+  (env[(env kwargs)]/n=<num_envs>/<policy>), so a `compare` table puts the adapters that ran the same workload
+  side by side; `params` holds adapter, env, num_envs, policy and options (and env_kwargs when there are any);
+  `options` holds the run's protocol settings (repeats, duration_s, warmup_s, ...).
+- pytest-benchmark times seconds per iteration (lower is better); rlbench measures env steps per second. One
+  round is one ok repeat (a fresh process; profiled repeats are not rounds) and its value is that repeat's
+  seconds per env step, 1 / steps_per_s (its timed seconds over its env steps). `iterations` is 1: each value
+  is already per step, as pytest-benchmark's are per iteration, and the number of steps differs from repeat
+  to repeat (extra_info.env_steps lists them).
+- `stats` are computed from those rounds exactly as pytest-benchmark's Stats computes them (its quartiles,
+  outlier counts, ops = rounds / total), and `data` lists the rounds in repeat order. With an odd number of
+  repeats stats.median is exactly 1 / rlbench's steps/s median; with an even number it is the mean of the two
+  middle per-step times, slightly off that. `extra_info` carries rlbench's own figures: steps_per_s_median
+  with its 95% CI and method, frames_per_s_median, adapter, env, num_envs, policy, status, n, ...
+- Cells without an ok repeat (error, timeout, unsupported, or no steps/s) are left out of `benchmarks`, as
+  pytest-benchmark leaves out benchmarks that raised; the top-level `rlbench` object, which pytest-benchmark
+  ignores, names each with its status and error (`left_out`).
+- `machine_info` and `commit_info` come from the run's env.json (the machine it measured on, and rlbench's
+  commit), never from the machine exporting; `datetime` is when the run ended (began, if it never ended): the
+  same run always exports the same file. Unknown fields are null.
+"""
+import json
+import math
+import os
+import statistics
+from bisect import bisect_left, bisect_right
+
+from rlbench.plan import kv_label
+from rlbench.report.writer import Reporter, write_atomic
+
+FILENAME = "pytest-benchmark.json"
+SCHEMA_VERSION = "5.3.1"   # the pytest-benchmark release whose saved-JSON schema this writes
+METRIC = "steps_per_s"
+# pytest_benchmark.stats.Stats.fields, in its order
+STATS_FIELDS = ("min", "max", "mean", "stddev", "rounds", "median", "iqr", "q1", "q3", "iqr_outliers",
+                "stddev_outliers", "outliers", "ld15iqr", "hd15iqr", "ops", "total")
+
+
+def to_json(results) -> str:
+    """The pytest-benchmark JSON of a ResultSet (rlbench.results)."""
+    env = results.env
+    benchmarks, left_out = [], []
+    for b in sorted(results.benchmarks.values(), key=lambda b: b.first.get("cell_index", 0)):
+        summary = b.summary_row(env.get("limits"))
+        rounds = [r for r in b.ok_runs if _positive(r.get(METRIC))]
+        if not rounds:
+            left_out.append({"cell_id": b.cell_id, "status": summary["status"], "error": summary["error"] or None})
+            continue
+        benchmarks.append(_benchmark(b.cell_id, rounds, summary, env.get("settings") or {}))
+    doc = {
+        "machine_info": machine_info(env),
+        "commit_info": commit_info(env),
+        "benchmarks": benchmarks,
+        "datetime": env.get("ended_at") or env.get("started_at"),
+        "version": SCHEMA_VERSION,
+        "rlbench": {"version": env.get("rlbench_version"), "run_id": env.get("run_id"), "left_out": left_out,
+                    "round": "one ok repeat; its value is seconds per env step (1 / steps_per_s)"},
+    }
+    return json.dumps(_finite(doc), indent=4, ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def write(results, out_dir: str) -> str:
+    """DIR/pytest-benchmark.json, through the one writer; returns its path."""
+    return write_atomic(os.path.join(out_dir, FILENAME), to_json(results))
+
+
+class PytestBenchmarkReporter(Reporter):
+    def report(self, results, out_dir):
+        return [write(results, out_dir)]
+
+
+def _benchmark(cell_id: str, runs: list, summary: dict, settings: dict) -> dict:
+    first = runs[0]
+    env_id = str(first.get("env")) + (f"({kv_label(first['env_kwargs'])})" if first.get("env_kwargs") else "")
+    params = {"adapter": first.get("adapter"), "env": first.get("env"), "num_envs": first.get("num_envs"),
+              "policy": first.get("policy"), "options": first.get("options") or {}}
+    if first.get("env_kwargs"):
+        params["env_kwargs"] = first["env_kwargs"]
+    extra = {
+        "unit": "seconds per env step (1 / steps_per_s); one round = one repeat in a fresh process",
+        **{k: summary.get(k) for k in ("adapter", "kind", "env", "env_kwargs", "num_envs", "policy", "options",
+                                       "device", "frameskip", "status", "n", "steps_per_s_median",
+                                       "steps_per_s_ci_low", "steps_per_s_ci_high", "ci_method", "steps_per_s_cv",
+                                       "frames_per_s_median", "warning")},
+        "env_steps": [r.get("env_steps") for r in runs],
+    }
+    data = [1.0 / r[METRIC] for r in runs]
+    return {
+        "group": f"{env_id}/n={first.get('num_envs')}/{first.get('policy')}",
+        "name": cell_id,
+        "fullname": cell_id,
+        "params": params,
+        "param": cell_id,
+        "extra_info": extra,
+        "options": dict(settings),
+        "stats": {**stats(data), "data": data, "iterations": 1},
+    }
+
+
+def stats(data: list) -> dict:
+    """pytest_benchmark.stats.Stats.as_dict() of these rounds, computed the way it computes them."""
+    x = sorted(data)
+    n = len(x)
+    mean = statistics.mean(x)
+    stddev = statistics.stdev(x) if n > 1 else 0
+    if n == 1:
+        q1 = q3 = x[0]
+    elif n % 2:  # its quartiles: method 3 for an odd count, method 2 (medians of the halves) for an even one
+        k, r = n // 4, n % 4
+        q1 = 0.25 * x[k - 1] + 0.75 * x[k] if r == 1 else 0.75 * x[k] + 0.25 * x[k + 1]
+        q3 = 0.75 * x[3 * k] + 0.25 * x[3 * k + 1] if r == 1 else 0.25 * x[3 * k + 1] + 0.75 * x[3 * k + 2]
+    else:
+        q1, q3 = statistics.median(x[: n // 2]), statistics.median(x[n // 2:])
+    iqr = q3 - q1
+    iqr_outliers = sum(v < q1 - 1.5 * iqr or v > q3 + 1.5 * iqr for v in x)
+    stddev_outliers = sum(v < mean - stddev or v > mean + stddev for v in x)
+    total = sum(data)
+    return {
+        "min": x[0], "max": x[-1], "mean": mean, "stddev": stddev, "rounds": n, "median": statistics.median(x),
+        "iqr": iqr, "q1": q1, "q3": q3, "iqr_outliers": iqr_outliers, "stddev_outliers": stddev_outliers,
+        "outliers": f"{stddev_outliers};{iqr_outliers}",
+        "ld15iqr": x[0] if n == 1 else x[bisect_left(x, q1 - 1.5 * iqr)],
+        "hd15iqr": x[0] if n == 1 else x[bisect_right(x, q3 + 1.5 * iqr) - 1],
+        "ops": n / total if total else 0, "total": total,
+    }
+
+
+def machine_info(env: dict) -> dict:
+    """pytest-benchmark's machine_info keys, filled from env.json (null where it has no such figure), plus
+    what rlbench records of the machine."""
+    system = (env.get("os") or "").split("-")[0] or None
+    return {
+        "node": env.get("hostname"), "processor": env.get("cpu_model"), "machine": None,
+        "python_compiler": None, "python_implementation": None, "python_implementation_version": env.get("python"),
+        "python_version": env.get("python"), "python_build": None, "release": env.get("kernel"), "system": system,
+        "cpu": {"brand_raw": env.get("cpu_model"), "count": env.get("cpu_logical_cores"),
+                "physical_cores": env.get("cpu_physical_cores"), "max_mhz": env.get("cpu_freq_mhz"),
+                "governor": env.get("cpu_governor")},
+        "platform": env.get("os"), "ram_gb": env.get("ram_gb"),
+        "gpus": [g.get("name") for g in env.get("gpus") or [] if isinstance(g, dict)],
+    }
+
+
+def commit_info(env: dict) -> dict:
+    """pytest-benchmark's commit_info: the rlbench commit the run was made with (env.json `git`)."""
+    git = env.get("git") if isinstance(env.get("git"), dict) else {}
+    return {"id": git.get("commit") or "unversioned", "time": None, "author_time": None,
+            "dirty": bool(git.get("dirty")), "project": "rlbench", "branch": "(unknown)"}
+
+
+def _positive(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def _finite(value):
+    """NaN and infinities as null: the file stays strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
