@@ -5,7 +5,7 @@ import sys
 import threading
 import time
 
-from rlbench.report.console import fmt_rate
+from rlbench.report.format import rate as fmt_rate
 
 
 def _clock(s: float) -> str:

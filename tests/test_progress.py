@@ -3,7 +3,7 @@ import io
 import sys
 
 from rlbench.progress import Progress
-from rlbench.report.console import fmt_rate
+from rlbench.report.format import rate as fmt_rate
 
 
 def test_progress_writes_to_the_stderr_of_now(monkeypatch):

@@ -71,7 +71,7 @@ def test_summary_of_hand_written_rows(tmp_path, capsys):
     with open(tmp_path / "results.csv", newline="") as f:
         assert len(list(csv.DictReader(f))) == len(rows)
     page = (tmp_path / "index.html").read_text()
-    assert "no result after 3s" in page and "<svg" in page
+    assert "no result after 3s" in page and "plotly-graph-div" in page
 
 
 def test_report_rebuilds_a_real_run(cli_run, capsys):

@@ -5,7 +5,7 @@ import os
 
 from rlbench.compare import COLUMNS, Comparison
 from rlbench.report.writer import write_atomic
-from rlbench.report.console import fmt_rate
+from rlbench.report.format import rate as fmt_rate
 from rlbench.report.csv_reporter import to_csv
 from rlbench.report.format import speedup
 from rlbench.report.html import CSS, SORT_JS, _e

@@ -1,13 +1,5 @@
 """The table of medians printed at the end of a run."""
-
-
-def fmt_rate(v) -> str:
-    if v is None or v != v:
-        return "-"
-    for unit, scale in (("M", 1e6), ("k", 1e3)):
-        if v >= scale:
-            return f"{v / scale:.2f}{unit}"
-    return f"{v:.1f}"
+from rlbench.report.format import rate as fmt_rate
 
 
 def medians_table(results) -> str:

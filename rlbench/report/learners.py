@@ -1,48 +1,44 @@
 """The learners' section (kind learner): learner throughput, policy lag, training progress, and where each
 cell's time went, from the session metrics every learner reports."""
-import html
 import json
 
-from rlbench.report.charts import stacked_bars
-from rlbench.report.console import fmt_rate
+from rlbench.report import charts
+from rlbench.report.format import esc, fixed, is_num, rate
 
-SPLIT = (("env_frac", "env step", "#2ca02c"), ("inference_frac", "inference", "#1f77b4"),
-         ("learn_frac", "learn", "#9467bd"), ("transfer_frac", "transfer", "#ff7f0e"),
-         ("sync_frac", "parameter sync", "#8c564b"), ("wait_frac", "wait", "#d62728"))
-COLUMNS = (("env steps/s", "steps_per_s_median", fmt_rate), ("updates/s", "updates_per_s_median", "{:.1f}".format),
-           ("samples/s", "samples_per_s_median", fmt_rate), ("lag mean", "policy_lag_mean_median", "{:.2f}".format),
-           ("lag max", "policy_lag_max_median", "{:.0f}".format),
-           ("queue wait ms", "queue_wait_ms_median", "{:.2f}".format),
-           ("return (last 100)", "return_mean_median", "{:.1f}".format),
-           ("time to target s", "time_to_target_s_median", "{:.1f}".format),
-           ("steps to target", "steps_to_target_median", fmt_rate))
+SPLIT = tuple((f"{stage}_frac", text, charts.STAGE_COLOURS[stage])
+              for stage, text in (("env", "env step"), ("inference", "inference"), ("learn", "learn"),
+                                  ("transfer", "transfer"), ("sync", "parameter sync"), ("wait", "wait")))
 
 
-def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and v == v
+def _fixed(spec):
+    return lambda v: fixed(v, spec)
+
+
+COLUMNS = (("env steps/s", "steps_per_s_median", rate), ("updates/s", "updates_per_s_median", _fixed(".1f")),
+           ("samples/s", "samples_per_s_median", rate), ("lag mean", "policy_lag_mean_median", _fixed(".2f")),
+           ("lag max", "policy_lag_max_median", _fixed(".0f")),
+           ("queue wait ms", "queue_wait_ms_median", _fixed(".2f")),
+           ("return (last 100)", "return_mean_median", _fixed(".1f")),
+           ("time to target s", "time_to_target_s_median", _fixed(".1f")),
+           ("steps to target", "steps_to_target_median", rate))
 
 
 def learners_section(results) -> str:
     rows = [r for r in results.summary_rows() if r.get("kind") == "learner" and r["n"]]
     if not rows:
         return ""
-    shown = [c for c in COLUMNS if any(_finite(r.get(c[1])) for r in rows)]
-    head = "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in shown)
+    shown = [c for c in COLUMNS if any(is_num(r.get(c[1])) for r in rows)]
+    head = "".join(f"<th>{esc(h)}</th>" for h, _, _ in shown)
     body = []
     for r in rows:
         run = results.benchmarks[r["cell_id"]].ok_runs[0]
         hist = run.get("policy_lag_hist")
-        cells = "".join(f"<td data-v='{r[k] if _finite(r.get(k)) else ''}'>{fmt(r[k]) if _finite(r.get(k)) else '-'}</td>"
+        cells = "".join(f"<td data-v='{r[k] if is_num(r.get(k)) else ''}'>{fmt(r.get(k))}</td>"
                         for _, k, fmt in shown)
-        body.append(f"<tr><td>{html.escape(r['cell_id'])}</td>{cells}"
-                    f"<td>{html.escape(json.dumps(hist) if hist else '-')}</td></tr>")
-    items = []
-    for r in rows:
-        split = {k: r.get(f"{k}_median") for k, _, _ in SPLIT if _finite(r.get(f"{k}_median"))}
-        total = sum(split.values())
-        if total > 0:
-            items.append((r["cell_id"], {k: v / total for k, v in split.items()}))
-    chart = stacked_bars(items, SPLIT) if items else ""
+        body.append(f"<tr><td>{esc(r['cell_id'])}</td>{cells}"
+                    f"<td>{esc(json.dumps(hist) if hist else '-')}</td></tr>")
+    fig = split_figure(rows)
+    chart = charts.to_html(fig, charts.chart_id("learners", "time split")) if fig else ""
     return ("<h2>Learners and training</h2>"
             "<p>One unit is one learner update; median of repeats. Lag: updates between the parameters that acted "
             "and the ones that learned (histogram of the first repeat: batches at lag 0, 1, ...). Time to target: "
@@ -51,3 +47,16 @@ def learners_section(results) -> str:
             f"<table class='sortable'><thead><tr><th>cell</th>{head}<th>lag histogram</th></tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>"
             + (f"<h3>Time split per stage (normalised over the stages each cell reports)</h3>{chart}" if chart else ""))
+
+
+def split_figure(rows):
+    """Where each learner cell's time went: one stacked bar per cell, its stages' medians normalised over
+    the stages it reports; None when no cell reports any."""
+    items = []
+    for r in rows:
+        split = {k: r.get(f"{k}_median") for k, _, _ in SPLIT if is_num(r.get(f"{k}_median"))}
+        total = sum(split.values())
+        if total > 0:
+            items.append((r["cell_id"], {k: v / total for k, v in split.items()},
+                          f"median of n={r['n']} repeat(s)"))
+    return charts.stacked_bars(items, SPLIT) if items else None

@@ -1,15 +1,14 @@
 """profiles.csv and the HTML section for `--profile` runs: per profiled cell, the seconds py-spy saw in
 each stage (rlbench.profiles), drawn as one stacked bar per strategy, setup kept out of the bar."""
-import html
 import os
 
 from rlbench.profiles import STAGES, breakdown
-from rlbench.report.writer import Reporter, write_atomic
-from rlbench.report.charts import stacked_bars
+from rlbench.report import charts
 from rlbench.report.csv_reporter import to_csv
+from rlbench.report.format import esc
+from rlbench.report.writer import Reporter, write_atomic
 
-COLOURS = {"env": "#2ca02c", "inference": "#1f77b4", "learner": "#9467bd", "ipc": "#d62728", "harness": "#7f7f7f",
-           "other": "#c7c7c7", "setup": "#eeeeee"}
+COLOURS = {**charts.STAGE_COLOURS, "learner": charts.STAGE_COLOURS["learn"]}
 LABELS = {"env": "env step", "inference": "policy inference", "learner": "learner", "ipc": "IPC / serialization / wait",
           "harness": "harness", "other": "other", "setup": "setup (imports, open, close)"}
 RUNNING = [s for s in STAGES if s != "setup"]
@@ -43,14 +42,21 @@ def profiles_section(results, out_dir: str) -> str:
     rows = profile_rows(results, out_dir)
     if not rows:
         return ""
-    chart = stacked_bars([(r["cell_id"], {s: r[f"{s}_frac"] for s in RUNNING}) for r in rows],
-                         [(s, LABELS[s], COLOURS[s]) for s in RUNNING])
-    table = "".join(f"<tr><td>{html.escape(r['cell_id'])}</td>"
+    chart = charts.to_html(profiles_figure(rows), charts.chart_id("profiles", "stages"))
+    table = "".join(f"<tr><td>{esc(r['cell_id'])}</td>"
                     + "".join(f"<td>{r[f'{s}_s']:.2f}</td>" for s in STAGES)
-                    + f"<td><a href='{html.escape(r['profile'])}'>speedscope</a></td></tr>" for r in rows)
+                    + f"<td><a href='{esc(r['profile'])}'>speedscope</a></td></tr>" for r in rows)
     head = "".join(f"<th>{LABELS[s]} s</th>" for s in STAGES)
     return (f"<h2>Where the time goes (py-spy, every process of the cell)</h2>{chart}"
             f"<p>Shares of the sampled seconds outside setup, summed over the cell's processes; open a file at "
             f"speedscope.app (or any speedscope viewer) for the full flame graph.</p>"
             f"<table class='sortable'><thead><tr><th>cell</th>{head}<th>profile</th></tr></thead>"
             f"<tbody>{table}</tbody></table>")
+
+
+def profiles_figure(rows):
+    """One stacked bar per profiled cell: the shares of its sampled seconds outside setup, per stage."""
+    return charts.stacked_bars(
+        [(r["cell_id"], {s: r[f"{s}_frac"] for s in RUNNING},
+          "py-spy: " + ", ".join(f"{LABELS[s]} {r[f'{s}_s']:.2f} s" for s in RUNNING)) for r in rows],
+        [(s, LABELS[s], COLOURS[s]) for s in RUNNING])

@@ -1,31 +1,33 @@
 """The replay view: per survey workload, every store's rates against the machine's limits, whether it
 kept up with the workload's schedule, and sample bandwidth vs item size; replay.csv holds the same rows."""
 import csv
-import html
 import io
-import math
 import os
 
 from rlbench.plan import kv_label
 from rlbench.replay import KWARGS, PREFIX, WORKLOADS
+from rlbench.report import charts
+from rlbench.report.format import esc as _e
+from rlbench.report.format import grouped as _num
+from rlbench.report.format import is_num as _ok
+from rlbench.report.format import size
 from rlbench.report.writer import Reporter, write_atomic
 
 OURS = ("numpy-ring", "shm-ring", "memmap")
 PEERS = ("sb3-replay", "tianshou-replay", "torchrl-tensor", "torchrl-memmap")  # the targets' comparison set
-LIMIT_LINES = (("memcpy_1core_gbps", "memcpy 1 core", "#444"), ("memcpy_allcore_gbps", "memcpy all cores", "#888"),
-               ("disk_random_read_1m_gbps", "disk 1 MiB random", "#b35900"))
+LIMIT_LINES = (("memcpy_1core_gbps", "memcpy 1 core", charts.REFERENCE_COLOURS[0]),
+               ("memcpy_allcore_gbps", "memcpy all cores", charts.REFERENCE_COLOURS[1]),
+               ("disk_random_read_1m_gbps", "disk 1 MiB random", charts.REFERENCE_COLOURS[2]))
 COLUMNS = ("workload", "mode", "store", "actors", "item_bytes", "capacity_items", "capacity_scale", "page_cache",
            "n", "status", "items_per_s", "mb_per_s", "add_items_per_s", "sample_items_per_s", "bound",
            "limit_gbps", "limit_frac", "sample_latency_p99_ms", "sample_latency_p999_ms", "add_latency_p99_ms",
            "keeps_up", "error")
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#7f7f7f", "#bcbd22", "#393b79", "#637939")
-W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 380, 70, 250, 20, 45
 
 
 def replay_rows(results) -> list:
     """One row per replay cell: what it sustained and against which limit (medians of repeats);
-    keeps_up counts the repeats that kept up, e.g. '3/3'."""
+    keeps_up counts the repeats that kept up, e.g. '3/3'. Beside replay.csv's columns: the cell id and the
+    95% CI and CV of its MB/s, for the chart."""
     out = []
     kept = _kept_up_counts(results)
     for r in results.summary_rows():
@@ -39,13 +41,16 @@ def replay_rows(results) -> list:
             "item_bytes": item, "capacity_items": r.get("capacity_items"), "capacity_scale": r.get("capacity_scale"),
             "page_cache": r.get("page_cache") or "", "n": r["n"], "status": r["status"],
             "items_per_s": rate, "mb_per_s": rate * item / 1e6 if item and _ok(rate) else None,
-            "add_items_per_s": r.get("add_items_per_s_median"), "sample_items_per_s": r.get("sample_items_per_s_median"),
+            "add_items_per_s": r.get("add_items_per_s_median"),
+            "sample_items_per_s": r.get("sample_items_per_s_median"),
             "bound": r.get("bound") or "", "limit_gbps": r.get("limit_gbps"), "limit_frac": r.get("limit_frac"),
             "sample_latency_p99_ms": r.get("sample_latency_p99_ms_median"),
             "sample_latency_p999_ms": r.get("sample_latency_p999_ms_median"),
             "add_latency_p99_ms": r.get("add_latency_p99_ms_median"),
             "keeps_up": kept.get(r["cell_id"], "") if mode == "target" else "", "error": r.get("error") or "",
-            "adapter": r["adapter"],
+            "adapter": r["adapter"], "cell_id": r["cell_id"], "cv": r.get("steps_per_s_cv"),
+            **{f"mb_per_s_ci_{b}": (r[f"steps_per_s_ci_{b}"] * item / 1e6
+                                   if item and _ok(r.get(f"steps_per_s_ci_{b}")) else None) for b in ("low", "high")},
         })
     return out
 
@@ -62,10 +67,6 @@ def _kept_up_counts(results) -> dict:
         if flags:
             out[cell_id] = f"{sum(1 for f in flags if f >= 1)}/{len(flags)}"
     return out
-
-
-def _ok(v) -> bool:
-    return isinstance(v, (int, float)) and v == v
 
 
 def targets(rows) -> list:
@@ -105,16 +106,6 @@ class ReplayReporter(Reporter):
 
 # -- HTML ------------------------------------------------------------------------------------------
 
-def _e(s) -> str:
-    return html.escape(str(s))
-
-
-def _num(v, digits=3) -> str:
-    if not _ok(v):
-        return "-"
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
-
-
 def replay_section(results) -> str:
     rows = replay_rows(results)
     if not rows:
@@ -130,7 +121,8 @@ def replay_section(results) -> str:
     met = targets(rows)
     if met:
         parts += ["<h3>Targets</h3>", _targets_table(met)]
-    parts += ["<h3>Sample bandwidth vs item size (max-sample)</h3>", bandwidth_chart(rows, limits)]
+    parts += ["<h3>Sample bandwidth vs item size (max-sample)</h3>",
+              bandwidth_chart(rows, limits, charts.chart_id("replay", "bandwidth"))]
     for workload in WORKLOADS:
         at = [r for r in rows if r["workload"] == workload]
         if at:
@@ -187,65 +179,25 @@ def _workload_table(rows) -> str:
     return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def bandwidth_chart(rows, limits) -> str:
-    """Sampled MB/s vs item bytes, log-log, one line per store, the machine limits as dashed lines."""
-    ok = [r for r in rows if r["mode"] == "max-sample" and _ok(r["mb_per_s"]) and r["mb_per_s"] > 0]
+def _series(r) -> str:
+    return f"{r['store']}, {r['actors']} actor(s)" if r["actors"] > 1 else r["store"]
+
+
+def bandwidth_figure(rows, limits):
+    """Sampled MB/s vs item bytes, log-log, one line per store (and actor count) with its 95% CI, the
+    machine limits as dashed lines; None without a max-sample cell."""
+    ok = [{**r, "series": _series(r), "label": f"{r['workload']}: {r['cell_id']}"}
+          for r in rows if r["mode"] == "max-sample" and _ok(r["mb_per_s"]) and r["mb_per_s"] > 0]
     if not ok:
-        return "<p>No max-sample cells in this run.</p>"
-    lines = [(label, limits[k]["median"] * 1000, color) for k, label, color in LIMIT_LINES
-             if isinstance(limits.get(k), dict) and _ok(limits[k].get("median"))]
-    xs = sorted({r["item_bytes"] for r in ok})
-    ys = [r["mb_per_s"] for r in ok] + [v for _, v, _ in lines]
-    lx0, lx1 = math.log10(xs[0]) - 0.2, math.log10(xs[-1]) + 0.2
-    ly0, ly1 = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
-    pw, ph = W - PAD_L - PAD_R, H - PAD_T - PAD_B
-
-    def px(v):
-        return PAD_L + (math.log10(v) - lx0) / (lx1 - lx0) * pw
-
-    def py(v):
-        return PAD_T + ph - (math.log10(v) - ly0) / max(ly1 - ly0, 1) * ph
-
-    svg = [f"<svg width='{W}' height='{H}' role='img' xmlns='http://www.w3.org/2000/svg'>",
-           f"<rect x='{PAD_L}' y='{PAD_T}' width='{pw}' height='{ph}' fill='none' stroke='#999'/>"]
-    for k in range(ly0, ly1 + 1):
-        for m in (1, 2, 5) if k < ly1 else (1,):
-            v = m * 10.0 ** k
-            svg.append(f"<line x1='{PAD_L}' x2='{PAD_L + pw}' y1='{py(v):.1f}' y2='{py(v):.1f}' stroke='#eee'/>"
-                       f"<text x='{PAD_L - 6}' y='{py(v) + 4:.1f}' text-anchor='end'>{_num(v)}</text>")
-    for x in xs:
-        svg.append(f"<text x='{px(x):.1f}' y='{PAD_T + ph + 16}' text-anchor='middle'>{_bytes(x)}</text>")
-    svg.append(f"<text x='{PAD_L + pw / 2}' y='{H - 6}' text-anchor='middle'>item size (log scale)</text>"
-               f"<text transform='translate(14,{PAD_T + ph / 2}) rotate(-90)' text-anchor='middle'>"
-               "sampled MB/s (log scale)</text>")
-    legend = []
-    for label, v, color in lines:
-        svg.append(f"<line x1='{PAD_L}' x2='{PAD_L + pw}' y1='{py(v):.1f}' y2='{py(v):.1f}' stroke='{color}' "
-                   f"stroke-dasharray='6,4'/>")
-        legend.append((f"{label}: {v:,.0f} MB/s", color, True))
-    series = {}
-    for r in ok:
-        series.setdefault(f"{r['store']}, {r['actors']} actor(s)" if r["actors"] > 1 else r["store"], []).append(r)
-    for i, (label, pts) in enumerate(sorted(series.items())):
-        color = PALETTE[i % len(PALETTE)]
-        pts = sorted(pts, key=lambda r: r["item_bytes"])
-        coords = " ".join(f"{px(r['item_bytes']):.1f},{py(r['mb_per_s']):.1f}" for r in pts)
-        svg.append(f"<polyline points='{coords}' fill='none' stroke='{color}' stroke-width='2'/>")
-        for r in pts:
-            svg.append(f"<circle cx='{px(r['item_bytes']):.1f}' cy='{py(r['mb_per_s']):.1f}' r='3.5' fill='{color}'>"
-                       f"<title>{_e(r['workload'])} {_e(label)}: {r['mb_per_s']:,.0f} MB/s</title></circle>")
-        legend.append((label, color, False))
-    for i, (label, color, dashed) in enumerate(legend):
-        y = PAD_T + 12 + i * 16
-        dash = " stroke-dasharray='6,4'" if dashed else ""
-        svg.append(f"<line x1='{W - PAD_R + 10}' x2='{W - PAD_R + 26}' y1='{y - 4}' y2='{y - 4}' stroke='{color}' "
-                   f"stroke-width='2'{dash}/><text x='{W - PAD_R + 30}' y='{y}'>{_e(label)}</text>")
-    svg.append("</svg>")
-    return "".join(svg)
+        return None
+    lines = [(f"{label}: {limits[k]['median'] * 1000:,.0f} MB/s", limits[k]["median"] * 1000, colour)
+             for k, label, colour in LIMIT_LINES if isinstance(limits.get(k), dict) and _ok(limits[k].get("median"))]
+    return charts.scaling(ok, x="item_bytes", y="mb_per_s", series="series", lo="mb_per_s_ci_low",
+                          hi="mb_per_s_ci_high", n="n", cv="cv", label="label", x_title="item size",
+                          y_title="sampled MB/s", x_fmt=size, y_fmt=lambda v: f"{_num(v)} MB/s", hlines=lines,
+                          height=460)
 
 
-def _bytes(n) -> str:
-    for unit, scale in (("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:g} {unit}"
-    return f"{n} B"
+def bandwidth_chart(rows, limits, div_id: str = "chart-replay-bandwidth") -> str:
+    fig = bandwidth_figure(rows, limits)
+    return charts.to_html(fig, div_id) if fig else "<p>No max-sample cells in this run.</p>"

@@ -1,9 +1,9 @@
 """validation.csv and its console and HTML views: measured vs published, with a verdict per check."""
 import os
 
-from rlbench.report.writer import Reporter, write_atomic
-from rlbench.report.console import fmt_rate
 from rlbench.report.csv_reporter import to_csv
+from rlbench.report.format import si as _num
+from rlbench.report.writer import Reporter, write_atomic
 from rlbench.validate import COLUMNS, validation_rows
 
 
@@ -13,12 +13,6 @@ class ValidationReporter(Reporter):
         if not rows:
             return []
         return [write_atomic(os.path.join(out_dir, "validation.csv"), to_csv(rows, COLUMNS))]
-
-
-def _num(v) -> str:
-    if v is None or v != v:
-        return "-"
-    return fmt_rate(v) if v >= 1000 else f"{v:.3g}"
 
 
 def validation_text(rows) -> str:
