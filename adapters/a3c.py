@@ -18,24 +18,18 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from rlbench.adapters.a2c import (RETURN_WINDOW, Episodes, a2c_loss, lag_stats, learner_options, learner_supports,
-                                  obs_scale, obs_size, return_mean, sample_actions, trimmed)
-from rlbench.adapters.rlpyt import (ENV_NS, INFER_NS, LEARN_NS, POLL_S, SYNC_NS, WAIT_NS, WORKER_OPTIONS,
-                                    EnvSlice, MasterWatch, SharedArrays, Window, spaces, stop_processes)
-from rlbench.adapters.rlpyt_sync import _Helpers
+from rlbench.adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
+from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
+from rlbench.adapters._kit.nets import actor_critic, actor_critic_params, obs_scale, obs_size
+from rlbench.adapters._kit.procs import (ENV_NS, INFER_NS, LEARN_NS, POLL_S, STAT_COLUMNS, SYNC_NS, WAIT_NS,
+                                         WORKER_OPTIONS, EnvSlice, HelperProcesses, MasterWatch, SharedArrays, Window,
+                                         pin, raise_if_exited, spaces, start_process, stop_processes, worker_cpus)
 from rlbench.api import Adapter, Option, Unsupported, Workload, register
 
 INIT, GO, STOP = range(3)  # ctrl words: worker 0 wrote the initial parameters; start; stop
 LAG_BINS = 64              # the last bin counts lags >= LAG_BINS - 1
 BETAS, EPS = (0.9, 0.999), 1e-8
 READY_TIMEOUT_S = 120.0
-
-
-def actor_critic_size(obs: int, hidden: tuple, n_actions: int) -> int:
-    """Parameters of torch_mlp.actor_critic, known without torch (the shared arrays precede the fork)."""
-    sizes = [obs, *hidden]
-    last = sizes[-1]
-    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:])) + last * n_actions + n_actions + last + 1
 
 
 def shared_adam(p, m, v, g, step: int, lr: float):
@@ -49,8 +43,7 @@ def shared_adam(p, m, v, g, step: int, lr: float):
 
 
 def worker_main(rank, workload_dict, lo, hi, opts, shared, tick, lock, cpus, master_pid):
-    if cpus:
-        os.sched_setaffinity(0, cpus)
+    pin(cpus)
     master = MasterWatch(master_pid)
     workload = Workload.from_dict(workload_dict)
     buf = shared.views()
@@ -59,10 +52,9 @@ def worker_main(rank, workload_dict, lo, hi, opts, shared, tick, lock, cpus, mas
     envs = EnvSlice(workload, lo, hi, buf["obs_now"][lo:hi])
     try:
         import torch
-        from rlbench.adapters.torch_mlp import actor_critic
         torch.set_num_threads(workload.policy.threads)
         obs_space, act_space = envs.envs[0].observation_space, envs.envs[0].action_space
-        n, T, size, scale = hi - lo, opts["batch_T"], obs_size(obs_space), obs_scale(obs_space)
+        n, T, size, scale = hi - lo, opts["batch_T"], obs_size(obs_space), obs_scale(obs_space.dtype)
         start, lr, clip = int(getattr(act_space, "start", 0)), opts["lr"], opts["max_grad_norm"]
         torch.manual_seed(workload.seed)  # every worker builds the same network; worker 0's values are shared
         net = actor_critic(size, workload.policy.hidden, int(act_space.n))
@@ -162,14 +154,14 @@ class A3CSession:
             raise Unsupported("a3c samples a categorical policy: needs a Discrete action space")
         ctx = mp.get_context(options["context"])
         if options["context"] != "fork":
-            self.helpers = _Helpers()
-        count = actor_critic_size(obs_size(obs_space), workload.policy.hidden, int(act_space.n))
+            self.helpers = HelperProcesses()
+        count = actor_critic_params(obs_size(obs_space), workload.policy.hidden, int(act_space.n))
         B, ring = workload.num_envs, -(-RETURN_WINDOW // workers)
         self.shared = SharedArrays(ctx, {
             "params": ((count,), np.float32), "m": ((count,), np.float32), "v": ((count,), np.float32),
             "obs_now": ((B, *obs_space.shape), obs_space.dtype),
             "updates": ((workers,), np.int64), "acted": ((workers,), np.int64), "consumed": ((workers,), np.int64),
-            "ready": ((workers,), np.int64), "ctrl": ((3,), np.int64), "stats": ((workers, 8), np.float64),
+            "ready": ((workers,), np.int64), "ctrl": ((3,), np.int64), "stats": ((workers, STAT_COLUMNS), np.float64),
             "lag_hist": ((workers, LAG_BINS), np.int64),
             "returns": ((workers, ring), np.float64), "episodes": ((workers,), np.int64)})
         self.buf = self.shared.views()
@@ -181,14 +173,11 @@ class A3CSession:
         self.tick = ctx.Semaphore(0)
         lock = ctx.Lock() if options["lock"] else None
         try:
-            per, cpus = B // workers, sorted(os.sched_getaffinity(0))
-            for rank in range(workers):
-                pin = [cpus[rank % len(cpus)]] if options["worker_affinity"] == "spread" else None
-                proc = ctx.Process(target=worker_main, daemon=True, name=f"a3c-worker-{rank}",
-                                   args=(rank, workload.to_dict(), rank * per, (rank + 1) * per, dict(options),
-                                         self.shared, self.tick, lock, pin, os.getpid()))
-                proc.start()
-                self.procs.append(proc)
+            per = B // workers
+            for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
+                start_process(ctx, self.procs, worker_main, f"a3c-worker-{rank}",
+                              (rank, workload.to_dict(), rank * per, (rank + 1) * per, dict(options), self.shared,
+                               self.tick, lock, cpus, os.getpid()))
             deadline = time.monotonic() + READY_TIMEOUT_S
             while not (self.buf["ready"].all() and self.buf["ctrl"][INIT]):
                 self._workers_alive()
@@ -201,9 +190,7 @@ class A3CSession:
             raise
 
     def _workers_alive(self):
-        for rank, proc in enumerate(self.procs):
-            if not proc.is_alive():
-                raise RuntimeError(f"a3c worker {rank} (pid {proc.pid}) exited with code {proc.exitcode}")
+        raise_if_exited(self.procs, "a3c worker")
 
     @property
     def version(self) -> int:

@@ -25,8 +25,8 @@ Compilation: open() waits for the first epoch, which contains the tracing and co
 training epoch (and the reset, network init and small eager ops); compile_s is the sum of JAX's own
 compile-time events (/jax/core/compile/*: jaxpr trace, lowering to MLIR, backend compile) over open(),
 reported by jax.monitoring as time spans; the union of the spans counts (nested tracing of inner jits
-overlaps its outer trace), so it is measured wall time spent compiling, not an estimate; the first epoch (compile + one run) is inside
-setup_s and never in a rate, and the harness's warm-up units follow it.
+overlaps its outer trace), so it is measured wall time spent compiling, not an estimate; the first epoch
+(compile + one run) is inside setup_s and never in a rate, and the harness's warm-up units follow it.
 One env step: one transition of one env (Brax's env_steps counter; action_repeat multiplies it).
 updates_per_s counts gradient (Adam) steps: training_steps_per_unit x num_updates_per_batch x num_minibatches
 per unit. return_mean (and time_to_target_s) needs eval_envs > 0: Brax's evaluator's eval/episode_reward,
@@ -37,7 +37,8 @@ import os
 import sys
 from time import perf_counter
 
-from rlbench.adapters.jax_envs import CompiledScan
+from rlbench.adapters._kit.jax_policy import make_actor
+from rlbench.adapters._kit.jax_runtime import JAX_OPTIONS, CompiledScan, jax_supports, pick_devices, start_jax
 from rlbench.api import Adapter, Option, Unsupported, register
 
 ENVS = {"brax/ant": "ant", "brax/halfcheetah": "halfcheetah"}   # rlbench id -> brax.envs name
@@ -48,12 +49,6 @@ COMPILE_EVENTS = "/jax/core/compile/"   # jaxpr_trace_duration, jaxpr_to_mlir_mo
 BACKEND = Option("backend", str, "positional", "Brax physics pipeline (positional: Brax's training colab "
                  "default)", BACKENDS)
 EPISODE_LENGTH = Option("episode_length", int, 1000, "steps before EpisodeWrapper truncates an episode", low=1)
-
-
-def _jax_options():
-    # jax_envs imports JAX lazily: its option table and helpers are shared, not duplicated
-    from rlbench.adapters.jax_envs import JAX_OPTIONS
-    return JAX_OPTIONS
 
 
 def _common_supports(workload, options, adapter):
@@ -78,12 +73,10 @@ class BraxSession(CompiledScan):
     returns_at = 2
 
     def __init__(self, workload, options):
-        from rlbench.adapters.jax_envs import compile_ahead, make_actor, pick_devices, place, sharded, start_jax
         jax, settings = start_jax(options)
         import jax.numpy as jnp
         import numpy as np
         from brax import envs
-        from jax.sharding import PartitionSpec as P
         self.jax = jax
         clock = CompileClock()
         devices = pick_devices(jax, workload, options, workload.num_envs, "num_envs")
@@ -106,10 +99,7 @@ class BraxSession(CompiledScan):
         jax.block_until_ready(state)
         self.reset_s = perf_counter() - t0
         carry = (state, keys[n:], jnp.zeros((n,), jnp.float32))   # one loop key per device
-        fn = sharded(jax, unit, devices, (P("d"), P()), P("d"))
-        self.carry = place(jax, carry, devices, split=True)
-        self.params = place(jax, params, devices, split=False)
-        self.run, _ = compile_ahead(jax, fn, self.carry, self.params)
+        self.compile(unit, carry, params, devices)
         compile_s = clock.stop()   # the scan's lower + compile and the reset's jit
         self.per_unit = T * n
         self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": d,
@@ -126,13 +116,12 @@ class Brax(Adapter):
                    "random or MLP actions inside, AOT-compiled")
     requires = ("brax", "jax")
     options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)", low=1),
-               BACKEND, EPISODE_LENGTH, *_jax_options())
+               BACKEND, EPISODE_LENGTH, *JAX_OPTIONS)
 
     def supports(self, workload, options):
-        from rlbench.adapters.jax_envs import _jax_supports
         if options["devices"] > 1 and workload.num_envs % options["devices"]:
             return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
-        return _common_supports(workload, options, self.name) or _jax_supports(workload, options, self.name)
+        return _common_supports(workload, options, self.name) or jax_supports(workload, options, self.name)
 
     def open(self, workload, options):
         return BraxSession(workload, options)
@@ -180,7 +169,6 @@ class BraxPPOSession:
         import threading
         if options["platform"] == "cpu" and "jax" not in sys.modules:
             os.environ["JAX_PLATFORMS"] = "cpu"   # train() pmaps over the default backend's devices
-        from rlbench.adapters.jax_envs import start_jax
         jax, settings = start_jax(options)
         clock = CompileClock()
         platform = "gpu" if options["platform"] == "auto" and workload.policy.device.startswith("cuda") \
@@ -324,16 +312,15 @@ class BraxPPO(Adapter):
     description = ("Brax's PPO (brax.training.agents.ppo.train) on a thread; one unit = one training epoch of "
                    "train()'s own loop, between two progress_fn calls")
     requires = ("brax", "jax")
-    options = (*PPO_OPTIONS, *_jax_options())
+    options = (*PPO_OPTIONS, *JAX_OPTIONS)
 
     def supports(self, workload, options):
         pol = workload.policy
         if pol.name != "mlp":
             return f"brax-ppo trains the policy: needs policy mlp (got {pol.name}; valid: mlp)"
-        if not (pol.device == "cpu" or pol.device.startswith("cuda")):
-            return f"policy device={pol.device}: cpu or cuda"
-        if pol.device.startswith("cuda") and options["platform"] == "cpu":
-            return "policy device=cuda with platform=cpu"
+        reason = jax_supports(workload, options, self.name)
+        if reason:
+            return reason
         if options["devices"] > 1 and workload.num_envs % options["devices"]:
             return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
         rollout = options["batch_size"] * options["num_minibatches"]

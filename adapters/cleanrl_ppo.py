@@ -5,7 +5,7 @@ one subprocess per env, shared memory) or `envpool` (EnvPool's C++ pool, batch_s
 One unit is one PPO iteration: a rollout of num_steps x num_envs, GAE, then update_epochs passes of
 num_minibatches shuffled minibatches (clipped policy loss, clipped value loss, entropy bonus, Adam with
 a clipped global gradient norm and the learning rate annealed linearly over total_timesteps). Vector
-observations go through a separate actor and critic as in ppo.py (each a `torch_mlp.actor_critic` of
+observations go through a separate actor and critic as in ppo.py (each an `actor_critic` of
 the policy's hidden sizes), images ([4, 84, 84] uint8 Atari frames) through ppo_atari.py's Nature CNN
 with shared torso; both with CleanRL's orthogonal init. The policy's `threads` is not applied: torch
 runs with the threads the cell gives it (OMP_NUM_THREADS from omp_threads).
@@ -26,27 +26,18 @@ to the end of the first iteration at which that mean reached `target_return`, as
 defines them. With a fixed seed, dummy and subproc train on identical data; EnvPool's envs draw from
 their own generators.
 """
-import importlib.util
 import math
 from collections import deque
 from time import perf_counter, perf_counter_ns
 
 import numpy as np
 
-from rlbench.adapters.torch_mlp import actor_critic
-from rlbench.api import Adapter, Option, Unsupported, env_fns, env_info, envpool_kwargs, register
+from rlbench.adapters._kit.nets import actor_critic
+from rlbench.adapters._kit.ppo import (CLIP_COEF, ENT_COEF, GAE_LAMBDA, GAMMA, HISTORY, LEARNER_OPTIONS, MAX_GRAD_NORM,
+                                      VF_COEF, default_target, learner_supports)
+from rlbench.api import Adapter, Unsupported, env_fns, env_info, envpool_kwargs, register
 
-GAMMA, GAE_LAMBDA, ENT_COEF, VF_COEF, MAX_GRAD_NORM = 0.99, 0.95, 0.01, 0.5, 0.5
-CLIP_COEF = {"image": 0.1, "vector": 0.2}     # ppo_atari.py / ppo.py
-HISTORY = 100                                  # return_mean: the last 100 finished episodes
-TARGETS = {"CartPole-v1": 475.0}               # solved (gymnasium's CartPole-v1 criterion)
-VECS = ("dummy", "subproc", "envpool")
 STAGES = ("env", "inference", "learn")
-
-
-def default_target(env_id: str) -> float:
-    """target_return=0 means the env's own: CartPole-v1 475; none elsewhere (Pong's 18+ takes hours on 2 cores)."""
-    return TARGETS.get(env_id, math.inf)
 
 
 # -- the vector envs underneath -----------------------------------------------------------------------------
@@ -125,7 +116,10 @@ def make_vec(workload, vec: str, num_threads: int = 0):
 
 # -- networks ----------------------------------------------------------------------------------------------
 
-def layer_init(layer, std=math.sqrt(2), bias=0.0):
+SQRT2 = math.sqrt(2)
+
+
+def layer_init(layer, std=SQRT2, bias=0.0):
     """CleanRL's init: orthogonal weights of gain std, constant bias."""
     import torch
     torch.nn.init.orthogonal_(layer.weight, std)
@@ -160,7 +154,7 @@ def nature_cnn(channels: int, n_actions: int):
 def mlp_actor_critic(obs_shape, hidden, n_actions, uint8: bool):
     """ppo.py's Agent: a separate tanh MLP for the actor and for the critic (a shared torso lets the value
     loss, whose targets reach the hundreds on CartPole, steer the policy's features), each a
-    torch_mlp.actor_critic of the policy's hidden sizes keeping only its own head, with CleanRL's init
+    actor_critic of the policy's hidden sizes keeping only its own head, with CleanRL's init
     (torso sqrt(2), policy head 0.01, value head 1); flattens the observation (uint8 scaled to [0, 1])."""
     import torch
     size = int(math.prod(obs_shape))
@@ -380,41 +374,6 @@ class CleanRLPPOSession:
 
     def close(self):
         self.vec.close()
-
-
-LEARNER_OPTIONS = (
-    Option("vec", str, "dummy", "vector env underneath: dummy (one process: gymnasium SyncVectorEnv, SB3 "
-                                "DummyVecEnv), subproc (a subprocess per env: AsyncVectorEnv, SubprocVecEnv), "
-                                "envpool (EnvPool, batch_size = num_envs)", VECS),
-    Option("num_threads", int, 0, "vec=envpool: pool threads; 0 = EnvPool's default, min(num_envs, hardware threads)"),
-    Option("num_steps", int, 128, "rollout length per env per iteration", low=1),
-    Option("update_epochs", int, 4, "passes over each rollout", low=1),
-    Option("num_minibatches", int, 4, "minibatches per epoch", low=1),
-    Option("lr", float, 2.5e-4, "Adam learning rate", low=0, open_low=True),
-    Option("anneal_lr", bool, True, "anneal the learning rate linearly to 0 over total_timesteps"),
-    Option("total_timesteps", int, 500_000, "env steps of the whole training run the annealing spans", low=1),
-    Option("target_return", float, 0.0, "mean return of the last 100 episodes counted as solved "
-                                         "(time_to_target_s); 0 = the env's own (CartPole-v1: 475, else none)",
-           low=-math.inf),
-)
-
-
-def learner_supports(name: str, workload, options):
-    """What cleanrl-ppo and sb3-ppo cannot host, told without importing a framework."""
-    if options["vec"] == "envpool" and importlib.util.find_spec("envpool") is None:
-        return "package not installed: envpool"
-    if workload.policy.name != "mlp":
-        return f"{name} trains its policy: needs policy mlp (got {workload.policy.name})"
-    batch = workload.num_envs * options["num_steps"]
-    if batch % options["num_minibatches"] or batch // options["num_minibatches"] < 2:
-        return (f"num_envs x num_steps = {batch} must be a multiple of num_minibatches="
-                f"{options['num_minibatches']} (and minibatches of at least 2)")
-    info = env_info(workload.env_id)
-    if info.family == "mujoco":
-        return f"{name} samples a categorical: {workload.env_id} has continuous actions"
-    if options["vec"] == "envpool" and "envpool" not in info.native:
-        return f"envpool has no native {workload.env_id}"
-    return None
 
 
 @register

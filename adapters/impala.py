@@ -20,10 +20,11 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from rlbench.adapters.rlpyt import (
-    ENV_NS, INFER_NS, LEARN_NS, SYNC_NS, WAIT_NS, EnvSlice, MasterWatch, SharedArrays, Window, spaces,
-    stop_processes)
-from rlbench.adapters.torch_mlp import actor_critic
+from rlbench.adapters._kit.learner_stats import Episodes, lag_stats, return_mean
+from rlbench.adapters._kit.nets import actor_critic, actor_critic_params, obs_scale
+from rlbench.adapters._kit.procs import (ENV_NS, INFER_NS, LEARN_NS, STAT_COLUMNS, SYNC_NS, WAIT_NS, EnvSlice,
+                                         MasterWatch, SharedArrays, Window, pin, raise_if_exited, spaces, start_process,
+                                         stop_processes, worker_cpus)
 from rlbench.api import Adapter, Option, Unsupported, Workload, register
 
 GAMMA, VALUE_COEF, ENTROPY_COEF, GRAD_CLIP = 0.99, 0.5, 0.01, 40.0
@@ -53,13 +54,6 @@ def vtrace(behaviour_logp, target_logp, rewards, discounts, values, bootstrap, r
         next_vs = torch.cat([vs[1:], bootstrap[None]])
         advantages = torch.clamp(rhos, max=pg_rho_bar) * (rewards + discounts * next_vs - values)
     return vs, advantages
-
-
-def net_param_count(obs_size: int, hidden: tuple, n_actions: int) -> int:
-    """Size of actor_critic's flat parameters, known without torch (the master forks before importing it)."""
-    sizes = [obs_size, *hidden]
-    torso = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
-    return torso + (sizes[-1] + 1) * n_actions + sizes[-1] + 1
 
 
 class VersionedParams:
@@ -104,7 +98,7 @@ def trajectory_specs(slots, unroll, n, obs_space, workers) -> dict:
         "act": ((slots, unroll, n), np.int64), "rew": ((slots, unroll, n), np.float32),
         "done": ((slots, unroll, n), np.bool_), "logp": ((slots, unroll, n), np.float32),
         "version": ((slots,), np.int64), "rollout": ((slots,), np.int64),
-        "stats": ((workers + 1, 8), np.float64), "steps": ((workers,), np.int64),
+        "stats": ((workers + 1, STAT_COLUMNS), np.float64), "steps": ((workers,), np.int64),
         "returns": ((workers, RETURNS), np.float32), "episodes": ((workers,), np.int64),
         "stop": ((1,), np.int64),
     }
@@ -112,8 +106,7 @@ def trajectory_specs(slots, unroll, n, obs_space, workers) -> dict:
 
 def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q, cpus, master_pid):
     import torch
-    if cpus:
-        os.sched_setaffinity(0, cpus)
+    pin(cpus)
     torch.set_num_threads(1)
     master = MasterWatch(master_pid)
     workload = Workload.from_dict(workload_dict)
@@ -125,8 +118,8 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
     space = envs.envs[0].action_space
     net = actor_critic(math.prod(obs_now.shape[1:]), workload.policy.hidden, int(space.n))
     gen = torch.Generator().manual_seed(workload.seed + 1000 * (rank + 1))
-    scale = 1 / 255 if obs_now.dtype == np.uint8 else 1.0
-    ep_return = np.zeros(hi - lo)
+    scale = obs_scale(obs_now.dtype)
+    episodes = Episodes(hi - lo, buf["returns"][rank], buf["episodes"][rank:rank + 1])
     T, rollout = opts["unroll"], 0
     try:
         while not stop[0]:
@@ -155,11 +148,7 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
                 t2 = perf_counter_ns()
                 buf["act"][slot, t] = actions
                 envs.step(actions, buf["rew"][slot, t], buf["done"][slot, t])
-                ep_return += buf["rew"][slot, t]
-                for j in np.nonzero(buf["done"][slot, t])[0]:
-                    buf["returns"][rank, buf["episodes"][rank] % RETURNS] = ep_return[j]
-                    buf["episodes"][rank] += 1
-                    ep_return[j] = 0.0
+                episodes.add(buf["rew"][slot, t], buf["done"][slot, t])
                 stats[INFER_NS] += t2 - t1
                 stats[ENV_NS] += perf_counter_ns() - t2
             buf["obs"][slot, T] = obs_now
@@ -197,7 +186,7 @@ class ImpalaSession:
         self.shared = SharedArrays(ctx, trajectory_specs(slots, T, n, obs_space, workers))
         self.buf = self.shared.views()
         obs_size = math.prod(obs_space.shape)
-        self.params = VersionedParams(ctx, net_param_count(obs_size, workload.policy.hidden, int(act_space.n)))
+        self.params = VersionedParams(ctx, actor_critic_params(obs_size, workload.policy.hidden, int(act_space.n)))
         self.params.attach()
         self.free_q, self.full_q = ctx.Queue(), ctx.Queue()
         self.queues = [self.free_q, self.full_q]
@@ -210,14 +199,10 @@ class ImpalaSession:
         self.pending = {}
         self.lag_hist = np.zeros(2, dtype=np.int64)
         try:
-            cpus = sorted(os.sched_getaffinity(0))
-            for rank in range(workers):
-                pin = [cpus[rank % len(cpus)]] if options["worker_affinity"] == "spread" else None
-                proc = ctx.Process(target=actor_main, daemon=True, name=f"impala-actor-{rank}",
-                                   args=(rank, workload.to_dict(), rank * n, (rank + 1) * n, dict(options),
-                                         self.shared, self.params, self.free_q, self.full_q, pin, os.getpid()))
-                proc.start()
-                self.procs.append(proc)
+            for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
+                start_process(ctx, self.procs, actor_main, f"impala-actor-{rank}",
+                              (rank, workload.to_dict(), rank * n, (rank + 1) * n, dict(options), self.shared,
+                               self.params, self.free_q, self.full_q, cpus, os.getpid()))
             self._build_learner(obs_size, int(act_space.n))  # torch only after the fork
         except BaseException:
             self.close()
@@ -233,14 +218,12 @@ class ImpalaSession:
             raise Unsupported("policy device cuda: torch sees no CUDA device")
         self.net = actor_critic(obs_size, spec.hidden, n_actions).to(self.device)
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
-        self.scale = 1 / 255 if self.buf["obs"].dtype == np.uint8 else 1.0
+        self.scale = obs_scale(self.buf["obs"].dtype)
         self.h2d_bytes = 0
         self.params.publish(self.net, 0)
 
     def _actors_alive(self):
-        for rank, proc in enumerate(self.procs):
-            if not proc.is_alive():
-                raise RuntimeError(f"impala actor {rank} (pid {proc.pid}) exited with code {proc.exitcode}")
+        raise_if_exited(self.procs, "impala actor")
         return False
 
     def _next_batch(self) -> list:
@@ -317,23 +300,19 @@ class ImpalaSession:
         updates0, steps0, hist0, h2d0 = self.mark
         d = self.window.delta() / (seconds * 1e9)
         hist = self.lag_hist - np.pad(hist0, (0, len(self.lag_hist) - len(hist0)))
-        lags = np.arange(len(hist))
         updates = self.updates - updates0
-        n_ret = np.minimum(self.buf["episodes"], RETURNS)
-        returns = np.concatenate([self.buf["returns"][r, :k] for r, k in enumerate(n_ret)])
         self.info["policy_lag_hist"] = hist.tolist()
         return {
             "updates_per_s": updates / seconds,
             "samples_per_s": updates * self.info["batch_size"] / seconds,
             "actor_steps_per_s": (int(self.buf["steps"].sum()) - steps0) / seconds,
-            "policy_lag_mean": float((hist * lags).sum() / hist.sum()) if hist.sum() else float("nan"),
-            "policy_lag_max": float(lags[hist > 0].max()) if hist.sum() else float("nan"),
+            **lag_stats(hist),
             "queue_wait_ms": float(d[0, WAIT_NS] * seconds * 1e3 / updates) if updates else float("nan"),
             "env_frac": float(d[1:, ENV_NS].mean()), "inference_frac": float(d[1:, INFER_NS].mean()),
             "learn_frac": float(d[0, LEARN_NS]), "wait_frac": float(d[0, WAIT_NS]),
             "transfer_frac": float(d[0, XFER_NS]), "sync_frac": float(d[0, SYNC_NS]),
             "h2d_mb_per_s": (self.h2d_bytes - h2d0) / 1e6 / seconds,
-            "return_mean": float(returns.mean()) if len(returns) else float("nan"),
+            "return_mean": return_mean(self.buf["returns"], self.buf["episodes"]),
         }
 
     def close(self):

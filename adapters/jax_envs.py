@@ -19,114 +19,16 @@ is not counted, as in `envpool-sync`.
 """
 import math
 import os
-import sys
 from time import perf_counter
 
+from rlbench.adapters._kit.jax_policy import make_actor, mlp_apply, mlp_init
+from rlbench.adapters._kit.jax_runtime import (JAX_OPTIONS, CompiledScan, compile_ahead, jax_supports, pick_devices,
+                                               place, sharded, start_jax)
+from rlbench.adapters._kit.ppo import (CLIP_COEF, ENT_COEF, GAE_LAMBDA, GAMMA, HISTORY, ITERATION_OPTIONS,
+                                      MAX_GRAD_NORM, VF_COEF)
 from rlbench.api import Adapter, Option, Unsupported, env_info, envpool_kwargs, register
 
 GYMNAX_ENVS = {"CartPole-v1": "CartPole-v1"}   # rlbench (EnvPool) name -> gymnax name
-JAX_POLICIES = ("random", "mlp")
-
-JAX_OPTIONS = (
-    Option("devices", int, 1, "devices to shard over (jax.shard_map); 0 = all local devices (as many as "
-                              "divide the work). On CPU, N > 1 forces N host devices (XLA_FLAGS) before JAX starts"),
-    Option("platform", str, "auto", "JAX backend: auto = GPU for policy device=cuda, else JAX's default",
-           choices=("auto", "cpu", "gpu")),
-    Option("preallocate", bool, False, "XLA_PYTHON_CLIENT_PREALLOCATE: grab most of the GPU memory up front"),
-    Option("mem_fraction", float, 0.0, "XLA_PYTHON_CLIENT_MEM_FRACTION (0 = JAX's default)", high=1),
-)
-FORCE_DEVICES = "--xla_force_host_platform_device_count"
-RECORDED = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR",
-            "XLA_FLAGS", "JAX_PLATFORMS")  # what JAX reads as its backends start
-
-
-# -- JAX start-up, devices and settings -----------------------------------------------------------------
-
-def _settings(options) -> dict:
-    env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "true" if options["preallocate"] else "false"}
-    if options["mem_fraction"] > 0:
-        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{options['mem_fraction']:g}"
-    if options.get("devices", 1) > 1:
-        flags = os.environ.get("XLA_FLAGS", "")
-        if FORCE_DEVICES not in flags:
-            flags = f"{flags} {FORCE_DEVICES}={options['devices']}".strip()
-        env["XLA_FLAGS"] = flags
-    return env
-
-
-def start_jax(options):
-    """Import JAX with the options' settings in place; returns (jax, device_settings as run)."""
-    before = "jax" in sys.modules
-    wanted = _settings(options)
-    if not before:  # a fresh cell: the settings apply. Later (tests) they would only leak into children.
-        os.environ.update(wanted)
-    import jax
-    recorded = {k: os.environ[k] for k in RECORDED if k in os.environ}
-    return jax, {**recorded, "jax_imported_before": before}
-
-
-def platform_for(workload, options) -> str:
-    if options["platform"] != "auto":
-        return options["platform"]
-    return "gpu" if workload.policy.name == "mlp" and workload.policy.device.startswith("cuda") else ""
-
-
-def pick_devices(jax, workload, options, divides: int, what: str) -> list:
-    """The devices to run on, or Unsupported naming why not."""
-    platform = platform_for(workload, options)
-    try:
-        devices = jax.devices(platform) if platform else jax.devices()
-    except RuntimeError as exc:
-        raise Unsupported(f"JAX has no {platform} backend here (default: {jax.default_backend()}): "
-                          f"{str(exc).splitlines()[0]}") from None
-    if not options["devices"]:  # all local devices, or as many of them as divide the work
-        return devices[:max(d for d in range(1, len(devices) + 1) if divides % d == 0)]
-    want = options["devices"]
-    if want > len(devices):
-        hint = (f"; set XLA_FLAGS={FORCE_DEVICES}={want} before JAX is imported"
-                if devices[0].platform == "cpu" else "")
-        raise Unsupported(f"devices={want} but JAX sees {len(devices)} {devices[0].platform} device(s){hint}")
-    if divides % want:
-        raise Unsupported(f"{what}={divides} must be a multiple of devices={want}")
-    return devices[:want]
-
-
-def _jax_supports(workload, options, adapter: str):
-    pol = workload.policy
-    if pol.name not in JAX_POLICIES:
-        return f"{adapter} runs the policy inside the compiled loop: policy random or mlp (got {pol.name})"
-    if pol.name == "mlp" and pol.device.startswith("cuda") and options["platform"] == "cpu":
-        return "policy device=cuda with platform=cpu"
-    if pol.name == "mlp" and not (pol.device == "cpu" or pol.device.startswith("cuda")):
-        return f"policy device={pol.device}: cpu or cuda"
-    return None
-
-
-def compile_ahead(jax, fn, *args, donate=(0,)):
-    """jit -> lower -> compile, timed: (executable, seconds)."""
-    t0 = perf_counter()
-    compiled = jax.jit(fn, donate_argnums=donate).lower(*args).compile()
-    return compiled, perf_counter() - t0
-
-
-def sharded(jax, fn, devices, in_specs, out_specs):
-    """fn over one device's shard, run on every device (no communication), or fn itself on one."""
-    if len(devices) == 1:
-        return fn
-    from jax.sharding import Mesh
-    mesh = Mesh(devices, ("d",))
-    return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
-
-
-def place(jax, tree, devices, split: bool):
-    """Put a pytree on the devices: split along its leading axis, or replicated."""
-    if len(devices) == 1:
-        return jax.device_put(tree, devices[0])
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-    sharding = NamedSharding(Mesh(devices, ("d",)), P("d") if split else P())
-    return jax.device_put(tree, sharding)
-
-
 COPY_MIB_CPU, COPY_MIB_ACCELERATOR = 64, 1024  # past the CPU caches / past an accelerator's L2
 
 
@@ -147,51 +49,6 @@ def copy_gbps(jax, devices, mib: int, repeats: int = 5) -> float:
     return 2 * n * 4 / float(np.median(times)) / 1e9
 
 
-# -- policies in JAX --------------------------------------------------------------------------------------
-
-def mlp_init(jax, key, sizes, out_scale=1.0):
-    """[(W, b), ...] for layer sizes; W ~ N(0, 1/fan_in) (the last layer times out_scale), b = 0."""
-    import jax.numpy as jnp
-    params = []
-    keys = jax.random.split(key, len(sizes) - 1)
-    for i, (k, a, b) in enumerate(zip(keys, sizes[:-1], sizes[1:])):
-        scale = (out_scale if i == len(sizes) - 2 else 1.0) / math.sqrt(a)
-        params.append((jax.random.normal(k, (a, b), jnp.float32) * scale, jnp.zeros((b,), jnp.float32)))
-    return params
-
-
-def mlp_apply(jax, params, x):
-    import jax.numpy as jnp
-    x = x.reshape(x.shape[0], -1).astype(jnp.float32)
-    for w, b in params[:-1]:
-        x = jnp.tanh(x @ w + b)
-    w, b = params[-1]
-    return x @ w + b
-
-
-def make_actor(jax, workload, obs_shape, action):
-    """(params, act(params, obs, key) -> actions) for the workload's policy; `action` is
-    ("discrete", n) or ("box", low, high) with finite bounds."""
-    import jax.numpy as jnp
-    key = jax.random.PRNGKey(workload.seed)
-    discrete = action[0] == "discrete"
-    n_out = action[1] if discrete else int(math.prod(action[1].shape))
-    if workload.policy.name == "random":
-        if discrete:
-            return (), lambda params, obs, k: jax.random.randint(k, (obs.shape[0],), 0, n_out, jnp.int32)
-        low, high = jnp.asarray(action[1]), jnp.asarray(action[2])
-        return (), lambda params, obs, k: jax.random.uniform(k, (obs.shape[0], *low.shape), low.dtype, low, high)
-    params = mlp_init(jax, key, [int(math.prod(obs_shape)), *workload.policy.hidden, n_out])
-    if discrete:
-        return params, lambda p, obs, k: jnp.argmax(mlp_apply(jax, p, obs), -1).astype(jnp.int32)
-    low, high = jnp.asarray(action[1]), jnp.asarray(action[2])
-
-    def act(p, obs, k):
-        out = jnp.tanh(mlp_apply(jax, p, obs)).reshape(obs.shape[0], *low.shape)
-        return (low + (out + 1) * 0.5 * (high - low)).astype(low.dtype)
-    return params, act
-
-
 def gymnax_env(workload):
     import gymnax
     env, env_params = gymnax.make(GYMNAX_ENVS[workload.env_id])
@@ -208,29 +65,6 @@ def _gymnax_supports(workload, adapter):
 
 # -- gymnax: vmapped envs in a jitted scan --------------------------------------------------------------
 
-class CompiledScan:
-    """A session whose unit is one compiled call on a carry (set by the subclass with jax, run, params and
-    per_unit): dispatched, then waited for; drain() waits for whatever is still queued."""
-    sync = True      # tests turn this off to show what drain() catches
-    returns_at = -1  # the carry's element that sums reward per env
-
-    def step(self) -> int:
-        self.carry = self.run(self.carry, self.params)
-        if self.sync:
-            self.jax.block_until_ready(self.carry)
-        return self.per_unit
-
-    def drain(self):
-        self.jax.block_until_ready(self.carry)
-
-    def returns(self):
-        """Reward summed per env since open (keeps the rewards live in the program)."""
-        return self.carry[self.returns_at]
-
-    def close(self):
-        self.carry = self.params = self.run = None
-
-
 class GymnaxSession(CompiledScan):
     """One unit: `scan_T` steps of all num_envs envs, policy included, one compiled call."""
     returns_at = 3
@@ -238,7 +72,6 @@ class GymnaxSession(CompiledScan):
     def __init__(self, workload, options):
         jax, settings = start_jax(options)
         import jax.numpy as jnp
-        from jax.sharding import PartitionSpec as P
         self.jax = jax
         devices = pick_devices(jax, workload, options, workload.num_envs, "num_envs")
         env, env_params, n_actions, obs_shape = gymnax_env(workload)
@@ -260,10 +93,7 @@ class GymnaxSession(CompiledScan):
         keys = jax.random.split(jax.random.PRNGKey(workload.seed), n + d)
         obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys[:n], env_params)
         carry = (state, obs, keys[n:], jnp.zeros((n,), jnp.float32))  # one loop key per device
-        fn = sharded(jax, unit, devices, (P("d"), P()), P("d"))
-        self.carry = place(jax, carry, devices, split=True)
-        self.params = place(jax, params, devices, split=False)
-        self.run, compile_s = compile_ahead(jax, fn, self.carry, self.params)
+        compile_s = self.compile(unit, carry, params, devices)
         self.per_unit, self.T = T * n, T
         self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": d,
                      "device_settings": {**settings, "devices": d}}
@@ -300,7 +130,7 @@ class Gymnax(Adapter):
     def supports(self, workload, options):
         if options["devices"] > 1 and workload.num_envs % options["devices"]:
             return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
-        return _gymnax_supports(workload, self.name) or _jax_supports(workload, options, self.name)
+        return _gymnax_supports(workload, self.name) or jax_supports(workload, options, self.name)
 
     def open(self, workload, options):
         return GymnaxSession(workload, options)
@@ -308,8 +138,7 @@ class Gymnax(Adapter):
 
 # -- purejaxrl-ppo: PPO compiled end to end, num_agents runs vmapped ------------------------------------
 
-GAMMA, GAE_LAMBDA, CLIP_EPS, ENT_COEF, VF_COEF, MAX_GRAD_NORM = 0.99, 0.95, 0.2, 0.01, 0.5, 0.5
-HISTORY = 100  # "solved": mean return of the last 100 finished episodes (gymnasium's CartPole-v1 criterion)
+CLIP_EPS = CLIP_COEF["vector"]  # CleanRL's hyperparameters (PureJaxRL's CartPole recipe uses the same)
 
 
 def build_ppo(jax, workload, options):
@@ -541,11 +370,7 @@ class PureJaxRLPPO(Adapter):
     requires = ("jax", "gymnax", "optax")
     options = (
         Option("num_agents", int, 1, "independent training runs (seeds), vmapped in one program", low=1),
-        Option("num_steps", int, 128, "rollout length per env per iteration", low=1),
-        Option("update_epochs", int, 4, "passes over each rollout", low=1),
-        Option("num_minibatches", int, 4, "minibatches per epoch", low=1),
-        Option("lr", float, 2.5e-4, "Adam learning rate", low=0, open_low=True),
-        Option("anneal_lr", bool, True, "anneal the learning rate linearly to 0 over total_timesteps"),
+        *ITERATION_OPTIONS,
         Option("total_timesteps", int, 500_000, "env steps per agent of one training run (annealing; "
                                                 "time_per_agent_s is for a run this long)", low=1),
         Option("target_return", float, 475.0, "mean return counted as solved (time_to_target_s)", low=-math.inf),
@@ -562,7 +387,7 @@ class PureJaxRLPPO(Adapter):
                     f"num_minibatches={options['num_minibatches']}")
         if options["devices"] > 1 and options["num_agents"] % options["devices"]:
             return f"num_agents={options['num_agents']} must be a multiple of devices={options['devices']}"
-        return _gymnax_supports(workload, self.name) or _jax_supports(workload, options, self.name)
+        return _gymnax_supports(workload, self.name) or jax_supports(workload, options, self.name)
 
     def open(self, workload, options):
         return PPOSession(workload, options)
@@ -647,7 +472,7 @@ class EnvPoolXla(Adapter):
     def supports(self, workload, options):
         if "envpool" not in env_info(workload.env_id).native:
             return f"envpool has no native {workload.env_id}"
-        return _jax_supports(workload, options, self.name)
+        return jax_supports(workload, options, self.name)
 
     def open(self, workload, options):
         return EnvPoolXlaSession(workload, options)

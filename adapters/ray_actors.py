@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from rlbench.adapters import ray_runtime
+from rlbench.adapters._kit import ray_runtime
 from rlbench.api import Adapter, Option, Unsupported, Workload, env_fns, make_env, make_policy, register
 
 STRATEGIES = {"pack": "PACK", "spread": "SPREAD"}

@@ -10,7 +10,7 @@ an existing cluster, which keeps its own store size. Starting or joining Ray is 
 """
 import numpy as np
 
-from rlbench.adapters import ray_runtime
+from rlbench.adapters._kit import ray_runtime
 from rlbench.api import Adapter, ReplaySession, register, replay_spec
 
 OBJECT_OVERHEAD = 1024        # bytes per object beyond the item (Ray's header and alignment; ~250 seen)

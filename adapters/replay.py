@@ -10,9 +10,8 @@ import os
 
 import numpy as np
 
-from rlbench.api import (PAGE_CACHE, Adapter, Option, ReplaySession, Unsupported, in_process_only, pagecache, register,
-                         replay_spec, scratch_dir)
-from rlbench.replay import PRIORITY_ALPHA, PRIORITY_BETA
+from rlbench.api import (PAGE_CACHE, PRIORITY_ALPHA, PRIORITY_BETA, Adapter, Option, ReplaySession, Unsupported,
+                         in_process_only, pagecache, register, replay_spec, scratch_dir)
 
 
 class SumTree:

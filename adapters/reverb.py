@@ -20,8 +20,8 @@ Layout, as Acme lays it out:
   `flush(max_in_flight)` to bound the items in flight (Acme: 5 for transitions, 2 for sequences);
 - the learner samples `batch_size` items per step from a `reverb.TrajectoryDataset` batched by tf.data
   (`sampler=dataset`, the default: Acme's learner input; it keeps 2 batches of samples in flight per
-  worker (Acme's default; at most 128 MiB of them, which only caps R2D2's and IMPALA's big items), so the next batch is being fetched while the learner reads this one, and tf.data's batch op is
-  the one copy into a contiguous [batch, item_bytes] array), or through `client.sample` (`sampler=client`:
+  worker (Acme's default; at most 128 MiB of them, which only caps R2D2's and IMPALA's big items), so the
+  next batch is being fetched while the learner reads this one, and tf.data's batch op is the one copy into a contiguous [batch, item_bytes] array), or through `client.sample` (`sampler=client`:
   a new streaming Sampler per batch, each item copied into the learner's batch by Python; 2x to 7x slower
   here); then the driver reads every byte, and prioritized workloads write priorities back with
   `mutate_priorities` (with the dataset, samples already in flight were drawn with the old priorities, as
@@ -39,8 +39,7 @@ import time
 
 import numpy as np
 
-from rlbench.api import Adapter, Option, ReplaySession, register, replay_spec, scratch_dir
-from rlbench.replay import PRIORITY_ALPHA
+from rlbench.api import PRIORITY_ALPHA, Adapter, Option, ReplaySession, register, replay_spec, scratch_dir
 
 TABLE = "replay"
 IN_FLIGHT_BYTES = 128 << 20   # the dataset's samples in flight per worker: 2 batches (Acme's), at most this much

@@ -14,30 +14,15 @@ memory (nothing is pickled per step); one unit of work is one batch. Env `lo + j
 same transitions under a policy that depends only on the observation.
 """
 import os
-from dataclasses import replace
 from time import perf_counter_ns
 
 import numpy as np
 
-from rlbench.api import Adapter, Option, Workload, make_env, make_policy, register
-
-# Per-process time counters, one row per process (row 0 the master), written only by their owner.
-ENV_NS, INFER_NS, WAIT_NS, SYNC_NS, LEARN_NS, LAG_SUM, LAG_N, LAG_MAX = range(8)
-POLL_S = 1.0  # how often a blocked process checks whether its peer is still alive
-
-
-class SharedArrays:
-    """NumPy views on zero-initialised multiprocessing RawArrays: made once by the master and handed
-    to workers as process arguments, so they work with fork, forkserver and spawn alike."""
-
-    def __init__(self, ctx, specs: dict):
-        self.specs = {k: (tuple(shape), np.dtype(dtype).str) for k, (shape, dtype) in specs.items()}
-        self.raw = {k: ctx.RawArray("b", max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize))
-                    for k, (shape, dtype) in self.specs.items()}
-
-    def views(self) -> dict:
-        return {k: np.frombuffer(self.raw[k], dtype=dtype, count=int(np.prod(shape))).reshape(shape)
-                for k, (shape, dtype) in self.specs.items()}
+from rlbench.adapters._kit.nets import policy_params
+from rlbench.adapters._kit.procs import (ENV_NS, INFER_NS, STAT_COLUMNS, SYNC_NS, WAIT_NS, WORKER_OPTIONS, EnvSlice,
+                                         MasterWatch, ParamStore, SharedArrays, Window, acquire, pin, raise_if_exited,
+                                         spaces, start_process, stop_processes, worker_cpus, worker_policy)
+from rlbench.api import Adapter, Option, Workload, make_policy, register
 
 
 def batch_specs(batch_T, num_envs, obs_space, act_space, workers) -> dict:
@@ -46,142 +31,14 @@ def batch_specs(batch_T, num_envs, obs_space, act_space, workers) -> dict:
         "obs": ((batch_T, B, *obs[0]), obs[1]), "act": ((batch_T, B, *act[0]), act[1]),
         "rew": ((batch_T, B), np.float32), "done": ((batch_T, B), np.bool_),
         "obs_now": ((B, *obs[0]), obs[1]), "act_now": ((B, *act[0]), act[1]),
-        "stats": ((workers + 1, 8), np.float64), "stop": ((1,), np.int64),
+        "stats": ((workers + 1, STAT_COLUMNS), np.float64), "stop": ((1,), np.int64),
     }
-
-
-def spaces(workload):
-    env = make_env(workload.env_id, **workload.env_kwargs)
-    try:
-        return env.observation_space, env.action_space
-    finally:
-        env.close()
-
-
-def param_count(workload, obs_space, act_space) -> int:
-    """Length of the flat parameter vector of the workload's policy (0 if it has no parameters),
-    known before any worker starts, so the master never forks after touching torch."""
-    if workload.policy.name != "mlp":
-        return 0
-    sizes = [int(np.prod(obs_space.shape)), *workload.policy.hidden,
-             int(act_space.n) if hasattr(act_space, "n") else int(np.prod(act_space.shape))]
-    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
-
-
-class ParamStore:
-    """A policy's parameters in shared memory with a version number: the master publishes, workers load
-    when the version moved (rlpyt's shared model for a CUDA agent's CPU workers)."""
-
-    def __init__(self, ctx, count: int):
-        self.flat = SharedArrays(ctx, {"p": ((max(count, 1),), np.float32), "v": ((1,), np.int64)})
-        self.lock = ctx.Lock()
-        self.count = count
-
-    def attach(self):
-        self._views = self.flat.views()
-        self.loaded = -1
-
-    @property
-    def version(self) -> int:
-        return int(self._views["v"][0])
-
-    def publish(self, net) -> int:
-        import torch
-        flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach().cpu().numpy()
-        with self.lock:
-            self._views["p"][:] = flat
-            self._views["v"][0] += 1
-            return int(self._views["v"][0])
-
-    def load(self, net) -> int:
-        """Copy the newest parameters into `net` if they changed; returns the version now held."""
-        import torch
-        if self.version == self.loaded:
-            return self.loaded
-        with self.lock:
-            flat, self.loaded = self._views["p"].copy(), self.version
-        torch.nn.utils.vector_to_parameters(torch.from_numpy(flat).to(next(net.parameters()).device),
-                                            net.parameters())
-        return self.loaded
-
-
-class MasterWatch:
-    """Tells a worker that its master exited. Reparenting covers fork and spawn. With forkserver the
-    parent is the server, which outlives the master while workers live, and a dead master may stay a
-    zombie until whoever started it has read our inherited pipes to the end; so also look at the
-    master's state, at most once per POLL_S."""
-
-    def __init__(self, master_pid: int):
-        self.master_pid, self.parent, self.next_look_ns = master_pid, os.getppid(), 0
-
-    def gone(self) -> bool:
-        if os.getppid() != self.parent:
-            return True
-        now = perf_counter_ns()
-        if now < self.next_look_ns:
-            return False
-        self.next_look_ns = now + int(POLL_S * 1e9)
-        import psutil
-        try:
-            return psutil.Process(self.master_pid).status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return True
-
-
-def stop_processes(procs, grace_s: float = 5.0) -> None:
-    """Give every process until the deadline to exit on its own, then kill what is left."""
-    deadline = perf_counter_ns() + int(grace_s * 1e9)
-    for proc in procs:
-        proc.join(max(deadline - perf_counter_ns(), 0) / 1e9)
-    for proc in procs:
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
-
-
-def acquire(sem, alive) -> float:
-    """Block on `sem`; every POLL_S ask `alive()` (which raises if the peer died). Returns ns waited."""
-    t0 = perf_counter_ns()
-    while not sem.acquire(timeout=POLL_S):
-        alive()
-    return perf_counter_ns() - t0
-
-
-class EnvSlice:
-    """Envs lo..hi-1 of the batch, stepped in a loop with auto-reset (as in `serial`)."""
-
-    def __init__(self, workload, lo, hi, obs_now):
-        self.envs = [make_env(workload.env_id, **workload.env_kwargs) for _ in range(lo, hi)]
-        self.obs_now = obs_now
-        for j, env in enumerate(self.envs):
-            obs_now[j] = env.reset(seed=workload.seed + lo + j)[0]
-
-    def step(self, actions, rew_row, done_row):
-        for j, env in enumerate(self.envs):
-            obs, reward, terminated, truncated, _ = env.step(actions[j])
-            done = terminated or truncated
-            if done:
-                obs, _ = env.reset()
-            self.obs_now[j], rew_row[j], done_row[j] = obs, reward, done
-
-    def close(self):
-        for env in self.envs:
-            env.close()
-
-
-def worker_policy(workload, rank, obs_space, act_space):
-    """A worker's own copy of the agent: always on the CPU (rlpyt's CPU copy of a CUDA agent), and a
-    random policy gets its own stream per worker."""
-    policy = replace(workload.policy, device="cpu")
-    return make_policy(replace(workload, policy=policy, seed=workload.seed + 1000 * (rank + 1)),
-                       obs_space, act_space)
 
 
 def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, master_pid):
     """A sampler worker. mode 'cpu': act locally for a whole batch per go; 'gpu': one env step per action
     handed over by the master."""
-    if cpus:
-        os.sched_setaffinity(0, cpus)
+    pin(cpus)
     workload = Workload.from_dict(workload_dict)
     buf = shared.views()
     stats, stop = buf["stats"][rank + 1], buf["stop"]
@@ -233,20 +90,6 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
         envs.close()
 
 
-class Window:
-    """The per-process time counters over the harness's timed window."""
-
-    def __init__(self, stats):
-        self.stats = stats
-        self.reset()
-
-    def reset(self):
-        self.start = self.stats.copy()
-
-    def delta(self):
-        return self.stats - self.start
-
-
 class SamplerSession:
     """The master side shared by every sampler: buffers, workers, the batch views a learner reads."""
 
@@ -261,14 +104,14 @@ class SamplerSession:
         self.shared = SharedArrays(ctx, batch_specs(self.batch_T, workload.num_envs, obs_space, act_space, workers))
         self.buf = self.shared.views()
         self.samples = {k: self.buf[k] for k in ("obs", "act", "rew", "done")}
-        self.params = ParamStore(ctx, param_count(workload, obs_space, act_space) if mode == "cpu" else 0)
+        self.params = ParamStore(ctx, policy_params(workload.policy, obs_space, act_space) if mode == "cpu" else 0)
         self.params.attach()
         self.window = Window(self.buf["stats"])
         self.metrics = self
         self.info = {"workers": max(workers, 1), "batch_size": self.batch_T * workload.num_envs}
         try:
             self._start(ctx, workers, options)
-            self.policy = make_policy(workload, obs_space, act_space)  # after the fork: see param_count
+            self.policy = make_policy(workload, obs_space, act_space)  # after the fork: see policy_params
         except BaseException:
             self.close()
             raise
@@ -278,25 +121,18 @@ class SamplerSession:
             self.envs = EnvSlice(self.workload, 0, self.workload.num_envs, self.buf["obs_now"])
             return
         per = self.workload.num_envs // workers
-        cpus = sorted(os.sched_getaffinity(0))
         self.sems = [(ctx.Semaphore(0), ctx.Semaphore(0)) for _ in range(workers)]
-        for rank in range(workers):
-            pin = [cpus[rank % len(cpus)]] if options["worker_affinity"] == "spread" else None
-            proc = ctx.Process(target=worker_main, daemon=True, name=f"rlpyt-worker-{rank}",
-                               args=(rank, "cpu" if self.mode == "cpu" else "gpu", self.workload.to_dict(),
-                                     rank * per, (rank + 1) * per, self.shared, self.sems[rank],
-                                     self.params, pin, os.getpid()))
-            proc.start()
-            self.procs.append(proc)
+        for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
+            start_process(ctx, self.procs, worker_main, f"rlpyt-worker-{rank}",
+                          (rank, "cpu" if self.mode == "cpu" else "gpu", self.workload.to_dict(), rank * per,
+                           (rank + 1) * per, self.shared, self.sems[rank], self.params, cpus, os.getpid()))
         self.slices = [slice(r * per, (r + 1) * per) for r in range(workers)]
         if self.mode != "cpu":
             for rank in range(workers):  # initial observations written
                 self._wait(rank)
 
     def workers_alive(self):
-        for rank, proc in enumerate(self.procs):
-            if not proc.is_alive():
-                raise RuntimeError(f"sampler worker {rank} (pid {proc.pid}) exited with code {proc.exitcode}")
+        raise_if_exited(self.procs, "sampler worker")
 
     def _wait(self, rank):
         self.buf["stats"][0, WAIT_NS] += acquire(self.sems[rank][1], self.workers_alive)
@@ -385,12 +221,6 @@ class SamplerSession:
 
 SAMPLER_OPTIONS = (
     Option("batch_T", int, 32, "time steps per batch (one unit = batch_T x num_envs transitions)", low=1),
-)
-WORKER_OPTIONS = (
-    Option("workers", int, 2, "worker processes; each steps num_envs / workers envs", low=1),
-    Option("worker_affinity", str, "none", "pin worker i to the i-th allowed CPU (spread) or not",
-           ("none", "spread")),
-    Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn")),
 )
 
 

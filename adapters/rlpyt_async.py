@@ -13,9 +13,11 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from rlbench.adapters.rlpyt import (
-    ENV_NS, INFER_NS, LEARN_NS, SYNC_NS, WAIT_NS, WORKER_OPTIONS, EnvSlice, ParamStore, SharedArrays, Window,
-    MasterWatch, param_count, spaces, stop_processes, worker_policy)
+from rlbench.adapters._kit.learner_stats import lag_stats
+from rlbench.adapters._kit.nets import policy_params
+from rlbench.adapters._kit.procs import (ENV_NS, INFER_NS, LEARN_NS, STAT_COLUMNS, SYNC_NS, WAIT_NS, WORKER_OPTIONS,
+                                         EnvSlice, MasterWatch, ParamStore, SharedArrays, Window, pin, raise_if_exited,
+                                         spaces, start_process, stop_processes, worker_cpus, worker_policy)
 from rlbench.api import Adapter, Option, Unsupported, Workload, make_policy, register
 
 ADDED, CONSUMED, STOP = range(3)
@@ -28,19 +30,19 @@ def ring_specs(capacity, workers, obs_space, act_space, max_lag) -> dict:
         "obs": ((capacity, *obs[0]), obs[1]), "next_obs": ((capacity, *obs[0]), obs[1]),
         "act": ((capacity, *act_space.shape), act_space.dtype), "rew": ((capacity,), np.float32),
         "done": ((capacity,), np.bool_), "ctrl": ((3,), np.int64), "acting": ((workers,), np.int64),
-        "lag_hist": ((workers, max_lag + 2), np.int64), "stats": ((workers + 1, 8), np.float64),
+        "lag_hist": ((workers, max_lag + 2), np.int64), "stats": ((workers + 1, STAT_COLUMNS), np.float64),
     }
 
 
 def sampler_main(rank, workload_dict, lo, hi, opts, shared, lock, params, cpus, master_pid):
-    if cpus:
-        os.sched_setaffinity(0, cpus)
+    pin(cpus)
     master = MasterWatch(master_pid)
     workload = Workload.from_dict(workload_dict)
     ring = shared.views()
     ctrl, stats, hist = ring["ctrl"], ring["stats"][rank + 1], ring["lag_hist"][rank]
     T, n, capacity = opts["batch_T"], hi - lo, ring["rew"].shape[0]
-    M, N = opts["minibatch"], workload.num_envs  # how far samplers may run ahead: enough that the optimiser can always start
+    # how far samplers may run ahead: enough that the optimiser can always start
+    M, N = opts["minibatch"], workload.num_envs
     slack = max(2 * T * N, M + T * N, M / opts["replay_ratio"] + T * N)
     obs_now = np.empty((n, *ring["obs"].shape[1:]), ring["obs"].dtype)
     envs = EnvSlice(workload, lo, hi, obs_now)
@@ -97,7 +99,7 @@ class AsyncSession:
         self.ring = self.shared.views()
         self.ctrl = self.ring["ctrl"]
         self.lock = ctx.Lock()
-        self.params = ParamStore(ctx, param_count(workload, obs_space, act_space))
+        self.params = ParamStore(ctx, policy_params(workload.policy, obs_space, act_space))
         self.params.attach()
         self.window = Window(self.ring["stats"])
         self.metrics = self
@@ -106,14 +108,11 @@ class AsyncSession:
         self.updates = 0
         self.last_added = 0
         try:
-            per, cpus = workload.num_envs // workers, sorted(os.sched_getaffinity(0))
-            for rank in range(workers):
-                pin = [cpus[rank % len(cpus)]] if options["worker_affinity"] == "spread" else None
-                proc = ctx.Process(target=sampler_main, daemon=True, name=f"rlpyt-sampler-{rank}",
-                                   args=(rank, workload.to_dict(), rank * per, (rank + 1) * per, dict(options),
-                                         self.shared, self.lock, self.params, pin, os.getpid()))
-                proc.start()
-                self.procs.append(proc)
+            per = workload.num_envs // workers
+            for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
+                start_process(ctx, self.procs, sampler_main, f"rlpyt-sampler-{rank}",
+                              (rank, workload.to_dict(), rank * per, (rank + 1) * per, dict(options), self.shared,
+                               self.lock, self.params, cpus, os.getpid()))
             self._build_learner(obs_space, act_space)  # torch only after the fork
         except BaseException:
             self.close()
@@ -129,9 +128,7 @@ class AsyncSession:
         self.params.publish(self.net)
 
     def _workers_alive(self):
-        for rank, proc in enumerate(self.procs):
-            if not proc.is_alive():
-                raise RuntimeError(f"sampler {rank} (pid {proc.pid}) exited with code {proc.exitcode}")
+        raise_if_exited(self.procs, "sampler")
 
     def _wait_until(self, ready):
         t0 = perf_counter_ns()
@@ -186,12 +183,10 @@ class AsyncSession:
         updates, added, consumed, hist0 = self.mark
         d = self.window.delta() / (seconds * 1e9)
         hist = self.ring["lag_hist"].sum(0) - hist0
-        lags = np.arange(hist.size)
         added = int(self.ctrl[ADDED]) - added
         return {"updates_per_s": (self.updates - updates) / seconds,
                 "replay_ratio": (int(self.ctrl[CONSUMED]) - consumed) / added if added else float("nan"),
-                "policy_lag_mean": float((hist * lags).sum() / hist.sum()) if hist.sum() else float("nan"),
-                "policy_lag_max": float(lags[hist > 0].max()) if hist.sum() else float("nan"),
+                **lag_stats(hist),
                 "env_frac": float(d[1:, ENV_NS].mean()), "inference_frac": float(d[1:, INFER_NS].mean()),
                 "learn_frac": float(d[0, LEARN_NS]), "wait_frac": float(d[0, WAIT_NS]),
                 "sync_frac": float(d[0, SYNC_NS])}

@@ -15,12 +15,12 @@ from time import monotonic, perf_counter_ns, sleep
 
 import numpy as np
 
-from rlbench.adapters.rlpyt import stop_processes
-from rlbench.adapters.torch_mlp import actor_critic
+from rlbench.adapters._kit.a2c import a2c_loss
+from rlbench.adapters._kit.nets import actor_critic, obs_scale
+from rlbench.adapters._kit.procs import HelperProcesses, start_process, stop_processes
 from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register
 
 ITERATE, REPORT_PARAMS, STOP = 0, 1, 2
-GAMMA, VALUE_COEF, ENTROPY_COEF = 0.99, 0.5, 0.01
 HOST = "127.0.0.1"
 STAGES = ("env", "inference", "learn", "sync")
 
@@ -67,7 +67,7 @@ class _Rank:
                               f"(got {type(space).__name__})")
         self.action_start = int(space.start)
         self.obs = np.stack([env.reset(seed=workload.seed + first + i)[0] for i, env in enumerate(self.envs)])
-        self.scale = 1.0 / 255 if self.obs.dtype == np.uint8 else 1.0
+        self.scale = obs_scale(self.obs.dtype)
 
         torch.set_num_threads(workload.policy.threads)
         self.device = torch.device(_device(workload.policy.device, rank))
@@ -146,22 +146,10 @@ class _Rank:
         # one forward over the batch and the last observation, whose value bootstraps the returns
         x = self._tensor(np.concatenate([self.buf_obs.reshape(T * B, *self.obs.shape[1:]), self.obs]))
         logits, values = self.ddp(x)
-        logits, values, last_value = logits[:T * B], values[:T * B], values[T * B:].detach()
-        rewards = torch.as_tensor(self.buf_rewards, device=self.device)
-        not_done = 1.0 - torch.as_tensor(self.buf_dones, device=self.device)
-        returns = torch.empty_like(rewards)
-        ret = last_value
-        for t in reversed(range(T)):
-            ret = rewards[t] + GAMMA * ret * not_done[t]  # an episode end cuts the return
-            returns[t] = ret
-        returns = returns.reshape(-1)
-        advantage = returns - values.detach()
-        logp = torch.log_softmax(logits, -1)
-        actions = torch.as_tensor(self.buf_actions, device=self.device).reshape(-1, 1)
-        policy_loss = -(logp.gather(1, actions).squeeze(1) * advantage).mean()
-        value_loss = (returns - values).pow(2).mean()
-        entropy = -(logp.exp() * logp).sum(-1).mean()
-        loss = policy_loss + VALUE_COEF * value_loss - ENTROPY_COEF * entropy
+        actions, rewards, dones = (torch.as_tensor(a, device=self.device)
+                                   for a in (self.buf_actions, self.buf_rewards, self.buf_dones))
+        loss = a2c_loss(torch, logits[:T * B].reshape(T, B, -1), values[:T * B].reshape(T, B),
+                        values[T * B:].detach(), actions, rewards, dones)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()  # DDP all-reduces (averages) the gradients here
         self.optimizer.step()
@@ -241,27 +229,6 @@ class SyncMetrics:
         return out
 
 
-class _Helpers:
-    """spawn and forkserver start multiprocessing's resource tracker (and the fork server) on our
-    behalf, and they outlive every worker. Those not running before open() are stopped again on
-    close(), so a session leaves no process behind; the workers register nothing with them."""
-
-    def __init__(self):
-        from multiprocessing import forkserver, resource_tracker
-        self._was_running = {
-            resource_tracker._resource_tracker: resource_tracker._resource_tracker._fd is not None,
-            forkserver._forkserver: forkserver._forkserver._forkserver_pid is not None,
-        }
-
-    def stop(self):
-        for helper, was_running in self._was_running.items():
-            if not was_running:
-                try:
-                    helper._stop()
-                except Exception:  # private API: leaving one behind beats failing close()
-                    pass
-
-
 class SyncSession:
     def __init__(self, workload, options: dict):
         self.procs, self.rank0, self.store, self.helpers = [], None, None, None
@@ -299,7 +266,7 @@ class SyncSession:
         if dist.is_initialized():
             raise RuntimeError("a torch.distributed process group already exists in this process")
         if options["context"] != "fork":
-            self.helpers = _Helpers()
+            self.helpers = HelperProcesses()
         timeout_s = options["timeout_s"]
         # rank 0 builds first: an unsupported env fails here, before any process starts
         self.rank0 = _Rank(0, workload, options, self.envs_per_rank)
@@ -308,10 +275,8 @@ class SyncSession:
                                    wait_for_workers=False)
         ctx = mp.get_context(options["context"])
         for rank in range(1, self.ranks):
-            p = ctx.Process(target=_worker_main, name=f"rlpyt-sync-rank{rank}", daemon=True,
-                            args=(rank, self.ranks, self.store.port, workload, options, self.envs_per_rank, backend))
-            p.start()
-            self.procs.append(p)
+            start_process(ctx, self.procs, _worker_main, f"rlpyt-sync-rank{rank}",
+                          (rank, self.ranks, self.store.port, workload, options, self.envs_per_rank, backend))
         self._wait_ready(monotonic() + timeout_s)
         self.rank0.connect(self.store, self.ranks, backend, timeout_s)
 

@@ -24,20 +24,18 @@ num_envs = workers with worker_num_splits=1; worker_num_splits=2 needs an even e
 One unit of step() is one rollout (`rollout` env steps, Sample Factory's default 32) of every env:
 it waits until at least num_envs x rollout new env steps were sampled and returns the exact count.
 """
-import os
 import shutil
 import tempfile
 import threading
 import time
 
-from rlbench.api import Adapter, Option, Unsupported, env_info, register
+from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register
 
 SUPPORTED_FAMILIES = ("atari", "classic", "synthetic")
 
 
 def _env_fn(env_id, env_kwargs, full_env_name, cfg, env_config=None, render_mode=None):
     """Sample Factory's env factory signature; pickled by reference into the spawned rollout workers."""
-    from rlbench.envs import make_env
     return make_env(env_id, **env_kwargs)
 
 

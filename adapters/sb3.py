@@ -14,10 +14,10 @@ from time import perf_counter, perf_counter_ns
 
 import numpy as np
 
-from rlbench.adapters.cleanrl_ppo import CLIP_COEF, LEARNER_OPTIONS, default_target, learner_supports
-from rlbench.api import (Adapter, Option, ReplaySession, Unsupported, env_fns, env_info, envpool_kwargs,
-                         in_process_only, make_policy, register, replay_spec)
-from rlbench.replay import PREFIX, WORKLOADS
+from rlbench.adapters._kit.ppo import (CLIP_COEF, ENT_COEF, GAE_LAMBDA, GAMMA, LEARNER_OPTIONS, MAX_GRAD_NORM,
+                                      VF_COEF, default_target, learner_supports)
+from rlbench.api import (REPLAY_PREFIX, REPLAY_WORKLOADS, Adapter, Option, ReplaySession, Unsupported, env_fns,
+                         env_info, envpool_kwargs, in_process_only, make_policy, register, replay_spec)
 
 
 class SB3Session:
@@ -127,7 +127,7 @@ class SB3ReplayBuffer(Adapter):
     )
 
     def supports(self, workload, options):
-        w = WORKLOADS.get(workload.env_id[len(PREFIX):])
+        w = REPLAY_WORKLOADS.get(workload.env_id[len(REPLAY_PREFIX):])
         if w is not None and w.sampling == "prioritized":
             return "stable-baselines3 has no prioritized replay buffer"
         return in_process_only(workload)
@@ -293,9 +293,10 @@ class SB3PPOSession:
         hidden = list(workload.policy.hidden)
         self.model = PPO(
             "CnnPolicy" if image else "MlpPolicy", self.venv, learning_rate=learning_rate, n_steps=T,
-            batch_size=self.per_unit // self.minibatches, n_epochs=options["update_epochs"], gamma=0.99,
-            gae_lambda=0.95, clip_range=CLIP_COEF["image" if image else "vector"], ent_coef=0.01, vf_coef=0.5,
-            max_grad_norm=0.5, policy_kwargs=None if image else {"net_arch": {"pi": hidden, "vf": hidden}},
+            batch_size=self.per_unit // self.minibatches, n_epochs=options["update_epochs"], gamma=GAMMA,
+            gae_lambda=GAE_LAMBDA, clip_range=CLIP_COEF["image" if image else "vector"], ent_coef=ENT_COEF,
+            vf_coef=VF_COEF, max_grad_norm=MAX_GRAD_NORM,
+            policy_kwargs=None if image else {"net_arch": {"pi": hidden, "vf": hidden}},
             seed=workload.seed, device=workload.policy.device, verbose=0)
         self.model.set_logger(Logger(folder=None, output_formats=[]))
         self.learn_ns = self.infer_ns = 0

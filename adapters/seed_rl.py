@@ -15,20 +15,21 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from rlbench.adapters.a2c import (RETURN_WINDOW, Episodes, a2c_loss, learner_options, learner_supports,
-                                  obs_scale, obs_size, return_mean, sample_actions)
-from rlbench.adapters.rlpyt import (ENV_NS, INFER_NS, LEARN_NS, WAIT_NS, WORKER_OPTIONS, EnvSlice, MasterWatch,
-                                    SharedArrays, Window, acquire, spaces, stop_processes)
-from rlbench.adapters.rlpyt_sync import _Helpers
+from rlbench.adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
+from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, return_mean
+from rlbench.adapters._kit.nets import actor_critic, obs_scale, obs_size
+from rlbench.adapters._kit.procs import (ENV_NS, INFER_NS, LEARN_NS, STAT_COLUMNS, WAIT_NS, WORKER_OPTIONS, EnvSlice,
+                                         HelperProcesses, MasterWatch, SharedArrays, Window, acquire, pin,
+                                         raise_if_exited, spaces, start_process, stop_processes, worker_cpus)
 from rlbench.api import Adapter, Unsupported, Workload, register
 
-TRANSFER_NS, H2D_BYTES, STATS = 8, 9, 10  # columns of `stats` beside rlpyt's (row 0 the learner, 1.. actors)
+# columns of `stats` past the shared ones (row 0 the learner, 1.. actors)
+TRANSFER_NS, H2D_BYTES, STATS = STAT_COLUMNS, STAT_COLUMNS + 1, STAT_COLUMNS + 2
 
 
 def actor_main(rank, workload_dict, lo, hi, shared, sems, cpus, master_pid):
     """Step envs lo..hi-1 once per action handed over; nothing else (no policy, no torch)."""
-    if cpus:
-        os.sched_setaffinity(0, cpus)
+    pin(cpus)
     workload = Workload.from_dict(workload_dict)
     buf = shared.views()
     stats, stop, t_now = buf["stats"][rank + 1], buf["stop"], buf["t"]
@@ -67,7 +68,7 @@ class SeedSession:
         self.action_start = int(getattr(act_space, "start", 0))
         ctx = mp.get_context(options["context"])
         if options["context"] != "fork":
-            self.helpers = _Helpers()
+            self.helpers = HelperProcesses()
         T, B = self.T, self.B
         self.shared = SharedArrays(ctx, {
             "obs_now": ((B, *obs_space.shape), obs_space.dtype), "act_now": ((B,), np.int64),
@@ -82,15 +83,12 @@ class SeedSession:
         self.metrics = self
         self.info = {"workers": workers, "batch_size": T * B}
         try:
-            per, cpus = B // workers, sorted(os.sched_getaffinity(0))
-            for rank in range(workers):
-                pin = [cpus[rank % len(cpus)]] if options["worker_affinity"] == "spread" else None
+            per = B // workers
+            for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
                 self.sems.append((ctx.Semaphore(0), ctx.Semaphore(0)))
-                proc = ctx.Process(target=actor_main, daemon=True, name=f"seed-actor-{rank}",
-                                   args=(rank, workload.to_dict(), rank * per, (rank + 1) * per, self.shared,
-                                         self.sems[rank], pin, os.getpid()))
-                proc.start()
-                self.procs.append(proc)
+                start_process(ctx, self.procs, actor_main, f"seed-actor-{rank}",
+                              (rank, workload.to_dict(), rank * per, (rank + 1) * per, self.shared, self.sems[rank],
+                               cpus, os.getpid()))
             self._wait_all()  # first observations
             self._build_learner(obs_space, act_space)  # torch only after the fork
         except BaseException:
@@ -99,7 +97,6 @@ class SeedSession:
 
     def _build_learner(self, obs_space, act_space):
         import torch
-        from rlbench.adapters.torch_mlp import actor_critic
         policy = self.workload.policy
         if policy.device.startswith("cuda") and not torch.cuda.is_available():
             raise Unsupported("no CUDA device")
@@ -113,7 +110,7 @@ class SeedSession:
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
         self.gen = torch.Generator(self.device)
         self.gen.manual_seed(self.workload.seed * 1000 + 1)
-        self.scale = obs_scale(obs_space)
+        self.scale = obs_scale(obs_space.dtype)
         self.obs_host = torch.from_numpy(self.buf["obs_now"]).reshape(B, size)  # the shared memory itself
         self.obs_bytes = self.buf["obs_now"].nbytes
         self.traj_obs = torch.zeros((T + 1, B, size), dtype=torch.float32, device=self.device)
@@ -121,9 +118,7 @@ class SeedSession:
         self.traj_logits = torch.zeros((T, B, n_actions), dtype=torch.float32, device=self.device)
 
     def _actors_alive(self):
-        for rank, proc in enumerate(self.procs):
-            if not proc.is_alive():
-                raise RuntimeError(f"seed actor {rank} (pid {proc.pid}) exited with code {proc.exitcode}")
+        raise_if_exited(self.procs, "seed actor")
 
     def _release_all(self):
         for act_ready, _ in self.sems:

@@ -24,10 +24,9 @@ import os
 
 import numpy as np
 
-from rlbench.adapters import ray_runtime
-from rlbench.api import (Adapter, Option, ReplaySession, env_fns, in_process_only, make_env, make_policy, register,
-                         replay_spec)
-from rlbench.replay import PRIORITY_ALPHA, PRIORITY_BETA
+from rlbench.adapters._kit import ray_runtime
+from rlbench.api import (PRIORITY_ALPHA, PRIORITY_BETA, Adapter, Option, ReplaySession, env_fns, in_process_only,
+                         make_env, make_policy, register, replay_spec)
 
 
 class TianshouSession:

@@ -136,7 +136,7 @@ def _in_jax_envpool_xla_and_envpool_sync():
     import envpool
     import jax
     import jax.numpy as jnp
-    from rlbench.adapters.jax_envs import make_actor
+    from rlbench.adapters._kit.jax_policy import make_actor
     workload = Workload("CartPole-v1", 6, MLP, seed=3)
     session = _open("envpool-xla", workload, scan_T=40)
     try:

@@ -1,0 +1,66 @@
+"""The torch networks: the layer widths of the `mlp` policy, the actor-critic every torch learner
+trains (rlpyt-sync, impala, seed, a3c, cleanrl-ppo), and their parameter counts, known without torch:
+shared memory for parameters is made before the workers fork, and a process that forks must not
+have touched torch yet. torch itself is imported only inside `actor_critic`.
+"""
+import math
+
+import numpy as np
+
+
+def obs_size(observation_space) -> int:
+    """Inputs of the network: the observation, flattened."""
+    return math.prod(observation_space.shape)
+
+
+def obs_scale(dtype) -> float:
+    """Images (uint8) enter the network in [0, 1]."""
+    return 1.0 / 255 if np.dtype(dtype) == np.uint8 else 1.0
+
+
+def policy_widths(hidden, observation_space, action_space) -> list:
+    """Layer widths of the `mlp` policy: the observation, the hidden sizes, then one output per
+    action (a Discrete space) or per action dimension (a Box)."""
+    out = int(action_space.n) if hasattr(action_space, "n") else math.prod(action_space.shape)
+    return [obs_size(observation_space), *hidden, out]
+
+
+def dense_params(widths) -> int:
+    """Parameters (weights and biases) of Linear layers of these widths in a row."""
+    return sum(a * b + b for a, b in zip(widths[:-1], widths[1:]))
+
+
+def policy_params(policy, observation_space, action_space) -> int:
+    """Length of the flat parameter vector of the workload's policy (a PolicySpec; 0 if it has no
+    parameters: only `mlp` has), known before any worker starts."""
+    if policy.name != "mlp":
+        return 0
+    return dense_params(policy_widths(policy.hidden, observation_space, action_space))
+
+
+def actor_critic_params(obs: int, hidden: tuple, n_actions: int) -> int:
+    """Parameters of `actor_critic(obs, hidden, n_actions)`."""
+    torso = [obs, *hidden]
+    return dense_params(torso) + dense_params([torso[-1], n_actions]) + dense_params([torso[-1], 1])
+
+
+def actor_critic(obs: int, hidden: tuple, n_actions: int):
+    """A shared tanh MLP torso with a policy-logits head and a value head."""
+    import torch
+
+    class ActorCritic(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            layers, size = [], obs
+            for h in hidden:
+                layers += [torch.nn.Linear(size, h), torch.nn.Tanh()]
+                size = h
+            self.torso = torch.nn.Sequential(*layers)
+            self.pi = torch.nn.Linear(size, n_actions)
+            self.v = torch.nn.Linear(size, 1)
+
+        def forward(self, x):
+            z = self.torso(x)
+            return self.pi(z), self.v(z).squeeze(-1)
+
+    return ActorCritic()

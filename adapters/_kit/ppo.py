@@ -1,0 +1,57 @@
+"""What the PPO learners share, so that they train alike and are compared on the same terms: CleanRL's
+hyperparameters (ppo.py / ppo_atari.py; purejaxrl-ppo and sb3-ppo use the same), the options of a PPO
+iteration, the solved criterion, and the checks of cleanrl-ppo and sb3-ppo (PPO on a vector env).
+"""
+import importlib.util
+import math
+
+from rlbench.api import Option, env_info
+
+GAMMA, GAE_LAMBDA, ENT_COEF, VF_COEF, MAX_GRAD_NORM = 0.99, 0.95, 0.01, 0.5, 0.5
+CLIP_COEF = {"image": 0.1, "vector": 0.2}     # ppo_atari.py / ppo.py
+HISTORY = 100                                  # return_mean: the last 100 finished episodes
+TARGETS = {"CartPole-v1": 475.0}               # solved (gymnasium's CartPole-v1 criterion)
+VECS = ("dummy", "subproc", "envpool")
+
+ITERATION_OPTIONS = (
+    Option("num_steps", int, 128, "rollout length per env per iteration", low=1),
+    Option("update_epochs", int, 4, "passes over each rollout", low=1),
+    Option("num_minibatches", int, 4, "minibatches per epoch", low=1),
+    Option("lr", float, 2.5e-4, "Adam learning rate", low=0, open_low=True),
+    Option("anneal_lr", bool, True, "anneal the learning rate linearly to 0 over total_timesteps"),
+)
+
+LEARNER_OPTIONS = (  # cleanrl-ppo and sb3-ppo
+    Option("vec", str, "dummy", "vector env underneath: dummy (one process: gymnasium SyncVectorEnv, SB3 "
+                                "DummyVecEnv), subproc (a subprocess per env: AsyncVectorEnv, SubprocVecEnv), "
+                                "envpool (EnvPool, batch_size = num_envs)", VECS),
+    Option("num_threads", int, 0, "vec=envpool: pool threads; 0 = EnvPool's default, min(num_envs, hardware threads)"),
+    *ITERATION_OPTIONS,
+    Option("total_timesteps", int, 500_000, "env steps of the whole training run the annealing spans", low=1),
+    Option("target_return", float, 0.0, "mean return of the last 100 episodes counted as solved "
+                                         "(time_to_target_s); 0 = the env's own (CartPole-v1: 475, else none)",
+           low=-math.inf),
+)
+
+
+def default_target(env_id: str) -> float:
+    """target_return=0 means the env's own: CartPole-v1 475; none elsewhere (Pong's 18+ takes hours on 2 cores)."""
+    return TARGETS.get(env_id, math.inf)
+
+
+def learner_supports(name: str, workload, options):
+    """What cleanrl-ppo and sb3-ppo cannot host, told without importing a framework."""
+    if options["vec"] == "envpool" and importlib.util.find_spec("envpool") is None:
+        return "package not installed: envpool"
+    if workload.policy.name != "mlp":
+        return f"{name} trains its policy: needs policy mlp (got {workload.policy.name})"
+    batch = workload.num_envs * options["num_steps"]
+    if batch % options["num_minibatches"] or batch // options["num_minibatches"] < 2:
+        return (f"num_envs x num_steps = {batch} must be a multiple of num_minibatches="
+                f"{options['num_minibatches']} (and minibatches of at least 2)")
+    info = env_info(workload.env_id)
+    if info.family == "mujoco":
+        return f"{name} samples a categorical: {workload.env_id} has continuous actions"
+    if options["vec"] == "envpool" and "envpool" not in info.native:
+        return f"envpool has no native {workload.env_id}"
+    return None

@@ -1,0 +1,225 @@
+"""Worker processes of the multi-process adapters (rlpyt's samplers, rlpyt-async, impala, seed, a3c,
+rlpyt-sync): shared memory made before the workers start, their start, CPU pinning, liveness both
+ways and stop, the envs a worker steps, and the per-process stage-time counters their metrics read.
+"""
+import os
+from dataclasses import replace
+from time import perf_counter_ns
+
+import numpy as np
+
+from rlbench.api import Option, make_env, make_policy
+
+# Per-process time counters, one row per process of a `stats` array of STAT_COLUMNS columns, written
+# only by their owner; an adapter may use the columns past LEARN_NS for its own figures.
+ENV_NS, INFER_NS, WAIT_NS, SYNC_NS, LEARN_NS = range(5)
+STAT_COLUMNS = 8
+POLL_S = 1.0  # how often a blocked process checks whether its peer is still alive
+
+WORKER_OPTIONS = (
+    Option("workers", int, 2, "worker processes; each steps num_envs / workers envs", low=1),
+    Option("worker_affinity", str, "none", "pin worker i to the i-th allowed CPU (spread) or not",
+           ("none", "spread")),
+    Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn")),
+)
+
+
+# -- shared memory -----------------------------------------------------------------------------------------
+
+class SharedArrays:
+    """NumPy views on zero-initialised multiprocessing RawArrays: made once by the master and handed
+    to workers as process arguments, so they work with fork, forkserver and spawn alike."""
+
+    def __init__(self, ctx, specs: dict):
+        self.specs = {k: (tuple(shape), np.dtype(dtype).str) for k, (shape, dtype) in specs.items()}
+        self.raw = {k: ctx.RawArray("b", max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize))
+                    for k, (shape, dtype) in self.specs.items()}
+
+    def views(self) -> dict:
+        return {k: np.frombuffer(self.raw[k], dtype=dtype, count=int(np.prod(shape))).reshape(shape)
+                for k, (shape, dtype) in self.specs.items()}
+
+
+class ParamStore:
+    """A policy's parameters in shared memory with a version number: the master publishes, workers load
+    when the version moved (rlpyt's shared model for a CUDA agent's CPU workers)."""
+
+    def __init__(self, ctx, count: int):
+        self.flat = SharedArrays(ctx, {"p": ((max(count, 1),), np.float32), "v": ((1,), np.int64)})
+        self.lock = ctx.Lock()
+        self.count = count
+
+    def attach(self):
+        self._views = self.flat.views()
+        self.loaded = -1
+
+    @property
+    def version(self) -> int:
+        return int(self._views["v"][0])
+
+    def publish(self, net) -> int:
+        import torch
+        flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach().cpu().numpy()
+        with self.lock:
+            self._views["p"][:] = flat
+            self._views["v"][0] += 1
+            return int(self._views["v"][0])
+
+    def load(self, net) -> int:
+        """Copy the newest parameters into `net` if they changed; returns the version now held."""
+        import torch
+        if self.version == self.loaded:
+            return self.loaded
+        with self.lock:
+            flat, self.loaded = self._views["p"].copy(), self.version
+        torch.nn.utils.vector_to_parameters(torch.from_numpy(flat).to(next(net.parameters()).device),
+                                            net.parameters())
+        return self.loaded
+
+
+class Window:
+    """The per-process time counters over the harness's timed window."""
+
+    def __init__(self, stats):
+        self.stats = stats
+        self.reset()
+
+    def reset(self):
+        self.start = self.stats.copy()
+
+    def delta(self):
+        return self.stats - self.start
+
+
+# -- starting, pinning, watching and stopping workers ------------------------------------------------------
+
+def worker_cpus(affinity: str, workers: int) -> list:
+    """Per rank, the CPUs to pin the worker to: `spread` gives rank i the i-th allowed CPU (round robin),
+    `none` leaves every worker where the parent may run (None)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return [[cpus[rank % len(cpus)]] if affinity == "spread" else None for rank in range(workers)]
+
+
+def pin(cpus) -> None:
+    """In a worker: run only on `cpus` (one entry of worker_cpus)."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
+def start_process(ctx, procs: list, target, name: str, args: tuple):
+    """Start a daemon process (never outliving the cell) and add it to `procs`."""
+    proc = ctx.Process(target=target, name=name, args=args, daemon=True)
+    proc.start()
+    procs.append(proc)
+    return proc
+
+
+def raise_if_exited(procs, what: str) -> None:
+    """RuntimeError naming the first of `procs` that has exited ("<what> <rank> (pid P) exited with code C")."""
+    for rank, proc in enumerate(procs):
+        if not proc.is_alive():
+            raise RuntimeError(f"{what} {rank} (pid {proc.pid}) exited with code {proc.exitcode}")
+
+
+class MasterWatch:
+    """Tells a worker that its master exited. Reparenting covers fork and spawn. With forkserver the
+    parent is the server, which outlives the master while workers live, and a dead master may stay a
+    zombie until whoever started it has read our inherited pipes to the end; so also look at the
+    master's state, at most once per POLL_S."""
+
+    def __init__(self, master_pid: int):
+        self.master_pid, self.parent, self.next_look_ns = master_pid, os.getppid(), 0
+
+    def gone(self) -> bool:
+        if os.getppid() != self.parent:
+            return True
+        now = perf_counter_ns()
+        if now < self.next_look_ns:
+            return False
+        self.next_look_ns = now + int(POLL_S * 1e9)
+        import psutil
+        try:
+            return psutil.Process(self.master_pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+
+def acquire(sem, alive) -> float:
+    """Block on `sem`; every POLL_S ask `alive()` (which raises if the peer died). Returns ns waited."""
+    t0 = perf_counter_ns()
+    while not sem.acquire(timeout=POLL_S):
+        alive()
+    return perf_counter_ns() - t0
+
+
+def stop_processes(procs, grace_s: float = 5.0) -> None:
+    """Give every process until the deadline to exit on its own, then kill what is left."""
+    deadline = perf_counter_ns() + int(grace_s * 1e9)
+    for proc in procs:
+        proc.join(max(deadline - perf_counter_ns(), 0) / 1e9)
+    for proc in procs:
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
+class HelperProcesses:
+    """spawn and forkserver start multiprocessing's resource tracker (and the fork server) on our
+    behalf, and they outlive every worker. Those not running before open() are stopped again on
+    close(), so a session leaves no process behind; the workers register nothing with them."""
+
+    def __init__(self):
+        from multiprocessing import forkserver, resource_tracker
+        self._was_running = {
+            resource_tracker._resource_tracker: resource_tracker._resource_tracker._fd is not None,
+            forkserver._forkserver: forkserver._forkserver._forkserver_pid is not None,
+        }
+
+    def stop(self):
+        for helper, was_running in self._was_running.items():
+            if not was_running:
+                try:
+                    helper._stop()
+                except Exception:  # private API: leaving one behind beats failing close()
+                    pass
+
+
+# -- what a worker steps and acts with ---------------------------------------------------------------------
+
+def spaces(workload):
+    """The workload's observation and action spaces, from one env built and closed."""
+    env = make_env(workload.env_id, **workload.env_kwargs)
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+class EnvSlice:
+    """Envs lo..hi-1 of the batch, stepped in a loop with auto-reset (as in `serial`)."""
+
+    def __init__(self, workload, lo, hi, obs_now):
+        self.envs = [make_env(workload.env_id, **workload.env_kwargs) for _ in range(lo, hi)]
+        self.obs_now = obs_now
+        for j, env in enumerate(self.envs):
+            obs_now[j] = env.reset(seed=workload.seed + lo + j)[0]
+
+    def step(self, actions, rew_row, done_row):
+        for j, env in enumerate(self.envs):
+            obs, reward, terminated, truncated, _ = env.step(actions[j])
+            done = terminated or truncated
+            if done:
+                obs, _ = env.reset()
+            self.obs_now[j], rew_row[j], done_row[j] = obs, reward, done
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+
+def worker_policy(workload, rank, obs_space, act_space):
+    """A worker's own copy of the agent: always on the CPU (rlpyt's CPU copy of a CUDA agent), and a
+    random policy gets its own stream per worker."""
+    policy = replace(workload.policy, device="cpu")
+    return make_policy(replace(workload, policy=policy, seed=workload.seed + 1000 * (rank + 1)),
+                       obs_space, act_space)
