@@ -19,13 +19,13 @@ Layout, as Acme lays it out:
   `TrajectoryWriter`, as Acme's adders do: append the item, `create_item` on the last step, then
   `flush(max_in_flight)` to bound the items in flight (Acme: 5 for transitions, 2 for sequences);
 - the learner samples `batch_size` items per step from a `reverb.TrajectoryDataset` batched by tf.data
-  (`sampler=dataset`, the default: Acme's learner input; it keeps 2 batches of samples in flight per
-  worker (Acme's default; at most 128 MiB of them, which only caps R2D2's and IMPALA's big items), so the
-  next batch is being fetched while the learner reads this one, and tf.data's batch op is the one copy into a contiguous [batch, item_bytes] array), or through `client.sample` (`sampler=client`:
-  a new streaming Sampler per batch, each item copied into the learner's batch by Python; 2x to 7x slower
-  here); then the driver reads every byte, and prioritized workloads write priorities back with
-  `mutate_priorities` (with the dataset, samples already in flight were drawn with the old priorities, as
-  in Acme).
+  (`sampler=dataset`, the default: Acme's learner input; it keeps 2 batches of samples in flight per worker
+  (Acme's default; at most 128 MiB of them, which only caps R2D2's and IMPALA's big items), so the next batch
+  is being fetched while the learner reads this one, and tf.data's batch op is the one copy into a contiguous
+  [batch, item_bytes] array), or through `client.sample` (`sampler=client`: a new streaming Sampler per batch,
+  each item copied into the learner's batch by Python; 2x to 7x slower here); then the driver reads every
+  byte, and prioritized workloads write priorities back with `mutate_priorities` (with the dataset, samples
+  already in flight were drawn with the old priorities, as in Acme).
 
 Items are one uint8 step of item_bytes (a sequence workload's whole sequence, as in our stores); new
 items get priority 1.0 (Acme's adders without priority functions). Reverb compresses chunks (zstd) as
