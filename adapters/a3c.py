@@ -48,7 +48,7 @@ def worker_main(rank, workload_dict, lo, hi, opts, shared, tick, lock, cpus, mas
     workload = Workload.from_dict(workload_dict)
     buf = shared.views()
     ctrl, stats, hist = buf["ctrl"], buf["stats"][rank], buf["lag_hist"][rank]
-    updates, acted, consumed = buf["updates"], buf["acted"], buf["consumed"]
+    updates, acted = buf["updates"], buf["acted"]
     envs = EnvSlice(workload, lo, hi, buf["obs_now"][lo:hi])
     try:
         import torch
@@ -132,7 +132,6 @@ def worker_main(rank, workload_dict, lo, hi, opts, shared, tick, lock, cpus, mas
                 if lock is not None:
                     lock.release()
             hist[min(v1 - v0, LAG_BINS - 1)] += 1
-            consumed[rank] += T * n
             stats[WAIT_NS] += waited
             stats[LEARN_NS] += perf_counter_ns() - t3 - waited
             episodes.add(rew, done)
@@ -160,7 +159,7 @@ class A3CSession:
         self.shared = SharedArrays(ctx, {
             "params": ((count,), np.float32), "m": ((count,), np.float32), "v": ((count,), np.float32),
             "obs_now": ((B, *obs_space.shape), obs_space.dtype),
-            "updates": ((workers,), np.int64), "acted": ((workers,), np.int64), "consumed": ((workers,), np.int64),
+            "updates": ((workers,), np.int64), "acted": ((workers,), np.int64),
             "ready": ((workers,), np.int64), "ctrl": ((3,), np.int64), "stats": ((workers, STAT_COLUMNS), np.float64),
             "lag_hist": ((workers, LAG_BINS), np.int64),
             "returns": ((workers, ring), np.float64), "episodes": ((workers,), np.int64)})
@@ -215,16 +214,16 @@ class A3CSession:
     def reset(self):
         self.window.reset()
         b = self.buf
-        self.mark = (self.version, int(b["acted"].sum()), int(b["consumed"].sum()), b["lag_hist"].sum(0))
+        self.mark = (self.version, int(b["acted"].sum()), b["lag_hist"].sum(0))
 
     def read(self, seconds):
         b = self.buf
-        updates, acted, consumed, hist0 = self.mark
+        updates, acted, hist0 = self.mark
         d = self.window.delta() / (seconds * 1e9)
         hist = b["lag_hist"].sum(0) - hist0
         self.info["policy_lag_hist"] = trimmed(hist)
-        return {"updates_per_s": (self.version - updates) / seconds,
-                "samples_per_s": (int(b["consumed"].sum()) - consumed) / seconds,
+        made = self.version - updates  # one read: every update consumes per_update transitions
+        return {"updates_per_s": made / seconds, "samples_per_s": made * self.per_update / seconds,
                 "actor_steps_per_s": (int(b["acted"].sum()) - acted) / seconds,
                 **lag_stats(hist),
                 "env_frac": float(d[:, ENV_NS].mean()), "inference_frac": float(d[:, INFER_NS].mean()),
