@@ -17,13 +17,31 @@ import time
 from time import perf_counter_ns
 
 import numpy as np
-
 from rlbench.adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
 from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
 from rlbench.adapters._kit.nets import actor_critic, actor_critic_params, obs_scale, obs_size
-from rlbench.adapters._kit.procs import (ENV_NS, INFER_NS, LEARN_NS, POLL_S, STAT_COLUMNS, SYNC_NS, WAIT_NS,
-                                         WORKER_OPTIONS, EnvSlice, HelperProcesses, MasterWatch, SharedArrays, Window,
-                                         pin, raise_if_exited, spaces, start_process, stop_processes, worker_cpus)
+from rlbench.adapters._kit.procs import (
+    ENV_NS,
+    INFER_NS,
+    LEARN_NS,
+    POLL_S,
+    STAT_COLUMNS,
+    SYNC_NS,
+    WAIT_NS,
+    WORKER_OPTIONS,
+    EnvSlice,
+    HelperProcesses,
+    MasterWatch,
+    SharedArrays,
+    Window,
+    pin,
+    raise_if_exited,
+    spaces,
+    start_process,
+    stop_processes,
+    worker_cpus,
+)
+
 from rlbench.api import Adapter, Option, Unsupported, Workload, register
 
 INIT, GO, STOP = range(3)  # ctrl words: worker 0 wrote the initial parameters; start; stop

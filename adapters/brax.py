@@ -39,6 +39,7 @@ from time import perf_counter
 
 from rlbench.adapters._kit.jax_policy import make_actor
 from rlbench.adapters._kit.jax_runtime import JAX_OPTIONS, CompiledScan, jax_supports, pick_devices, start_jax
+
 from rlbench.api import Adapter, Option, Unsupported, register
 
 ENVS = {"brax/ant": "ant", "brax/halfcheetah": "halfcheetah"}   # rlbench id -> brax.envs name
@@ -229,6 +230,7 @@ class BraxPPOSession:
     @staticmethod
     def _train_kwargs(workload, options, evals, num_timesteps, progress, devices):
         import functools
+
         from brax.training.agents.ppo import networks as ppo_networks
         hidden = tuple(workload.policy.hidden)
         return dict(

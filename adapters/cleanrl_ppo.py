@@ -31,10 +31,20 @@ from collections import deque
 from time import perf_counter, perf_counter_ns
 
 import numpy as np
-
 from rlbench.adapters._kit.nets import actor_critic
-from rlbench.adapters._kit.ppo import (CLIP_COEF, ENT_COEF, GAE_LAMBDA, GAMMA, HISTORY, LEARNER_OPTIONS, MAX_GRAD_NORM,
-                                      VF_COEF, default_target, learner_supports)
+from rlbench.adapters._kit.ppo import (
+    CLIP_COEF,
+    ENT_COEF,
+    GAE_LAMBDA,
+    GAMMA,
+    HISTORY,
+    LEARNER_OPTIONS,
+    MAX_GRAD_NORM,
+    VF_COEF,
+    default_target,
+    learner_supports,
+)
+
 from rlbench.api import Adapter, Unsupported, env_fns, env_info, envpool_kwargs, register
 
 STAGES = ("env", "inference", "learn")

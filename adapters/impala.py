@@ -19,12 +19,27 @@ import time
 from time import perf_counter_ns
 
 import numpy as np
-
 from rlbench.adapters._kit.learner_stats import Episodes, lag_stats, return_mean
 from rlbench.adapters._kit.nets import actor_critic, actor_critic_params, obs_scale
-from rlbench.adapters._kit.procs import (ENV_NS, INFER_NS, LEARN_NS, STAT_COLUMNS, SYNC_NS, WAIT_NS, EnvSlice,
-                                         MasterWatch, SharedArrays, Window, pin, raise_if_exited, spaces, start_process,
-                                         stop_processes, worker_cpus)
+from rlbench.adapters._kit.procs import (
+    ENV_NS,
+    INFER_NS,
+    LEARN_NS,
+    STAT_COLUMNS,
+    SYNC_NS,
+    WAIT_NS,
+    EnvSlice,
+    MasterWatch,
+    SharedArrays,
+    Window,
+    pin,
+    raise_if_exited,
+    spaces,
+    start_process,
+    stop_processes,
+    worker_cpus,
+)
+
 from rlbench.api import Adapter, Option, Unsupported, Workload, register
 
 GAMMA, VALUE_COEF, ENTROPY_COEF, GRAD_CLIP = 0.99, 0.5, 0.01, 40.0

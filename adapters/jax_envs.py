@@ -22,10 +22,27 @@ import os
 from time import perf_counter
 
 from rlbench.adapters._kit.jax_policy import make_actor, mlp_apply, mlp_init
-from rlbench.adapters._kit.jax_runtime import (JAX_OPTIONS, CompiledScan, compile_ahead, jax_supports, pick_devices,
-                                               place, sharded, start_jax)
-from rlbench.adapters._kit.ppo import (CLIP_COEF, ENT_COEF, GAE_LAMBDA, GAMMA, HISTORY, ITERATION_OPTIONS,
-                                      MAX_GRAD_NORM, VF_COEF)
+from rlbench.adapters._kit.jax_runtime import (
+    JAX_OPTIONS,
+    CompiledScan,
+    compile_ahead,
+    jax_supports,
+    pick_devices,
+    place,
+    sharded,
+    start_jax,
+)
+from rlbench.adapters._kit.ppo import (
+    CLIP_COEF,
+    ENT_COEF,
+    GAE_LAMBDA,
+    GAMMA,
+    HISTORY,
+    ITERATION_OPTIONS,
+    MAX_GRAD_NORM,
+    VF_COEF,
+)
+
 from rlbench.api import Adapter, Option, Unsupported, env_info, envpool_kwargs, register
 
 GYMNAX_ENVS = {"CartPole-v1": "CartPole-v1"}   # rlbench (EnvPool) name -> gymnax name

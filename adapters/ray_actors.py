@@ -18,8 +18,8 @@ import os
 from dataclasses import replace
 
 import numpy as np
-
 from rlbench.adapters._kit import ray_runtime
+
 from rlbench.api import Adapter, Option, Unsupported, Workload, env_fns, make_env, make_policy, register
 
 STRATEGIES = {"pack": "PACK", "spread": "SPREAD"}
@@ -41,6 +41,7 @@ class EnvActor:
 
     def where(self) -> dict:
         import socket
+
         import ray
         return {"node_id": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname(),
                 "pid": os.getpid()}

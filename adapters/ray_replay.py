@@ -9,8 +9,8 @@ store statistics and fails rather than time a store that spilled. RAY_ADDRESS (`
 an existing cluster, which keeps its own store size. Starting or joining Ray is `runtime_init_s`.
 """
 import numpy as np
-
 from rlbench.adapters._kit import ray_runtime
+
 from rlbench.api import Adapter, ReplaySession, register, replay_spec
 
 OBJECT_OVERHEAD = 1024        # bytes per object beyond the item (Ray's header and alignment; ~250 seen)

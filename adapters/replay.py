@@ -2,7 +2,7 @@
 sampled by the learner, and an np.memmap store on disk; prioritized sampling with a sum tree for all.
 
 They are the reference the native peers (stable-baselines3, tianshou, torchrl, Ray) are compared with,
-on the same workloads through the same driver (rlbench.replay): one store, one copy into the batch.
+on the same workloads through the same driver (rlbench.families.replay.driver): one store, one copy into the batch.
 """
 import ctypes
 import multiprocessing as mp
@@ -10,8 +10,20 @@ import os
 
 import numpy as np
 
-from rlbench.api import (PAGE_CACHE, PRIORITY_ALPHA, PRIORITY_BETA, Adapter, Option, ReplaySession, Unsupported,
-                         in_process_only, pagecache, register, replay_spec, scratch_dir)
+from rlbench.api import (
+    PAGE_CACHE,
+    PRIORITY_ALPHA,
+    PRIORITY_BETA,
+    Adapter,
+    Option,
+    ReplaySession,
+    Unsupported,
+    in_process_only,
+    pagecache,
+    register,
+    replay_spec,
+    scratch_dir,
+)
 
 
 class SumTree:

@@ -17,11 +17,29 @@ import os
 from time import perf_counter_ns
 
 import numpy as np
-
 from rlbench.adapters._kit.nets import policy_params
-from rlbench.adapters._kit.procs import (ENV_NS, INFER_NS, STAT_COLUMNS, SYNC_NS, WAIT_NS, WORKER_OPTIONS, EnvSlice,
-                                         MasterWatch, ParamStore, SharedArrays, Window, acquire, pin, raise_if_exited,
-                                         spaces, start_process, stop_processes, worker_cpus, worker_policy)
+from rlbench.adapters._kit.procs import (
+    ENV_NS,
+    INFER_NS,
+    STAT_COLUMNS,
+    SYNC_NS,
+    WAIT_NS,
+    WORKER_OPTIONS,
+    EnvSlice,
+    MasterWatch,
+    ParamStore,
+    SharedArrays,
+    Window,
+    acquire,
+    pin,
+    raise_if_exited,
+    spaces,
+    start_process,
+    stop_processes,
+    worker_cpus,
+    worker_policy,
+)
+
 from rlbench.api import Adapter, Option, Workload, make_policy, register
 
 

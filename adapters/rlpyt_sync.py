@@ -14,10 +14,10 @@ from datetime import timedelta
 from time import monotonic, perf_counter_ns, sleep
 
 import numpy as np
-
 from rlbench.adapters._kit.a2c import a2c_loss
 from rlbench.adapters._kit.nets import actor_critic, obs_scale
 from rlbench.adapters._kit.procs import HelperProcesses, start_process, stop_processes
+
 from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register
 
 ITERATE, REPORT_PARAMS, STOP = 0, 1, 2
@@ -247,6 +247,7 @@ class SyncSession:
 
     def _open(self, workload, options):
         import multiprocessing as mp
+
         import torch
         import torch.distributed as dist
         if not dist.is_available():

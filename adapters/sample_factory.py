@@ -87,6 +87,7 @@ class SampleFactorySession:
         from rlbench.api import become_subreaper
         become_subreaper()  # anything a worker leaves behind is ours to reap on close
         from functools import partial
+        from multiprocessing import resource_tracker
 
         from sample_factory.algo.sampling.simplified_sampling_api import SamplingLoop
         from sample_factory.algo.utils.context import global_model_factory, reset_global_context
@@ -94,8 +95,6 @@ class SampleFactorySession:
         from sample_factory.algo.utils.make_env import make_env_func_batched
         from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
         from sample_factory.envs.env_utils import register_env
-
-        from multiprocessing import resource_tracker
         self._own_tracker = resource_tracker._resource_tracker._fd is None  # started by SF's spawned workers
         self.train_dir = tempfile.mkdtemp(prefix="rlbench-sf-")
         reset_global_context()

@@ -13,11 +13,33 @@ import os
 from time import perf_counter, perf_counter_ns
 
 import numpy as np
+from rlbench.adapters._kit.ppo import (
+    CLIP_COEF,
+    ENT_COEF,
+    GAE_LAMBDA,
+    GAMMA,
+    LEARNER_OPTIONS,
+    MAX_GRAD_NORM,
+    VF_COEF,
+    default_target,
+    learner_supports,
+)
 
-from rlbench.adapters._kit.ppo import (CLIP_COEF, ENT_COEF, GAE_LAMBDA, GAMMA, LEARNER_OPTIONS, MAX_GRAD_NORM,
-                                      VF_COEF, default_target, learner_supports)
-from rlbench.api import (REPLAY_PREFIX, REPLAY_WORKLOADS, Adapter, Option, ReplaySession, Unsupported, env_fns,
-                         env_info, envpool_kwargs, in_process_only, make_policy, register, replay_spec)
+from rlbench.api import (
+    REPLAY_PREFIX,
+    REPLAY_WORKLOADS,
+    Adapter,
+    Option,
+    ReplaySession,
+    Unsupported,
+    env_fns,
+    env_info,
+    envpool_kwargs,
+    in_process_only,
+    make_policy,
+    register,
+    replay_spec,
+)
 
 
 class SB3Session:
@@ -257,11 +279,11 @@ class SB3PPOSession:
             raise
 
     def _open(self, workload, options):
+        import gymnasium as gym
+        import torch
         from stable_baselines3 import PPO
         from stable_baselines3.common.logger import Logger
         from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
-        import gymnasium as gym
-        import torch
         EnvPoolVecEnv, TimedVecEnv, ClipRewardVecEnv = _sb3_vec_classes()
         vec, n = options["vec"], workload.num_envs
         if vec == "envpool":

@@ -14,13 +14,30 @@ import os
 from time import perf_counter_ns
 
 import numpy as np
-
 from rlbench.adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
 from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, return_mean
 from rlbench.adapters._kit.nets import actor_critic, obs_scale, obs_size
-from rlbench.adapters._kit.procs import (ENV_NS, INFER_NS, LEARN_NS, STAT_COLUMNS, WAIT_NS, WORKER_OPTIONS, EnvSlice,
-                                         HelperProcesses, MasterWatch, SharedArrays, Window, acquire, pin,
-                                         raise_if_exited, spaces, start_process, stop_processes, worker_cpus)
+from rlbench.adapters._kit.procs import (
+    ENV_NS,
+    INFER_NS,
+    LEARN_NS,
+    STAT_COLUMNS,
+    WAIT_NS,
+    WORKER_OPTIONS,
+    EnvSlice,
+    HelperProcesses,
+    MasterWatch,
+    SharedArrays,
+    Window,
+    acquire,
+    pin,
+    raise_if_exited,
+    spaces,
+    start_process,
+    stop_processes,
+    worker_cpus,
+)
+
 from rlbench.api import Adapter, Unsupported, Workload, register
 
 # columns of `stats` past the shared ones (row 0 the learner, 1.. actors)

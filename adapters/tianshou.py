@@ -23,10 +23,21 @@ so an async DummyVectorEnv hands back only every other finished env per call.
 import os
 
 import numpy as np
-
 from rlbench.adapters._kit import ray_runtime
-from rlbench.api import (PRIORITY_ALPHA, PRIORITY_BETA, Adapter, Option, ReplaySession, env_fns, in_process_only,
-                         make_env, make_policy, register, replay_spec)
+
+from rlbench.api import (
+    PRIORITY_ALPHA,
+    PRIORITY_BETA,
+    Adapter,
+    Option,
+    ReplaySession,
+    env_fns,
+    in_process_only,
+    make_env,
+    make_policy,
+    register,
+    replay_spec,
+)
 
 
 class TianshouSession:

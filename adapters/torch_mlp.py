@@ -1,6 +1,7 @@
 """Policy `mlp`: a torch MLP run once per vector step on the chosen device and thread count. The
 learners' actor-critic network is rlbench.adapters._kit.nets.actor_critic."""
 from rlbench.adapters._kit.nets import policy_widths
+
 from rlbench.api import Unsupported, register_policy
 
 

@@ -13,8 +13,19 @@ import mmap
 import shutil
 import tempfile
 
-from rlbench.api import (PAGE_CACHE, PRIORITY_ALPHA, PRIORITY_BETA, Adapter, ReplaySession, Unsupported,
-                         in_process_only, pagecache, register, replay_spec, scratch_dir)
+from rlbench.api import (
+    PAGE_CACHE,
+    PRIORITY_ALPHA,
+    PRIORITY_BETA,
+    Adapter,
+    ReplaySession,
+    Unsupported,
+    in_process_only,
+    pagecache,
+    register,
+    replay_spec,
+    scratch_dir,
+)
 
 
 def _prioritized_sampler(capacity: int):

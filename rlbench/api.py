@@ -2,16 +2,25 @@
 this module and `rlbench.adapters._kit`, nothing else of rlbench; import-linter checks it). No core module
 imports this one: the core depends on `rlbench.contract`, the leaf these names come from.
 """
-from rlbench import pagecache
 from rlbench.contract import PAGE_CACHE, Adapter, Metrics, Option, Session
 from rlbench.envs import env_fns, env_info, envpool_kwargs, make_env
 from rlbench.errors import Unsupported
+from rlbench.families.replay.driver import PREFIX as REPLAY_PREFIX
+from rlbench.families.replay.driver import (
+                                            PRIORITY_ALPHA,
+                                            PRIORITY_BETA,
+                                            ReplaySession,
+                                            ReplaySpec,
+                                            in_process_only,
+                                            replay_spec,
+                                            scratch_dir,
+)
+from rlbench.families.replay.driver import WORKLOADS as REPLAY_WORKLOADS
+from rlbench.machine import pagecache
 from rlbench.policy import make_policy, random_sampler
-from rlbench.proctree import become_subreaper  # for adapters whose framework orphans processes
 from rlbench.registry import register, register_policy
-from rlbench.replay import (PREFIX as REPLAY_PREFIX, PRIORITY_ALPHA, PRIORITY_BETA, WORKLOADS as REPLAY_WORKLOADS,
-                            ReplaySession, ReplaySpec, in_process_only, replay_spec, scratch_dir)
-from rlbench.metrics import SESSION_METRICS
+from rlbench.results.metrics import SESSION_METRICS
+from rlbench.running.proctree import become_subreaper  # for adapters whose framework orphans processes
 from rlbench.workload import PolicySpec, Workload
 
 __all__ = [

@@ -5,10 +5,12 @@ import json
 import os
 import sys
 
-from rlbench import pipeline, registry, rundir
+from rlbench import pipeline, registry
 from rlbench.errors import UsageError
-from rlbench.limits import DEFAULTS as LIMIT_DEFAULTS, positive_int
+from rlbench.machine.limits import DEFAULTS as LIMIT_DEFAULTS
+from rlbench.machine.limits import positive_int
 from rlbench.pipeline import export, summarize
+from rlbench.running import rundir
 
 REPORTS = rundir.REPORTS
 # what a run keeps of its command line (plan.json), enough to plan it again: resume, rerun
@@ -137,7 +139,7 @@ def cmd_report(args) -> int:
     try:
         if args.format == "pytest-benchmark":
             from rlbench.report.pytest_benchmark import write
-            from rlbench.results import ResultSet
+            from rlbench.results.model import ResultSet
             print(f"pytest-benchmark: {write(ResultSet.load(args.dir), args.dir)}")
             return 0
         results = export(args.dir)
@@ -151,9 +153,9 @@ def cmd_report(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    from rlbench.families.validation.checks import validation_rows
     from rlbench.report.validation import validation_text
-    from rlbench.validate import validation_rows
-    from rlbench.results import ResultSet
+    from rlbench.results.model import ResultSet
     if args.from_dir:
         if not os.path.isdir(args.from_dir):
             raise UsageError(f"validate --from {args.from_dir}: not a directory")
@@ -170,7 +172,7 @@ def cmd_validate(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from rlbench.adapter_envs import environment_of
+    from rlbench.running.adapter_envs import environment_of
     adapters = registry.discover()
     for name in sorted(adapters):
         cls = adapters[name]
@@ -192,7 +194,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_limits(args) -> int:
-    from rlbench.limits import measure_in_subprocess
+    from rlbench.machine.limits import measure_in_subprocess
     os.makedirs(args.out_dir, exist_ok=True)
     limits = measure_in_subprocess(args.out_dir, args.memcpy_mb, args.disk_mb, args.repeats)
     print(json.dumps(limits, indent=2))
@@ -200,9 +202,9 @@ def cmd_limits(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from rlbench.compare import compare, parse_threshold, ratio_label
     from rlbench.report import compare as compare_report
-    from rlbench.results import ResultSet
+    from rlbench.results.compare import compare, parse_threshold, ratio_label
+    from rlbench.results.model import ResultSet
     threshold = parse_threshold(args.threshold)
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha {args.alpha:g} must be between 0 and 1")
@@ -220,7 +222,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_envs(args) -> int:
-    from rlbench import adapter_envs
+    from rlbench.running import adapter_envs
     known = adapter_envs.needed(registry.discover().values())
     unknown = [n for n in args.names if n not in known]
     if unknown:
@@ -239,7 +241,7 @@ def cmd_envs(args) -> int:
 
 
 def cmd_env(args) -> int:
-    from rlbench.fingerprint import fingerprint
+    from rlbench.machine.fingerprint import fingerprint
     print(json.dumps(fingerprint(), indent=2))
     return 0
 

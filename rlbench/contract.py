@@ -70,13 +70,13 @@ class Option:
         return value
 
 
-# The option every disk-backed replay store takes (rlbench.pagecache sets and records the state)
+# The option every disk-backed replay store takes (rlbench.machine.pagecache sets and records the state)
 PAGE_CACHE = Option("cache", str, "cold", "page cache as timing starts: cold (dropped) or warm (read once)",
                     ("cold", "warm"))
 
 
 class Session(Protocol):
-    info: dict          # optional: see rlbench.cell.INFO_KEYS (workers, batch_size, compile_s, ...)
+    info: dict          # optional: see rlbench.running.child.INFO_KEYS (workers, batch_size, compile_s, ...)
     metrics: "Metrics"  # optional: figures beyond env steps, over the timed window
 
     def drain(self) -> None: ...    # optional: wait for work step() only dispatched (block_until_ready)

@@ -64,7 +64,7 @@ def _rom(env_id: str) -> str:
 
 def env_info(env_id: str) -> EnvInfo:
     from rlbench.errors import UsageError
-    from rlbench import replay
+    from rlbench.families.replay import driver as replay
     if env_id in ENVS:
         return ENVS[env_id]
     if env_id.startswith(replay.PREFIX):  # a replay workload: what replay backends store and sample

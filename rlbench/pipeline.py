@@ -10,11 +10,13 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from rlbench import registry, rundir
+from rlbench import registry
 from rlbench.errors import UsageError
-from rlbench.flags import plan
-from rlbench.fingerprint import fingerprint, now
-from rlbench.results import ResultSet, ResultStore, StoreError
+from rlbench.machine.fingerprint import fingerprint, now
+from rlbench.planning.flags import plan
+from rlbench.results.model import ResultSet
+from rlbench.results.store import ResultStore, StoreError
+from rlbench.running import rundir
 
 HANDLED = ("SIGTERM", "SIGHUP")  # like Ctrl-C: the running cell is killed, every finished row kept
 
@@ -73,7 +75,7 @@ def open_run(out_dir, suite, record, env, saved) -> tuple:
 def sweep(args, suite, run_id, out_dir, env, done) -> Outcome:
     """Limits (replay), adapters' own environments, then every (cell, repeat) not done; Ctrl-C, SIGTERM,
     SIGHUP and a full disk end it early with every finished row kept."""
-    from rlbench.sweep import run_sweep
+    from rlbench.running.sweep import run_sweep
     todo = f" ({len(done)} rows kept, running the rest)" if done else ""
     print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {out_dir}{todo}", file=sys.stderr)
     outcome = Outcome()
@@ -127,7 +129,7 @@ def exit_code(outcome: Outcome, results: ResultSet, allow_errors: bool) -> int:
 def prepare(suite, build: bool, env: dict) -> dict:
     """Build (once, cached) the environments of adapters that cannot share this one; env.json records
     each one's interpreter and package versions. A build that fails turns its cells into error rows."""
-    from rlbench import adapter_envs
+    from rlbench.running import adapter_envs
     prepared = adapter_envs.prepare({registry.get(c.adapter) for c in suite.cells}, build=build)
     env["adapter_envs"] = {name: p.record or {"status": p.status, "reason": p.reason} for name, p in prepared.items()}
     return prepared
@@ -136,7 +138,7 @@ def prepare(suite, build: bool, env: dict) -> dict:
 def measure_limits(out_dir, sizes: dict) -> dict:
     """The machine limits replay figures are fractions of, measured on this run's filesystem before the
     sweep; a failure is recorded ({"error": ...}) and the sweep runs without them."""
-    from rlbench.limits import measure_in_subprocess, summary_line
+    from rlbench.machine.limits import measure_in_subprocess, summary_line
     print("rlbench: limits: ", end="", file=sys.stderr, flush=True)  # the figures end the line (~15 s)
     try:
         limits = measure_in_subprocess(out_dir, sizes["memcpy_mb"], sizes["disk_mb"], sizes["repeats"])

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from rlbench import cli
-from rlbench.results import read_rows
+from rlbench.results.store import read_rows
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -177,8 +177,9 @@ def misbehaving_adapters_env(root: Path, pid_dir: Path) -> dict:
 def shm_left_since(before: dict) -> dict:
     """/dev/shm entries new since `before` (proctree.shm_snapshot()) that no process outside this test's
     own tree holds: what the test left behind. Another run's segments on the machine are not counted."""
-    from rlbench import proctree
     import os
+
+    from rlbench.running import proctree
     new = {k: n for k, n in proctree.shm_snapshot().items() if k not in before}
     if new:
         ours = {os.getpid(), *proctree.descendants(os.getpid())}

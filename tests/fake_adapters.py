@@ -138,7 +138,7 @@ from rlbench.api import Option  # noqa: E402
 
 
 def this_repeat() -> tuple:
-    """(cell_id, repeat) of the job this cell process runs: its spec is rlbench.cell's last argument."""
+    """(cell_id, repeat) of the job this cell process runs: its spec is rlbench.running.child's last argument."""
     import json
     spec = json.loads(sys.argv[-1])
     return spec["cell_id"], spec["repeat"]

@@ -5,7 +5,6 @@ import re
 import tomllib
 
 import pytest
-
 from conftest import REPO
 
 CORE = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]

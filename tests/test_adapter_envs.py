@@ -6,7 +6,6 @@ build from the registry, small), through adapters of a fake distribution on PYTH
 from importlib.metadata import version
 
 import pytest
-
 from conftest import misbehaving_adapters_env, run_cli_subprocess, sweep, write_suite
 
 CORE = ("numpy", "psutil", "gymnasium", "filelock", "cloudpickle", "farama-notifications", "typing-extensions")

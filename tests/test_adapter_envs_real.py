@@ -5,7 +5,6 @@ adapter; env.json records each environment's package versions. `make test` build
 import subprocess
 
 import pytest
-
 from conftest import REPO, run_cli_subprocess, write_suite
 
 pytestmark = pytest.mark.slow
@@ -52,7 +51,7 @@ def test_every_cell_ran(run):
 def test_reverbs_own_tests_pass_in_its_environment():
     """tests/test_replay_reverb.py imports reverb: it runs under the reverb environment's interpreter."""
     from rlbench import registry
-    from rlbench.adapter_envs import environment_of
+    from rlbench.running.adapter_envs import environment_of
     python = environment_of(registry.get("reverb")).ensure()["python"]
     out = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_replay_reverb.py"],
                          cwd=REPO, capture_output=True, text=True, timeout=900)

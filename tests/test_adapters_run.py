@@ -3,9 +3,9 @@ accounting and the files a run directory must hold."""
 import csv
 
 import pytest
-
 from conftest import TINY, run_cli
-from rlbench.results import RUN_COLUMNS, SUMMARY_COLUMNS
+
+from rlbench.results.model import RUN_COLUMNS, SUMMARY_COLUMNS
 
 NUM_ENVS = 4
 CONFIGS = {

@@ -2,7 +2,7 @@
 imports without brax or jax, declares its own environment, resolves options, says why it cannot host a
 workload, and its env ids are known to rlbench; adapters/envs/brax.txt is fully pinned.
 
-SMOKE_SPECS are ready cell specs for the isolated environment: `DIR/bin/python -m rlbench.cell SPEC_JSON`.
+SMOKE_SPECS are ready cell specs for the isolated environment: `DIR/bin/python -m rlbench.running.child SPEC_JSON`.
 test_cells_run_in_the_brax_environment runs them in the environment the harness builds (cached; make test
 builds it first)."""
 import json
@@ -11,13 +11,13 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from rlbench import registry
 from rlbench.envs import env_info, make_env
 from rlbench.errors import Unsupported
-from rlbench.plan import Cell, Settings
-from rlbench.suite import load_suite
+from rlbench.planning.plan import Cell, Settings
+from rlbench.planning.suite import load_suite
 from rlbench.workload import PolicySpec, Workload
 
 MLP = PolicySpec("mlp", hidden=(32, 32))
@@ -117,10 +117,10 @@ def test_smoke_specs_are_valid_json_for_the_cell_process():
 
 @pytest.mark.slow
 def test_cells_run_in_the_brax_environment():
-    from rlbench.adapter_envs import environment_of
+    from rlbench.running.adapter_envs import environment_of
     python = environment_of(registry.get("brax")).ensure()["python"]
     for spec in smoke_specs():
-        out = subprocess.run([python, "-m", "rlbench.cell", json.dumps(spec)],
+        out = subprocess.run([python, "-m", "rlbench.running.child", json.dumps(spec)],
                              cwd=REPO, capture_output=True, text=True, timeout=600)
         result = json.loads(out.stdout.strip().splitlines()[-1])
         assert result["status"] == "ok", (spec["adapter"], result.get("error"), out.stderr[-2000:])

@@ -5,12 +5,13 @@ kept in reports/artifacts/ as a test artifact."""
 import importlib.util
 
 from conftest import REPO
-from rlbench.compare import compare
-from rlbench.report import compare as compare_report
+from test_report_html import results
+
 from rlbench.report import charts
+from rlbench.report import compare as compare_report
 from rlbench.report.html import HtmlReporter
 from rlbench.report.replay import bandwidth_figure
-from test_report_html import results
+from rlbench.results.compare import compare
 
 ARTIFACTS = REPO / "reports" / "artifacts"
 spec = importlib.util.spec_from_file_location("check_report", REPO / "scripts" / "check_report.py")

@@ -1,9 +1,10 @@
 """Bad input on the command line: exit code 2, one `rlbench: error:` line, and nothing written; plus
 planning a run (`--only`, protocol overrides) without running it."""
 import pytest
-
 from conftest import REPO, sweep, write_suite
-from rlbench import cli, flags
+
+from rlbench import cli
+from rlbench.planning import flags
 
 FLAGS = ["--env", "CartPole-v1", "--repeats", "1", "--duration", "0.05"]
 
@@ -138,8 +139,8 @@ def test_flags_override_the_suite_protocol():
 
 def test_ray_address_reaches_the_cells_as_ray_address(tmp_path, monkeypatch):
     """Ray reads RAY_ADDRESS in ray.init(): the core passes the cluster on without importing Ray."""
-    from rlbench.plan import Job
-    from rlbench.runner import Runner
+    from rlbench.planning.plan import Job
+    from rlbench.running.runner import Runner
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     path = write_suite(tmp_path, sweep(["serial"]), protocol='[protocol]\nray_address = "10.0.0.1:6379"\n')
     from_suite, from_flag, local = _plan([str(path)]), _plan([str(path), "--ray-address", "auto"]), \

@@ -9,8 +9,8 @@ import math
 import pytest
 
 from rlbench import cli
-from rlbench.compare import mann_whitney_u, min_p, parse_threshold, ratio_label
 from rlbench.errors import UsageError
+from rlbench.results.compare import mann_whitney_u, min_p, parse_threshold, ratio_label
 
 MACHINE = {"cpu_model": "EPYC", "cpu_logical_cores": 2, "ram_gb": 23.5, "gpus": []}
 
@@ -184,7 +184,7 @@ def test_bad_inputs_exit_2_and_write_nothing(tmp_path, capsys):
 
 
 def test_ratio_ci_is_the_bootstrap_of_the_medians_ratio(tmp_path, capsys):
-    from rlbench.stats import ratio_ci
+    from rlbench.results.stats import ratio_ci
     base, new = [100.0, 104, 97, 101, 99], [130.0, 125, 131, 128, 135]
     rc, rows = run_compare(tmp_path, {"a/x/n=1/random": base}, {"a/x/n=1/random": new})
     row = rows["a/x/n=1/random"]

@@ -2,10 +2,10 @@
 import os
 
 import pytest
-
 from conftest import run_cli, write_suite
+
 from rlbench.errors import UsageError
-from rlbench.suite import load_suite
+from rlbench.planning.suite import load_suite
 
 SWEEP = """[[sweep]]
 adapters = ["gymnasium-sync"]

@@ -31,7 +31,7 @@ THE FAULT TABLE (fault -> exit code; rows; what else the run yields -> test)
       killed the rest of its tree (own-session grandchild), removed the segment it held and its TMPDIR,
       and exited; the folder is unlocked (`rlbench report` works)
       test_a_killed_harness_leaves_nothing_behind
-  the disk fills up while rows are written (a real 256 KiB tmpfs, filled under the running sweep; as
+  the disk fills up while rows are written (a real 32 MiB tmpfs (room for the report, whose page inlines plotly.js), filled under the running sweep; as
   non-root: the store's writes fail in-process, half a row landing first)
       -> 1; one line "rlbench: error: cannot write .../results.jsonl: No space left on device ..."; every
       earlier row whole; once space is freed `rlbench report` and `rlbench resume` work
@@ -83,12 +83,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from _dist import fake_distribution
 from conftest import TESTS, TINY, TINY_PROTOCOL, live_children, read_run, run_cli, shm_left_since, write_suite
 from fake_adapters import CHAOS, chaos_fault
-from rlbench import proctree
-from rlbench.results import ROW_KEYS
+
+from rlbench.results.store import ROW_KEYS
+from rlbench.running import proctree
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(proctree.SHM_DIR), reason="no /dev/shm")
 
@@ -294,7 +294,7 @@ class Scene:
     def survivors(self) -> list:
         """Live processes of this test: recorded pids, any process naming the test's folder on its command
         line or carrying one of its pid folders in its environment (cells, workers, daemons, reapers, Ray's
-        daemons), and any rlbench.cell one of its rlbench processes started."""
+        daemons), and any rlbench.running.child one of its rlbench processes started."""
         found, me = {}, os.getpid()
         recorded = {pid: when for pid, when in self._recorded().values()}
         harnesses = {str(proc.pid) for proc in self.procs}
@@ -312,7 +312,7 @@ class Scene:
                     with contextlib.suppress(psutil.Error):
                         env = p.environ()
                         ours = (env.get("RLBENCH_TEST_PIDDIR") in self.markers or
-                                ("rlbench.cell" in cmdline and env.get("RLBENCH_HARNESS_PID") in harnesses))
+                                ("rlbench.running.child" in cmdline and env.get("RLBENCH_HARNESS_PID") in harnesses))
                 if ours:
                     found[p.pid] = cmdline[:160]
             except psutil.Error:
@@ -371,13 +371,13 @@ def _alive(p: psutil.Process) -> bool:
 
 
 def _reaper_of(proc, timeout=30):
-    """The rlbench.reaper process a running rlbench process started."""
+    """The rlbench.running.reaper process a running rlbench process started."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(psutil.Error):
             for child in psutil.Process(proc.pid).children():
                 with contextlib.suppress(psutil.Error):
-                    if "rlbench.reaper" in " ".join(child.cmdline()):
+                    if "rlbench.running.reaper" in " ".join(child.cmdline()):
                         return child
         time.sleep(0.05)
     raise AssertionError("no reaper process found")
@@ -491,9 +491,9 @@ def test_a_killed_harness_leaves_nothing_behind(scene):
 
 @contextlib.contextmanager
 def small_tmpfs(path: Path):
-    """A 256 KiB tmpfs mounted at `path`, or None where mounting one is not allowed."""
+    """A 32 MiB tmpfs mounted at `path`, or None where mounting one is not allowed."""
     path.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(path)],
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(path)],
                                            capture_output=True).returncode != 0:
         yield None
         return
@@ -509,7 +509,7 @@ def _fill(folder: Path) -> Path:
     fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
     try:
         while True:
-            os.write(fd, b"\0" * 4096)
+            os.write(fd, b"\0" * (1 << 20) if os.fstat(fd).st_size < (30 << 20) else b"\0" * 4096)
     except OSError as exc:
         assert exc.errno == errno.ENOSPC, exc
     finally:
@@ -524,7 +524,7 @@ def test_disk_full_keeps_every_earlier_row_whole(scene, monkeypatch, capsys):
     with small_tmpfs(scene.root / "small") as disk:
         if disk is None:  # not root: the store's own writes fail, half a row landing first
             out = scene.root / "small" / "run"
-            from rlbench import results
+            from rlbench.results import store as results
             real_write, calls = os.write, []
 
             def write(fd, data):
@@ -663,7 +663,7 @@ def test_a_second_command_on_a_held_folder_names_the_holder(scene):
     scene.assert_clean()
 
 
-HELD_RUN_BUG = ("rlbench.rundir.open_out_dir checks the folder (rundir.check_new) before the lock: a `run --out DIR` "
+HELD_RUN_BUG = ("rlbench.running.rundir.open_out_dir checks the folder (rundir.check_new) before the lock: a `run --out DIR` "
                 "into a folder a live run holds is refused as '--out DIR already holds a run; resume it with "
                 "`rlbench resume DIR`', naming no holder and suggesting a resume of a live run; only while the "
                 "first run has not written plan.json yet is the holder's pid named")

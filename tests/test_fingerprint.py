@@ -8,10 +8,10 @@ from datetime import datetime
 import numpy
 import psutil
 import pytest
+from conftest import REPO, TINY_PROTOCOL, run_cli, sweep, write_suite
 
 import rlbench
-from conftest import REPO, TINY_PROTOCOL, run_cli, sweep, write_suite
-from rlbench.fingerprint import PACKAGES, fingerprint
+from rlbench.machine.fingerprint import PACKAGES, fingerprint
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rlbench import registry  # noqa: E402
-from rlbench.adapters.impala import vtrace  # noqa: E402
-from rlbench.measure import Protocol, measure  # noqa: E402
-from rlbench import proctree  # noqa: E402
 from conftest import shm_left_since  # noqa: E402
+from rlbench.adapters.impala import vtrace  # noqa: E402
+
+from rlbench import registry  # noqa: E402
+from rlbench.planning.plan import TimingProtocol  # noqa: E402
+from rlbench.running import proctree  # noqa: E402
+from rlbench.running.timing import measure  # noqa: E402
 from rlbench.workload import PolicySpec, Workload  # noqa: E402
 
 
@@ -66,7 +68,7 @@ def open_impala(num_envs=8, **options):
     return cls().open(wl, opts)
 
 
-QUICK = Protocol(warmup_s=0.05, warmup_units=1, duration_s=0.3, min_units=3)
+QUICK = TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=0.3, min_units=3)
 
 
 @pytest.mark.slow
@@ -106,7 +108,7 @@ def test_lag_one_is_exactly_one_and_metrics_are_reported():
 def test_lag_histogram_counts_every_trajectory_consumed():
     session = open_impala(4, workers=2, unroll=4, batch=3, queue=2)
     try:
-        r = measure(session.step, Protocol(warmup_s=0.05, warmup_units=1, duration_s=0.3, min_units=10),
+        r = measure(session.step, TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=0.3, min_units=10),
                     session.metrics)
         hist = session.info["policy_lag_hist"]
     finally:

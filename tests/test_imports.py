@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 FRAMEWORKS = ("torch", "jax", "jaxlib", "ray", "envpool", "tensorflow", "gymnax", "stable_baselines3", "tianshou")
@@ -23,7 +22,7 @@ def _imported_frameworks(code: str) -> list:
     "import rlbench.cli, rlbench.api, rlbench.registry",
     "import rlbench.registry; rlbench.registry.discover()",
     "from rlbench import cli; cli.main(['list'])",
-    f"from rlbench.suite import load_suite; load_suite({str(REPO / 'suites' / 'cpu.toml')!r})",
+    f"from rlbench.planning.suite import load_suite; load_suite({str(REPO / 'suites' / 'cpu.toml')!r})",
 ])
 def test_no_framework_is_imported(code):
     assert _imported_frameworks(code) == []

@@ -4,13 +4,13 @@ batch size, a NaN learning rate or a negative policy cost passed and ran (or fai
 import math
 
 import pytest
-
 from conftest import sweep, write_suite
+
 from rlbench import cli, registry
 from rlbench.api import Option
 from rlbench.envs import typed_env_kwargs
 from rlbench.errors import UsageError
-from rlbench.suite import load_suite
+from rlbench.planning.suite import load_suite
 from rlbench.workload import PolicySpec, parse_policy
 
 COUNT = Option("batch_size", int, 0)

@@ -11,9 +11,16 @@ import time
 
 import psutil
 import pytest
-
-from conftest import (alive, live_children, misbehaving_adapters_env, read_run, run_cli, run_cli_subprocess,
-                      sweep, write_suite)
+from conftest import (
+    alive,
+    live_children,
+    misbehaving_adapters_env,
+    read_run,
+    run_cli,
+    run_cli_subprocess,
+    sweep,
+    write_suite,
+)
 
 TIMEOUT_S = 3
 ADAPTERS = ["test-hang", "test-boom", "test-leaky", "test-shm-leak", "serial"]

@@ -12,8 +12,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
-
 from conftest import REPO, run_cli, sweep, write_suite
+
 from rlbench import registry
 from rlbench.api import SESSION_METRICS, PolicySpec, Workload
 
@@ -69,11 +69,13 @@ def _in_jax_gymnax_episode_clock():
 
 def _in_jax_measure_with_and_without_sync():
     import jax
-    from rlbench.measure import Protocol, measure
+
+    from rlbench.planning.plan import TimingProtocol
+    from rlbench.running.timing import measure
     if not jax.config.read("jax_cpu_enable_async_dispatch"):
         return None
     session = _open("gymnax", Workload("CartPole-v1", 512, seed=0), scan_T=64)
-    protocol = Protocol(warmup_s=0.0, warmup_units=2, duration_s=0.0, min_units=15)
+    protocol = TimingProtocol(warmup_s=0.0, warmup_units=2, duration_s=0.0, min_units=15)
     try:
         synced = measure(session.step, protocol, drain=session.drain)
         session.sync = False   # a broken adapter: step() returns at dispatch
@@ -87,6 +89,7 @@ def _in_jax_measure_with_and_without_sync():
 
 def _in_jax_too_many_devices():
     import jax
+
     from rlbench.api import Unsupported
     have = len(jax.devices())
     try:

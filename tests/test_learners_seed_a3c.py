@@ -10,16 +10,17 @@ import time
 
 import psutil
 import pytest
-
 from conftest import REPO, shm_left_since
+
 from rlbench import registry
-from rlbench.api import PolicySpec, SESSION_METRICS, Workload
-from rlbench.measure import Protocol, measure
-from rlbench import proctree
+from rlbench.api import SESSION_METRICS, PolicySpec, Workload
+from rlbench.planning.plan import TimingProtocol
+from rlbench.running import proctree
+from rlbench.running.timing import measure
 
 MLP = PolicySpec("mlp", hidden=(64, 64))
 SMALL = PolicySpec("mlp", hidden=(8,))
-TINY = Protocol(warmup_s=0.05, warmup_units=2, duration_s=0.3, min_units=5)
+TINY = TimingProtocol(warmup_s=0.05, warmup_units=2, duration_s=0.3, min_units=5)
 CARTPOLE = Workload("CartPole-v1", 8, MLP, seed=0)
 SYNTHETIC = Workload("rlbench/Synthetic-v0", 4, SMALL, seed=0,  # uint8 observations, short episodes
                      env_kwargs={"obs_bytes": 8, "episode_len": 5, "step_cost_us": 0.0})

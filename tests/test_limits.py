@@ -1,4 +1,4 @@
-"""Machine limits (rlbench.limits): measured in a fresh process with positive figures and no file left
+"""Machine limits (rlbench.machine.limits): measured in a fresh process with positive figures and no file left
 behind, cold reads checked with mincore, the suite's [limits] table validated, replay figures reported
 as a fraction of their limit, and `rlbench run` measuring them before a sweep with replay cells."""
 import json
@@ -7,12 +7,14 @@ import re
 from dataclasses import replace
 
 import pytest
-
 from conftest import TINY, sweep, write_suite
-from rlbench import cli, flags, limits, pipeline, registry
+
+from rlbench import cli, pipeline, registry
 from rlbench.errors import UsageError
-from rlbench.results import ResultSet, frames
-from rlbench.suite import load_suite
+from rlbench.machine import limits
+from rlbench.planning import flags
+from rlbench.planning.suite import load_suite
+from rlbench.results.model import ResultSet, frames
 
 TINY_SIZES = {"memcpy_mb": 16, "disk_mb": 32, "repeats": 2}
 FIGURES = ("memcpy_1core_gbps", "memcpy_allcore_gbps", "disk_seq_read_gbps", "disk_random_read_4k_gbps",

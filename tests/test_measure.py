@@ -1,12 +1,13 @@
-"""rlbench.measure: the warm-up and timed loop, with fake step functions (and a fake clock where the
+"""rlbench.running.timing: the warm-up and timed loop, with fake step functions (and a fake clock where the
 exact numbers matter)."""
 import numpy as np
 import pytest
 
-from rlbench import measure as measure_mod
 from rlbench import policy as policy_mod
-from rlbench.measure import Protocol, measure
+from rlbench.planning.plan import TimingProtocol
 from rlbench.policy import TimedPolicy
+from rlbench.running import timing as measure_mod
+from rlbench.running.timing import measure
 
 
 class FakeClock:
@@ -33,7 +34,7 @@ def test_exact_accounting_with_a_fake_clock(clock):
         clock.ns += next(costs) * 1_000_000
         return 8
 
-    r = measure(step, Protocol(warmup_s=0.0, warmup_units=2, duration_s=0.02, min_units=3))
+    r = measure(step, TimingProtocol(warmup_s=0.0, warmup_units=2, duration_s=0.02, min_units=3))
     # 1+2+3+4+1+2+3+4 = 20 ms: the duration is reached after 8 units
     assert r["warmup_units"] == 2 and r["warmup_steps"] == 16
     assert r["units"] == 8
@@ -52,7 +53,7 @@ def test_min_units_beats_duration(clock):
         clock.ns += 50_000_000  # 50 ms per unit
         return 1
 
-    r = measure(step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.01, min_units=7))
+    r = measure(step, TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=0.01, min_units=7))
     assert r["units"] == 7 and r["env_steps"] == 7
     assert r["seconds"] == pytest.approx(0.35)
 
@@ -64,7 +65,7 @@ def test_latency_buffer_grows_past_its_estimate(clock):
         clock.ns += next(costs)
         return 1
 
-    r = measure(step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.05, min_units=1))
+    r = measure(step, TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=0.05, min_units=1))
     assert r["units"] == 50_000
     assert r["latency_mean_ms"] * r["units"] == pytest.approx(r["seconds"] * 1000)
 
@@ -76,7 +77,7 @@ def test_real_clock_meets_both_minimums():
         counts[0] += 1
         return 3
 
-    r = measure(step, Protocol(warmup_s=0.01, warmup_units=5, duration_s=0.02, min_units=50))
+    r = measure(step, TimingProtocol(warmup_s=0.01, warmup_units=5, duration_s=0.02, min_units=50))
     assert r["units"] >= 50
     assert r["seconds"] >= 0.02
     assert r["warmup_units"] >= 5
@@ -95,7 +96,7 @@ def test_env_steps_is_the_sum_of_what_step_returns():
         returned.append(n)
         return np.int64(n) if n % 2 else n   # numpy ints count too
 
-    r = measure(step, Protocol(warmup_s=0.0, warmup_units=3, duration_s=0.01, min_units=20))
+    r = measure(step, TimingProtocol(warmup_s=0.0, warmup_units=3, duration_s=0.01, min_units=20))
     assert r["warmup_units"] == 3
     assert r["warmup_steps"] == sum(returned[:3])
     assert r["env_steps"] == sum(returned[3:])
@@ -105,7 +106,7 @@ def test_env_steps_is_the_sum_of_what_step_returns():
 @pytest.mark.parametrize("bad", [1.0, "4", None, -1, [4]])
 def test_step_must_return_a_count(bad):
     with pytest.raises(TypeError, match="must return the env steps"):
-        measure(lambda: bad, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.01, min_units=1))
+        measure(lambda: bad, TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=0.01, min_units=1))
 
 
 def test_policy_time_is_split_out(clock, monkeypatch):
@@ -122,14 +123,14 @@ def test_policy_time_is_split_out(clock, monkeypatch):
         clock.ns += 3_000_000
         return 2
 
-    r = measure(step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.04, min_units=1))
+    r = measure(step, TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=0.04, min_units=1))
     assert r["units"] == 10 and r["seconds"] == pytest.approx(0.04)
     assert r["policy_s"] == pytest.approx(0.01)   # 1 ms of every 4 ms, warm-up excluded
     assert r["env_s"] == pytest.approx(0.03)
 
 
 def test_no_policy_calls_means_no_split():
-    r = measure(lambda: 1, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.001, min_units=1))
+    r = measure(lambda: 1, TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=0.001, min_units=1))
     assert r["policy_s"] is None and r["env_s"] is None
 
 
@@ -153,7 +154,7 @@ class _Counted:
 
 def test_session_metrics_cover_the_timed_window_only():
     session = _Counted()
-    r = measure(session.step, Protocol(warmup_s=0.0, warmup_units=7, duration_s=0.01, min_units=5), session)
+    r = measure(session.step, TimingProtocol(warmup_s=0.0, warmup_units=7, duration_s=0.01, min_units=5), session)
     assert session.resets == 1 and session.updates == 7 + r["units"]
     assert r["updates_per_s"] == pytest.approx(r["units"] / r["seconds"])
 
@@ -161,7 +162,7 @@ def test_session_metrics_cover_the_timed_window_only():
 def test_unknown_session_metrics_are_refused_with_the_valid_names():
     session = _Counted(names=("updates_per_second",))
     with pytest.raises(ValueError, match=r"unknown metrics: updates_per_second \(valid: updates_per_s,"):
-        measure(session.step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.001, min_units=1), session)
+        measure(session.step, TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=0.001, min_units=1), session)
 
 
 def test_drain_puts_work_a_step_only_dispatched_inside_the_window(clock):
@@ -178,7 +179,7 @@ def test_drain_puts_work_a_step_only_dispatched_inside_the_window(clock):
         clock.ns += sum(queued)
         queued.clear()
 
-    r = measure(step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.0, min_units=4), drain=drain)
+    r = measure(step, TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=0.0, min_units=4), drain=drain)
     assert r["units"] == 4 and r["seconds"] == pytest.approx(0.040004)  # the warm-up's unit drained before
-    undrained = measure(step, Protocol(warmup_s=0.0, warmup_units=1, duration_s=0.0, min_units=4))
+    undrained = measure(step, TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=0.0, min_units=4))
     assert undrained["seconds"] == pytest.approx(4e-6)  # dispatch speed: 10,000x too fast

@@ -4,15 +4,16 @@ import math
 import re
 
 from conftest import REPO
-from rlbench import metrics
-from rlbench.results import RUN_COLUMNS, SUMMARY_COLUMNS
+
+from rlbench.results import metrics
+from rlbench.results.model import RUN_COLUMNS, SUMMARY_COLUMNS
 
 
 def test_readme_reference_is_the_registry():
     text = (REPO / "README.md").read_text()
     block = re.search(r"<!-- metrics:begin -->\n(.*?)<!-- metrics:end -->", text, re.S)
     assert block, "README lacks the metrics block"
-    assert block.group(1) == metrics.markdown(), "README is stale: paste `python -m rlbench.metrics` into it"
+    assert block.group(1) == metrics.markdown(), "README is stale: paste `python -m rlbench.results.metrics` into it"
 
 
 def test_every_metric_has_a_column_and_a_format():

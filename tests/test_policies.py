@@ -2,8 +2,8 @@
 time is recorded apart from the env's."""
 import numpy as np
 import pytest
-
 from conftest import TINY, run_cli
+
 from rlbench import registry
 from rlbench.workload import PolicySpec, Workload, parse_policy
 

@@ -6,12 +6,12 @@ import shutil
 
 import pytest
 
-from rlbench.profiles import breakdown, classify
+from rlbench.results.profiles import breakdown, classify
 
 PY = "/usr/lib/python3.11/"
 SITE = "/venv/lib/python3.11/site-packages/"
-CELL = [("run_cell", "/src/rlbench/cell.py")]
-MEASURED = CELL + [("measure", "/src/rlbench/measure.py")]
+CELL = [("run_cell", "/src/rlbench/running/child.py")]
+MEASURED = CELL + [("measure", "/src/rlbench/running/timing.py")]
 
 
 @pytest.mark.parametrize("stack,stage", [
@@ -22,7 +22,7 @@ MEASURED = CELL + [("measure", "/src/rlbench/measure.py")]
     (MEASURED + [("step", "/src/adapters/x.py"), ("Adam.step", SITE + "torch/optim/adam.py")], "learner"),
     (MEASURED + [("step", "/src/adapters/x.py"), ("Connection._recv", PY + "multiprocessing/connection.py")], "ipc"),
     (MEASURED + [("step", "/src/adapters/x.py"), ("update_wrapper", PY + "functools.py")], "other"),
-    (MEASURED + [("busy_wait", "/src/rlbench/measure.py")], "harness"),
+    (MEASURED + [("busy_wait", "/src/rlbench/running/timing.py")], "harness"),
     (CELL + [("open", "/src/adapters/x.py"), ("_find_and_load", "<frozen importlib._bootstrap>")], "setup"),
     (CELL + [("open", "/src/adapters/x.py"), ("Linear.forward", SITE + "torch/nn/modules/linear.py")], "setup"),
     ([("_worker", "/src/adapters/x.py"), ("CartPoleEnv.step", SITE + "gymnasium/envs/classic_control/cartpole.py")], "env"),

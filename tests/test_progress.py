@@ -2,13 +2,13 @@
 import io
 import sys
 
-from rlbench.progress import Progress
 from rlbench.report.format import rate as fmt_rate
+from rlbench.running.progress import Progress
 
 
 def test_progress_writes_to_the_stderr_of_now(monkeypatch):
     stream = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", stream)  # e.g. redirected after rlbench.progress was imported
+    monkeypatch.setattr(sys, "stderr", stream)  # e.g. redirected after rlbench.running.progress was imported
     progress = Progress(2)
     progress.update({"status": "ok", "steps_per_s": 12345.0, "repeat": 0, "cell_id": "serial/x"})
     progress.update({"status": "error", "error": "RuntimeError: boom", "repeat": 1, "cell_id": "serial/x"})

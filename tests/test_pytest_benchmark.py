@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import run_cli
+
 from rlbench import cli
 from rlbench.report.pytest_benchmark import FILENAME, stats, to_json
-from rlbench.results import ResultSet
+from rlbench.results.model import ResultSet
 
 CELLS = ("serial/CartPole-v1/n=1/random", "serial/CartPole-v1/n=2/random")
 

@@ -7,8 +7,8 @@ import time
 import numpy as np
 import psutil
 import pytest
-
 from conftest import TINY_PROTOCOL, run_cli, write_suite
+
 from rlbench import registry
 from rlbench.api import PolicySpec, Workload
 

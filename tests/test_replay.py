@@ -9,18 +9,19 @@ import time
 import numpy as np
 import psutil
 import pytest
+from conftest import shm_left_since, sweep, write_suite
+from rlbench.adapters.replay import NumpyRing, SumTree
 
 from rlbench import registry
 from rlbench.errors import UsageError
-from rlbench.measure import Protocol, measure
-from rlbench import proctree
-from rlbench.replay import ReplaySession, consume, item_ids, replay_spec
+from rlbench.families.replay.driver import ReplaySession, consume, item_ids, replay_spec
+from rlbench.machine.pagecache import resident_fraction
+from rlbench.planning.plan import TimingProtocol
+from rlbench.running import proctree
+from rlbench.running.timing import measure
 from rlbench.workload import Workload
-from rlbench.adapters.replay import NumpyRing, SumTree
-from rlbench.pagecache import resident_fraction
-from conftest import shm_left_since, sweep, write_suite
 
-QUICK = Protocol(warmup_s=0.05, warmup_units=1, duration_s=0.2, min_units=3)
+QUICK = TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=0.2, min_units=3)
 
 
 def workload(name="SAC-Hopper", mode="max-sample", actors=1, **kw):
@@ -216,7 +217,7 @@ def test_target_mode_reports_falling_behind():
     spec = replay_spec(workload("SAC-Hopper", "target", batch_size=2))   # a batch due every 14.5 ms
     session = ReplaySession(SlowStore(spec), spec)
     try:
-        r = measure(session.step, Protocol(warmup_s=0.05, warmup_units=1, duration_s=0.5, min_units=3),
+        r = measure(session.step, TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=0.5, min_units=3),
                     session.metrics)
     finally:
         session.close()
@@ -247,7 +248,7 @@ def test_device_cuda_without_a_gpu_is_unsupported():
      ["mode='fast'", "valid: target, max-sample, max-add, max-both"]),
 ])
 def test_bad_replay_suites_name_the_bad_value(tmp_path, body, words):
-    from rlbench.suite import load_suite
+    from rlbench.planning.suite import load_suite
     with pytest.raises(UsageError) as exc:
         load_suite(str(write_suite(tmp_path, body)))
     for w in words:
@@ -270,7 +271,7 @@ def test_replay_suite_runs_end_to_end(cli_run, tmp_path):
 
 
 def test_a_buffer_too_small_for_one_batch_is_a_suite_error(tmp_path):
-    from rlbench.suite import load_suite
+    from rlbench.planning.suite import load_suite
     body = sweep(["numpy-ring"], envs=["replay/IMPALA-Qbert"]) + 'env_kwargs = { max_mb = 64 }\n'
     with pytest.raises(UsageError, match=r"replay/IMPALA-Qbert: max_mb=64 holds only 22 items of 3000000 bytes"):
         load_suite(str(write_suite(tmp_path, body)))
@@ -278,7 +279,8 @@ def test_a_buffer_too_small_for_one_batch_is_a_suite_error(tmp_path):
 
 def test_shipped_replay_suites_load():
     from conftest import REPO
-    from rlbench.suite import load_suite
+
+    from rlbench.planning.suite import load_suite
     full = load_suite(str(REPO / "suites" / "replay.toml"))
     assert {c.workload.env_id for c in full.cells} == {f"replay/{w}" for w in
                                                          ("DQN-Qbert", "PPO-Qbert", "R2D2-Qbert", "IMPALA-Qbert",
@@ -293,6 +295,7 @@ def test_replay_quick_suite_runs_every_store_and_reports(tmp_path):
     """The CI-sized replay suite: every row ok or unsupported with its reason, limits measured,
     replay.csv and the HTML section written."""
     import csv
+
     from conftest import REPO, run_cli
     r = run_cli(["run", str(REPO / "suites" / "replay-quick.toml")], out=tmp_path / "run")
     assert r.rc == 0

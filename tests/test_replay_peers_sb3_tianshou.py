@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from rlbench import registry
-from rlbench.measure import Protocol, measure
-from rlbench.replay import item_ids, replay_spec
+from rlbench.families.replay.driver import item_ids, replay_spec
+from rlbench.planning.plan import TimingProtocol
+from rlbench.running.timing import measure
 from rlbench.workload import Workload
 
-QUICK = Protocol(warmup_s=0.05, warmup_units=1, duration_s=0.2, min_units=3)
+QUICK = TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=0.2, min_units=3)
 LIBRARY = {"sb3-replay": "stable_baselines3", "tianshou-replay": "tianshou"}
 # the option that changes how each stores the next observation, off its default
 OTHER_LAYOUT = {"sb3-replay": {"optimize_memory_usage": False}, "tianshou-replay": {"ignore_obs_next": False}}

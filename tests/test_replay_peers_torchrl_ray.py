@@ -5,14 +5,15 @@ import os
 
 import numpy as np
 import pytest
-
 from conftest import live_children
+
 from rlbench import registry
 from rlbench.api import Unsupported, Workload
-from rlbench.measure import Protocol, measure
-from rlbench.replay import HEADER, PRIORITY_ALPHA, item_ids, make_items
+from rlbench.families.replay.driver import HEADER, PRIORITY_ALPHA, item_ids, make_items
+from rlbench.planning.plan import TimingProtocol
+from rlbench.running.timing import measure
 
-PROTOCOL = Protocol(warmup_s=0.05, warmup_units=1, duration_s=0.2, min_units=3)
+PROTOCOL = TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=0.2, min_units=3)
 MODES = ("max-sample", "max-both", "target")
 TINY = {"item_bytes": 64, "max_mb": 0.1}   # 1638 items of 64 bytes
 

@@ -12,11 +12,12 @@ import pytest
 
 from rlbench import registry
 from rlbench.api import Workload
-from rlbench.measure import Protocol, measure
-from rlbench.replay import HEADER, PRIORITY_ALPHA, item_ids, make_items
+from rlbench.families.replay.driver import HEADER, PRIORITY_ALPHA, item_ids, make_items
+from rlbench.planning.plan import TimingProtocol
+from rlbench.running.timing import measure
 
 REPO = Path(__file__).resolve().parent.parent
-PROTOCOL = Protocol(warmup_s=0.05, warmup_units=1, duration_s=0.3, min_units=3)
+PROTOCOL = TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=0.3, min_units=3)
 TINY = {"item_bytes": 256, "max_mb": 0.25}   # 1024 items of 256 bytes
 
 

@@ -10,11 +10,10 @@ import pytest
 
 from rlbench.report import charts
 from rlbench.report.format import grouped, pct, rate, si, size, speedup
-from rlbench.report.html import (HtmlReporter, latency_figure, throughput_figure, winners, winners_table,
-                                 workers_figure)
+from rlbench.report.html import HtmlReporter, latency_figure, throughput_figure, winners, winners_table, workers_figure
 from rlbench.report.learners import split_figure
 from rlbench.report.replay import bandwidth_figure, replay_rows
-from rlbench.results import ResultSet, frames
+from rlbench.results.model import ResultSet, frames
 
 PLOTLYJS = "* plotly.js v"   # the bundle's own header comment
 

@@ -4,10 +4,11 @@ import csv
 import json
 
 import pytest
-
 from conftest import TINY
+
 from rlbench import cli
-from rlbench.results import ResultSet, ResultStore, frames, read_rows
+from rlbench.results.model import ResultSet, frames
+from rlbench.results.store import ResultStore, read_rows
 
 
 def _row(cell, index, repeat, status="ok", rate=1000.0, **extra):

@@ -6,11 +6,11 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import TINY, run_cli, shm_left_since
+
 from rlbench import registry
 from rlbench.api import PolicySpec, Workload, register_policy
-from rlbench import proctree
+from rlbench.running import proctree
 
 SAMPLERS = ["rlpyt-serial", "rlpyt-cpu", "rlpyt-gpu", "rlpyt-alternating"]
 BATCHES = 6
@@ -200,6 +200,7 @@ def test_workers_exit_when_their_master_is_killed(tmp_path):
     """The runner kills a cell's process group anyway; a worker must not depend on that."""
     import subprocess
     import sys
+
     import psutil
     script = tmp_path / "master.py"
     script.write_text(

@@ -7,10 +7,10 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import TINY
+
 from rlbench import registry
-from rlbench.api import PolicySpec, SESSION_METRICS, Unsupported, Workload
+from rlbench.api import SESSION_METRICS, PolicySpec, Unsupported, Workload
 
 MLP = PolicySpec("mlp", hidden=(16, 16))
 

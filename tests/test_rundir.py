@@ -8,9 +8,10 @@ import sys
 import time
 
 import pytest
-
 from conftest import TINY, read_run, run_cli, sweep, write_suite
-from rlbench import cli, rundir
+
+from rlbench import cli
+from rlbench.running import rundir
 
 SERIAL = ["run", "--adapter", "serial", "--env", "CartPole-v1", *TINY]
 
@@ -57,7 +58,7 @@ def _hold_lock(out):
     """A process that holds the run folder's lock, as a running `rlbench run` would."""
     out.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from rlbench.rundir import RunLock\n"
+        "import sys, time; from rlbench.running.rundir import RunLock\n"
         "lock = RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"), str(out)],
         stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
@@ -147,7 +148,7 @@ def test_duplicate_cells_run_once_with_a_warning(tmp_path, capsys):
 
 
 def test_error_rows_exit_1_unless_allowed(tmp_path, capsys, monkeypatch):
-    from rlbench import runner
+    from rlbench.running import runner
     monkeypatch.setattr(runner.Runner, "command", lambda self, job, spec: [sys.executable, "-c", "raise SystemExit(3)"])
     run = run_cli(SERIAL, tmp_path / "a", capsys)
     assert run.rc == 1 and run.rows[0]["status"] == "error" and "exit code 3" in run.rows[0]["error"]
@@ -166,7 +167,7 @@ def test_report_leaves_out_lines_that_are_not_rows(tmp_path, capsys):
 
 def test_disk_full_keeps_every_earlier_row_whole(tmp_path, capsys, monkeypatch):
     """A write that fails midway (ENOSPC after part of the line) leaves the file as it was before it."""
-    from rlbench import results
+    from rlbench.results import store as results
     real_write, calls = os.write, []
 
     def write(fd, data):

@@ -72,7 +72,7 @@ def test_layout_resolves_the_other_option():
 def test_envs_and_policies_it_supports():
     assert _supports(env="rlbench/Synthetic-v0") is None
     assert _supports(env="CartPole-v1") is None
-    from rlbench import replay
+    from rlbench.families.replay import driver as replay
     reason = _supports(env=replay.PREFIX + next(iter(replay.WORKLOADS)))
     assert "Pong-v5" in reason and "Synthetic-v0" in reason
     assert "random" in _supports(policy=PolicySpec(name="fixed_cost", cost_us=10.0))
@@ -81,8 +81,8 @@ def test_envs_and_policies_it_supports():
 
 
 def test_cell_spec_for_the_isolated_environment():
-    """The spec the runner hands `DIR/bin/python -m rlbench.cell`: it must resolve here too."""
-    from rlbench.plan import Cell, Settings
+    """The spec the runner hands `DIR/bin/python -m rlbench.running.child`: it must resolve here too."""
+    from rlbench.planning.plan import Cell, Settings
     cls = _adapter()
     cell = Cell("sample-factory", Workload("Pong-v5", 2, frameskip=4), cls.resolve_options({"workers": 2,
                 "worker_num_splits": 1}), {"workers": 2, "worker_num_splits": 1})

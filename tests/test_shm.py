@@ -7,9 +7,9 @@ import sys
 import time
 
 import pytest
-
 from conftest import TINY
-from rlbench import proctree
+
+from rlbench.running import proctree
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(proctree.SHM_DIR), reason="no /dev/shm")
 

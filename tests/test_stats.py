@@ -1,11 +1,11 @@
-"""rlbench.stats on samples whose statistics are worked out by hand; its quantiles (scipy.stats) cross-checked
+"""rlbench.results.stats on samples whose statistics are worked out by hand; its quantiles (scipy.stats) cross-checked
 against the hand-written table and loop they replaced."""
 import math
 from fractions import Fraction
 
 import pytest
 
-from rlbench.stats import CV_WARN, MIN_N, median_ci_ranks, summarize, t975
+from rlbench.results.stats import CV_WARN, MIN_N, median_ci_ranks, summarize, t975
 
 nan = float("nan")
 

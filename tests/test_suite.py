@@ -1,10 +1,10 @@
 """Suite files: every kind of mistake is one UsageError line that names the file, the bad key or value
 and what is valid; the shipped suites load and expand to the expected cells."""
 import pytest
-
 from conftest import REPO, sweep, write_suite
+
 from rlbench.errors import UsageError
-from rlbench.suite import load_suite
+from rlbench.planning.suite import load_suite
 
 SWEEP = sweep(["serial"])
 ASYNC = sweep(["gymnasium-async"])
@@ -156,7 +156,7 @@ def test_empty_axes_and_untyped_env_kwargs_are_rejected_at_load(tmp_path, text, 
 
 def test_a_sweep_may_set_its_own_durations_and_the_command_line_still_wins(tmp_path):
     from rlbench.cli import parse_args
-    from rlbench.flags import plan
+    from rlbench.planning.flags import plan
     body = (sweep(["serial"]) + "protocol = { duration_s = 7.5, timeout_s = 300 }\n" + sweep(["serial"], num_envs=[2]))
     path = write_suite(tmp_path, body)
     suite = load_suite(str(path))

@@ -2,8 +2,8 @@
 and EnvPool reporting it as unsupported instead of failing."""
 import numpy as np
 import pytest
-
 from conftest import TINY
+
 from rlbench import registry
 from rlbench.api import PolicySpec, Workload, make_env
 
@@ -76,6 +76,7 @@ def test_step_cost_is_cpu_time_so_oversubscription_gets_nothing_for_free():
     import multiprocessing as mp
     import os
     import time
+
     from rlbench.busy import busy_wait_us
 
     def burn(cpu):

@@ -6,8 +6,8 @@ shipped CI suite runs through the CLI."""
 import importlib.util
 
 import pytest
-
 from conftest import REPO, run_cli
+
 from rlbench import registry
 from rlbench.api import SESSION_METRICS, PolicySpec, Unsupported, Workload
 

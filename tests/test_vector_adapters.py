@@ -5,11 +5,11 @@ import pickle
 
 import numpy as np
 import pytest
-
 from conftest import TINY, run_cli
+from test_equivalence import STEPS, _trajectory
+
 from rlbench import registry
 from rlbench.api import PolicySpec, Workload
-from test_equivalence import STEPS, _trajectory
 
 NUM_ENVS = 4
 SYNC = ("sb3-dummy", "sb3-subproc", "tianshou-dummy", "tianshou-subproc", "tianshou-shmem")

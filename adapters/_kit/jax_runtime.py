@@ -104,7 +104,8 @@ def place(jax, tree, devices, split: bool):
     """Put a pytree on the devices: split along its leading axis, or replicated."""
     if len(devices) == 1:
         return jax.device_put(tree, devices[0])
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
     sharding = NamedSharding(Mesh(devices, ("d",)), P("d") if split else P())
     return jax.device_put(tree, sharding)
 

@@ -3,12 +3,12 @@ bootstrap 95% CI, and why."""
 import math
 import os
 
-from rlbench.compare import COLUMNS, Comparison
-from rlbench.report.writer import write_atomic
-from rlbench.report.format import rate as fmt_rate
 from rlbench.report.csv_reporter import to_csv
+from rlbench.report.format import rate as fmt_rate
 from rlbench.report.format import speedup
 from rlbench.report.html import CSS, SORT_JS, _e
+from rlbench.report.writer import write_atomic
+from rlbench.results.compare import COLUMNS, Comparison
 
 COLOURS = {"slower": "#fbe3e3", "faster": "#e3f4e3", "not comparable": "#eeeeee", "uncertain": "#fff6dd",
            "failed": "#fbe3e3"}

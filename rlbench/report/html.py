@@ -6,7 +6,8 @@ import json
 import os
 
 from rlbench import SCHEMA_VERSION
-from rlbench.plan import kv_label
+from rlbench.families.validation.checks import validation_rows
+from rlbench.planning.plan import kv_label
 from rlbench.report import charts
 from rlbench.report.format import esc as _e
 from rlbench.report.format import fixed, is_num, pct, rate, si, speedup
@@ -14,9 +15,8 @@ from rlbench.report.learners import learners_section
 from rlbench.report.profiles import profiles_section
 from rlbench.report.replay import replay_section
 from rlbench.report.writer import Reporter, write_atomic
-from rlbench.results import SESSION_METRICS
-from rlbench.stats import ratio_ci
-from rlbench.validate import validation_rows
+from rlbench.results.metrics import SESSION_METRICS
+from rlbench.results.stats import ratio_ci
 
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px}h2{font-size:18px;margin-top:32px}h3{font-size:15px;margin-top:22px}table{border-collapse:collapse;font-size:13px}
@@ -233,7 +233,7 @@ def winners(rows, results=None) -> list:
     the same workload, its parallel efficiency (speedup / the cores it had: 1.0 = every core ran as fast
     as the loop alone), and whether its lead is clear (its CI above the runner-up's) or within the noise.
     Runners also train, so their env steps/s do not compete here. Given the ResultSet, the speedup has a
-    bootstrap 95% CI from both cells' repeats (rlbench.stats.ratio_ci; NaN bounds without it)."""
+    bootstrap 95% CI from both cells' repeats (rlbench.results.stats.ratio_ci; NaN bounds without it)."""
     out = []
     rows = [r for r in rows if r.get("kind", "vector_env") == "vector_env"]
     for n, policy in sorted({(r["num_envs"], r["policy"]) for r in rows}):

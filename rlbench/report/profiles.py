@@ -1,12 +1,12 @@
 """profiles.csv and the HTML section for `--profile` runs: per profiled cell, the seconds py-spy saw in
-each stage (rlbench.profiles), drawn as one stacked bar per strategy, setup kept out of the bar."""
+each stage (rlbench.results.profiles), drawn as one stacked bar per strategy, setup kept out of the bar."""
 import os
 
-from rlbench.profiles import STAGES, breakdown
 from rlbench.report import charts
 from rlbench.report.csv_reporter import to_csv
 from rlbench.report.format import esc
 from rlbench.report.writer import Reporter, write_atomic
+from rlbench.results.profiles import STAGES, breakdown
 
 COLOURS = {**charts.STAGE_COLOURS, "learner": charts.STAGE_COLOURS["learn"]}
 LABELS = {"env": "env step", "inference": "policy inference", "learner": "learner", "ipc": "IPC / serialization / wait",

@@ -32,7 +32,7 @@ import os
 import statistics
 from bisect import bisect_left, bisect_right
 
-from rlbench.plan import kv_label
+from rlbench.planning.plan import kv_label
 from rlbench.report.writer import Reporter, write_atomic
 
 FILENAME = "pytest-benchmark.json"
@@ -44,7 +44,7 @@ STATS_FIELDS = ("min", "max", "mean", "stddev", "rounds", "median", "iqr", "q1",
 
 
 def to_json(results) -> str:
-    """The pytest-benchmark JSON of a ResultSet (rlbench.results)."""
+    """The pytest-benchmark JSON of a ResultSet (rlbench.results.model)."""
     env = results.env
     benchmarks, left_out = [], []
     for b in sorted(results.benchmarks.values(), key=lambda b: b.first.get("cell_index", 0)):

@@ -4,8 +4,8 @@ import csv
 import io
 import os
 
-from rlbench.plan import kv_label
-from rlbench.replay import KWARGS, PREFIX, WORKLOADS
+from rlbench.families.replay.driver import KWARGS, PREFIX, WORKLOADS
+from rlbench.planning.plan import kv_label
 from rlbench.report import charts
 from rlbench.report.format import esc as _e
 from rlbench.report.format import grouped as _num

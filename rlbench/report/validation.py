@@ -1,10 +1,10 @@
 """validation.csv and its console and HTML views: measured vs published, with a verdict per check."""
 import os
 
+from rlbench.families.validation.checks import COLUMNS, validation_rows
 from rlbench.report.csv_reporter import to_csv
 from rlbench.report.format import si as _num
 from rlbench.report.writer import Reporter, write_atomic
-from rlbench.validate import COLUMNS, validation_rows
 
 
 class ValidationReporter(Reporter):

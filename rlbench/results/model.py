@@ -1,9 +1,5 @@
-"""Results model, as pyperf has it: Run (one repeat) -> Benchmark (one cell) -> ResultSet (a run dir).
-
-`results.jsonl` is the source of truth: one line per finished repeat, flushed and fsynced as it
-finishes, so an interrupted sweep loses nothing that finished. CSV and HTML are rebuilt from it.
-"""
-import errno
+"""Results model, as pyperf has it: Run (one repeat) -> Benchmark (one cell) -> ResultSet (a run dir),
+read from results.jsonl (rlbench.results.store), the source of truth; CSV and HTML are rebuilt from it."""
 import json
 import os
 from collections.abc import Mapping
@@ -12,13 +8,13 @@ from functools import cached_property
 from types import MappingProxyType
 
 from rlbench import SCHEMA_VERSION
-from rlbench.metrics import SESSION_METRICS
-from rlbench.stats import Summary, summarize
+from rlbench.results.metrics import SESSION_METRICS
+from rlbench.results.stats import Summary, summarize
+from rlbench.results.store import RESULTS, read_rows
 
-RESULTS = "results.jsonl"
 ENV = "env.json"
 
-# What a replay session tells about its store (see rlbench.cell.INFO_KEYS)
+# What a replay session tells about its store (see rlbench.running.child.INFO_KEYS)
 REPLAY_INFO = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound", "bound_gbps")
 LEARNER_INFO = ("policy_lag_hist",)
 
@@ -145,7 +141,7 @@ class Benchmark:
         return "ok+" + "+".join(sorted(statuses - {"ok"})) if "ok" in statuses else "+".join(sorted(statuses))
 
     def summary_row(self, limits: dict = None) -> dict:
-        """limits: the run's env["limits"] (rlbench.limits), what a replay cell's rate is a fraction of.
+        """limits: the run's env["limits"] (rlbench.machine.limits), what a replay cell's rate is a fraction of.
         A fresh copy each call of what is computed once."""
         key = json.dumps(limits or {}, sort_keys=True, default=str)
         if key not in self._summaries:
@@ -248,59 +244,3 @@ class ResultSet:
     @property
     def rows(self) -> list:
         return [r for b in self.benchmarks.values() for r in b.runs]
-
-
-ROW_KEYS = ("cell_id", "adapter", "status", "repeat")  # what every results row has, whatever its schema
-
-
-def read_rows(path: str, skipped: list = None) -> list:
-    """Every whole row of a results.jsonl. A line that is not a row (cut by a crash mid-write in an old
-    run, or edited by hand) is left out; its line number goes to `skipped` when given."""
-    rows = []
-    with open(path, errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                row = None
-            if isinstance(row, dict) and all(k in row for k in ROW_KEYS):
-                rows.append(row)
-            elif skipped is not None:
-                skipped.append(number)
-    return rows
-
-
-class StoreError(Exception):
-    """A row could not be written (disk full, I/O error): the sweep stops, every earlier row is intact."""
-
-
-class ResultStore:
-    """Append-only results.jsonl. A row is written whole or not at all: one write() of the whole line, then
-    fsync; when either fails (disk full), the file is cut back to where the line began."""
-
-    def __init__(self, run_dir: str):
-        self.path = os.path.join(run_dir, RESULTS)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def append(self, row: dict) -> None:
-        line = (json.dumps(row, default=str) + "\n").encode()
-        end = os.fstat(self._fd).st_size
-        try:
-            written = os.write(self._fd, line)
-            if written != len(line):
-                raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (wrote {written} of {len(line)} bytes)")
-            os.fsync(self._fd)
-        except OSError as exc:
-            try:
-                os.ftruncate(self._fd, end)
-            except OSError:
-                pass
-            raise StoreError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
-
-    def close(self):
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None

@@ -9,13 +9,13 @@ when the two 95% confidence intervals of the median do not overlap. Cells measur
 fingerprints differ, or with different CPU sets or devices, are `not comparable`, never failed.
 
 Each compared cell also carries its change as a ratio new/base of the medians with a percentile-bootstrap 95%
-CI (rlbench.stats.ratio_ci): `ratio`, `ratio_ci_low`, `ratio_ci_high`, printed as "1.29x [1.10, 1.52]".
+CI (rlbench.results.stats.ratio_ci): `ratio`, `ratio_ci_low`, `ratio_ci_high`, printed as "1.29x [1.10, 1.52]".
 """
 import math
 from dataclasses import dataclass
 
 from rlbench.errors import UsageError
-from rlbench.stats import ratio_ci, summarize
+from rlbench.results.stats import ratio_ci, summarize
 
 METRIC = "steps_per_s"   # higher is better
 MACHINE = ("cpu_model", "cpu_logical_cores", "ram_gb", "gpus")
@@ -102,7 +102,7 @@ class Comparison:
 
 
 def compare(base, new, threshold: float = 0.10, alpha: float = 0.05) -> Comparison:
-    """base, new: rlbench.results.ResultSet. One row per cell of either, in the new run's order."""
+    """base, new: rlbench.results.model.ResultSet. One row per cell of either, in the new run's order."""
     bm, nm = machine(base.env), machine(new.env)
     machine_diff = [k for k in MACHINE if bm[k] != nm[k]]
     ids = list(new.benchmarks) + [c for c in base.benchmarks if c not in new.benchmarks]

@@ -12,7 +12,7 @@
     options.gymnasium-async = { shared_memory = [true, false] }   # optional, per adapter
     protocol = { duration_s = 10 }              # optional: this sweep's own durations / timeout_s
     [limits]                        # optional: the machine limits measured before a sweep with replay cells
-    disk_mb = 1024                  # memcpy_mb, disk_mb, repeats (rlbench.limits); measure = false skips it
+    disk_mb = 1024                  # memcpy_mb, disk_mb, repeats (rlbench.machine.limits); measure = false skips it
 """
 import hashlib
 import itertools
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field, fields, replace
 from rlbench import registry
 from rlbench.envs import env_info, typed_env_kwargs
 from rlbench.errors import UsageError
-from rlbench.limits import DEFAULTS as LIMIT_DEFAULTS
-from rlbench.plan import Cell, Settings
-from rlbench.replay import replay_spec
+from rlbench.families.replay.driver import replay_spec
+from rlbench.machine.limits import DEFAULTS as LIMIT_DEFAULTS
+from rlbench.planning.plan import Cell, Settings
 from rlbench.workload import Workload, parse_policy
 
 TOP_KEYS = {"name", "description", "schema", "protocol", "sweep", "limits"}
@@ -135,7 +135,7 @@ def _ranges(ids) -> str:
 
 
 def parse_limits(where: str, table: dict) -> dict:
-    """[limits]: the sizes of the machine-limit measurement (rlbench.limits), and whether to run it."""
+    """[limits]: the sizes of the machine-limit measurement (rlbench.machine.limits), and whether to run it."""
     _check_keys(where, "limits", table, set(LIMIT_DEFAULTS))
     for key, raw in table.items():
         kind = type(LIMIT_DEFAULTS[key])

@@ -6,12 +6,21 @@ spreads over all cells instead of biasing whichever ran last.
 """
 from dataclasses import dataclass, field, fields, replace
 
-from rlbench.measure import Protocol
 from rlbench.workload import Workload
 
 
 @dataclass(frozen=True)
-class Settings(Protocol):
+class TimingProtocol:
+    """What one repeat's timed window needs (rlbench.running.timing.measure): a warm-up of at least
+    warmup_s and warmup_units, then units until both duration_s and min_units are reached."""
+    warmup_s: float = 0.2
+    warmup_units: int = 2
+    duration_s: float = 1.0
+    min_units: int = 10
+
+
+@dataclass(frozen=True)
+class Settings(TimingProtocol):
     """How every cell of a run is measured (suite [protocol] table, CLI overrides): the in-process
     protocol plus what the runner applies around it."""
     repeats: int = 3
@@ -22,7 +31,7 @@ class Settings(Protocol):
     ray_address: str = ""   # an existing Ray cluster for Ray-based adapters (RAY_ADDRESS); "" = local
 
     def protocol(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(Protocol)}
+        return {f.name: getattr(self, f.name) for f in fields(TimingProtocol)}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ cleaned (`forget`). End of file with trees still tracked means the run died: it 
 their segments and temp folders, exactly as the runner would have, then exits. A run that ends normally
 closes the pipe with nothing tracked, and the reaper exits at once.
 
-    python -m rlbench.reaper   (stdin: the pipe; one JSON message per line)
+    python -m rlbench.running.reaper   (stdin: the pipe; one JSON message per line)
 """
 import json
 import os
@@ -18,7 +18,7 @@ import sys
 
 import psutil
 
-from rlbench import proctree
+from rlbench.running import proctree
 
 
 class Reaper:
@@ -27,7 +27,7 @@ class Reaper:
     def __init__(self):
         read, self._write = os.pipe()  # not inherited by cells: Python makes new fds close-on-exec
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "rlbench.reaper"], stdin=read,
+            self.proc = subprocess.Popen([sys.executable, "-m", "rlbench.running.reaper"], stdin=read,
                                          stdout=subprocess.DEVNULL, start_new_session=True)
         finally:
             os.close(read)

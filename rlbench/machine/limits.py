@@ -1,6 +1,6 @@
 """The machine limits replay figures are fractions of, measured in the same run (env.json "limits").
 
-    python -m rlbench.limits --out-dir DIR [--memcpy-mb 256] [--disk-mb 1024] [--repeats 5]
+    python -m rlbench.machine.limits --out-dir DIR [--memcpy-mb 256] [--disk-mb 1024] [--repeats 5]
 
 prints one JSON object: memory copy on one core and on every allowed core (buffers far larger than
 any cache, faulted in before timing), and cold reads from the filesystem of DIR (sequential 1 MiB,
@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from rlbench.pagecache import resident_frac
+from rlbench.machine.pagecache import resident_frac
 
 MIB = 1 << 20
 READ_BYTES = MIB           # sequential read size
@@ -254,10 +254,10 @@ def summary_line(limits: dict) -> str:
 
 def measure_in_subprocess(out_dir: str, memcpy_mb: int = DEFAULTS["memcpy_mb"], disk_mb: int = DEFAULTS["disk_mb"],
                           repeats: int = DEFAULTS["repeats"], timeout_s: float = TIMEOUT_S) -> dict:
-    """`python -m rlbench.limits` in a fresh interpreter (numpy only, so forking its workers is safe);
+    """`python -m rlbench.machine.limits` in a fresh interpreter (numpy only, so forking its workers is safe);
     a failure comes back as {"error": "..."} and never raises, so a sweep still runs without it."""
     out_dir = os.path.abspath(out_dir)
-    cmd = [sys.executable, "-m", "rlbench.limits", "--out-dir", out_dir, "--memcpy-mb", str(memcpy_mb),
+    cmd = [sys.executable, "-m", "rlbench.machine.limits", "--out-dir", out_dir, "--memcpy-mb", str(memcpy_mb),
            "--disk-mb", str(disk_mb), "--repeats", str(repeats)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -295,7 +295,7 @@ def positive_int(text: str) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rlbench.limits", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m rlbench.machine.limits", description=__doc__.split("\n")[0])
     p.add_argument("--out-dir", required=True, help="directory on the filesystem whose reads are measured")
     p.add_argument("--memcpy-mb", type=positive_int, default=DEFAULTS["memcpy_mb"], help="MiB per copy buffer")
     p.add_argument("--disk-mb", type=positive_int, default=DEFAULTS["disk_mb"], help="MiB of the scratch file")
@@ -309,7 +309,7 @@ def main(argv=None) -> int:
     try:
         result = measure(args.out_dir, args.memcpy_mb, args.disk_mb, args.repeats, args.random_read_s)
     except (OSError, RuntimeError) as exc:
-        print(f"rlbench.limits: error: {exc}", file=sys.stderr)
+        print(f"rlbench.machine.limits: error: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(result))
     return 0

@@ -14,9 +14,9 @@ from datetime import datetime, timezone
 
 import psutil
 
-from rlbench import proctree
-from rlbench.plan import Job, Settings
-from rlbench.treewatch import TreeWatch
+from rlbench.planning.plan import Job, Settings
+from rlbench.running import proctree
+from rlbench.running.treewatch import TreeWatch
 
 GRACE_S = 2.0          # what a cell that ended left behind gets to exit by itself
 PARENT_VAR = "RLBENCH_HARNESS_PID"
@@ -38,7 +38,7 @@ class Runner:
         return self.pythons.get(job.cell.adapter, self.python)
 
     def command(self, job: Job, spec: dict) -> list:
-        cmd = [self.interpreter(job), "-m", "rlbench.cell", json.dumps(spec)]
+        cmd = [self.interpreter(job), "-m", "rlbench.running.child", json.dumps(spec)]
         if job.profile:
             pyspy = shutil.which("py-spy", path=os.path.dirname(self.interpreter(job))) or shutil.which("py-spy")
             if pyspy is None:
@@ -56,7 +56,7 @@ class Runner:
     def child_env(self, job: Job, temp: str) -> dict:
         env = dict(os.environ)
         env["TMPDIR"] = temp  # what the tree leaves in temp files (Ray's session folders) goes with it
-        env[PARENT_VAR] = str(os.getpid())  # the cell dies with the harness (rlbench.cell)
+        env[PARENT_VAR] = str(os.getpid())  # the cell dies with the harness (rlbench.running.child)
         threads = job.cell.threads(self.settings)
         if threads:
             env.update({v: str(threads) for v in THREAD_VARS})

@@ -3,7 +3,7 @@ repeat can carry, with its unit, the family that reports it, how summary.csv agg
 saying what it means. The sessions' allowed names (SESSION_METRICS), the summary columns of session
 figures and the README's column reference are all read from here, so a new figure is added in one place.
 
-A leaf: imports nothing of rlbench. `python -m rlbench.metrics` prints the README's reference table.
+A leaf: imports nothing of rlbench. `python -m rlbench.results.metrics` prints the README's reference table.
 """
 import math
 import sys
@@ -35,7 +35,7 @@ def _m(name, unit, family, description, **kw) -> Metric:
     return Metric(name, unit, family, description, **kw)
 
 
-_HARNESS = (  # measured by the harness around every session (rlbench.measure), one value per repeat
+_HARNESS = (  # measured by the harness around every session (rlbench.running.timing), one value per repeat
     _m("steps_per_s", "steps/s", "all", "env steps per second over the timed window (the figure strategies are "
        "compared on)", summary=""),
     _m("frames_per_s", "steps/s", "all", "steps_per_s x frameskip, to match published FPS"),

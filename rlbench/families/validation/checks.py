@@ -7,7 +7,7 @@ context only (they depend on the CPU).
 """
 import math
 
-from rlbench import reference
+from rlbench.families.validation import reference
 
 # EnvPool's column -> (adapter, does a summary row at `workers` belong to it)
 STRATEGIES = {

@@ -4,26 +4,18 @@ minimum duration and the minimum number of units are reached.
 One clock read per unit: each latency is the time between consecutive unit ends, so the
 latencies add up to exactly the measured seconds and nothing between units goes untimed.
 """
-from dataclasses import dataclass
 from time import perf_counter_ns
 
 import numpy as np
 import psutil
 
-from rlbench import proctree
+from rlbench.planning.plan import TimingProtocol
 from rlbench.policy import PolicyClock
-from rlbench.metrics import SESSION_METRICS
+from rlbench.results.metrics import SESSION_METRICS
+from rlbench.running import proctree
 
 
-@dataclass(frozen=True)
-class Protocol:
-    warmup_s: float = 0.2
-    warmup_units: int = 2
-    duration_s: float = 1.0
-    min_units: int = 10
-
-
-def measure(step, protocol: Protocol, session_metrics=None, drain=None) -> dict:
+def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None) -> dict:
     """`session_metrics`, if given, has `reset()` (called as the timed window opens) and
     `read(seconds) -> dict` (called as it closes): figures only the session can see, such as
     optimiser updates or time in each stage, over exactly the timed window.

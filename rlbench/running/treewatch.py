@@ -11,7 +11,7 @@ import threading
 
 import psutil
 
-from rlbench import proctree
+from rlbench.running import proctree
 
 FIRST_S, MAX_S = 0.05, 2.0   # sampling interval: doubles from FIRST_S up to MAX_S
 

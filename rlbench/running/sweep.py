@@ -7,11 +7,12 @@ Cells an adapter cannot host here are decided before anything runs (one `unsuppo
 import os
 
 from rlbench import SCHEMA_VERSION, registry
-from rlbench.plan import interleave
-from rlbench.progress import Progress
-from rlbench.results import ResultSet, ResultStore, frames
-from rlbench.reaper import Reaper
-from rlbench.runner import Runner
+from rlbench.planning.plan import interleave
+from rlbench.results.model import ResultSet, frames
+from rlbench.results.store import ResultStore
+from rlbench.running.progress import Progress
+from rlbench.running.reaper import Reaper
+from rlbench.running.runner import Runner
 
 
 def base_row(run_id: str, suite: str, cell, settings, repeat: int, profiled: bool) -> dict:
@@ -47,7 +48,7 @@ def skip_reason(cell, envs: dict):
 def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=None, done=()) -> ResultSet:
     """`envs`: adapter environment name -> adapter_envs.Prepared (what rlbench.cli's prepare step built).
     `done`: (cell_id, repeat, profiled) of the rows the folder already holds (a resumed run): not run again.
-    A row that cannot be written (rlbench.results.StoreError) stops the sweep."""
+    A row that cannot be written (rlbench.results.store.StoreError) stops the sweep."""
     envs = envs or {}
     done = set(done)
     store = ResultStore(out_dir)

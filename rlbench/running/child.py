@@ -1,4 +1,4 @@
-"""One (cell, repeat) in a fresh interpreter: `python -m rlbench.cell SPEC_JSON`, JSON lines out.
+"""One (cell, repeat) in a fresh interpreter: `python -m rlbench.running.child SPEC_JSON`, JSON lines out.
 
 The protocol is a command line in and JSON lines on stdout, so a cell can run under any
 interpreter that has rlbench installed (per-adapter environments). Everything else the process
@@ -28,7 +28,8 @@ def run_cell(spec: dict) -> dict:
     """Open the adapter's session, run the protocol, close. Returns the measured fields + status."""
     from rlbench import registry
     from rlbench.errors import Unsupported
-    from rlbench.measure import Protocol, measure
+    from rlbench.planning.plan import TimingProtocol
+    from rlbench.running.timing import measure
     from rlbench.workload import Workload
 
     if spec.get("affinity"):
@@ -47,7 +48,7 @@ def run_cell(spec: dict) -> dict:
         return {"status": "unsupported", "error": str(exc)}
     setup_s = perf_counter() - t0
     try:
-        result = measure(session.step, Protocol(**spec["protocol"]), getattr(session, "metrics", None),
+        result = measure(session.step, TimingProtocol(**spec["protocol"]), getattr(session, "metrics", None),
                          getattr(session, "drain", None))
     except Exception as exc:
         try:
@@ -110,7 +111,7 @@ HELD = set()  # (device, inode) of the /dev/shm segments the cell's tree held as
 
 
 def held_now() -> set:
-    from rlbench import proctree
+    from rlbench.running import proctree
     return proctree.held_shm([os.getpid(), *proctree.descendants(os.getpid())])
 
 
@@ -138,6 +139,7 @@ def dead_children() -> list:
     by it: only their Process objects know how they ended), and any other child not reaped yet, its status
     peeked at (WNOWAIT) so that whoever owns it still reaps it."""
     import multiprocessing.process
+
     import psutil
     ended = {}
     for proc in list(getattr(multiprocessing.process, "_children", ())):  # started here and not joined yet

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from rlbench import registry
 from rlbench.errors import UsageError
-from rlbench.plan import Settings
-from rlbench.suite import Suite, load_suite, make_cell, merge_duplicates, parse_settings
+from rlbench.planning.plan import Settings
+from rlbench.planning.suite import Suite, load_suite, make_cell, merge_duplicates, parse_settings
 from rlbench.workload import Workload, parse_policy
 
 FLAG_NAMES = {"repeats": "--repeats", "duration_s": "--duration", "warmup_s": "--warmup", "timeout_s": "--timeout",

@@ -20,7 +20,7 @@ PLAN = "plan.json"
 LOCK, OWNER = ".rlbench.lock", ".rlbench.owner"
 OURS = {LOCK, OWNER}
 RUN_MARKERS = ("results.jsonl", PLAN)
-# what must match for rows of two sessions to stand in one run (rlbench.fingerprint's keys)
+# what must match for rows of two sessions to stand in one run (rlbench.machine.fingerprint's keys)
 MACHINE_KEYS = ("cpu_model", "cpu_logical_cores", "cpu_affinity", "ram_gb", "gpus", "python", "packages",
                 "rlbench_version", "git")
 

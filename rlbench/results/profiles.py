@@ -31,7 +31,7 @@ _LEARN_FILES = re.compile(r"torch/(autograd/(?!grad_mode)|optim/)")
 _STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages/)")
 _LEARN_NAMES = re.compile(r"(^|[._])(backward|learn|update|train|loss)", re.IGNORECASE)
 _INFER_FILES = re.compile(r"torch/nn/|rlbench/policy\.py$|adapters/torch_mlp\.py$")
-_CORE_FILES = re.compile(r"rlbench/(measure|cell|runner|busy|proctree)\.py$")
+_CORE_FILES = re.compile(r"rlbench/(running/(timing|child|runner|proctree)|busy)\.py$")
 
 
 def classify(stack) -> str:
@@ -44,7 +44,7 @@ def classify(stack) -> str:
     if any(f.startswith("<frozen importlib") for _, f in stack):
         return "setup"
     names = {(n, f.rsplit("/", 1)[-1]) for n, f in stack}
-    if ("run_cell", "cell.py") in names and ("measure", "measure.py") not in names:
+    if ("run_cell", "child.py") in names and ("measure", "timing.py") not in names:
         return "setup"
     if any(_ENV_FILES.search(f) for _, f in stack):
         return "env"

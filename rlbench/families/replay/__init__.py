@@ -1,0 +1,1 @@
+"""The replay family: workloads, the shared actor/learner driver, its report section."""

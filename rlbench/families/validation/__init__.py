@@ -1,0 +1,1 @@
+"""The validation family: published figures and the checks against them."""

@@ -1,0 +1,1 @@
+"""Planning: a suite file or the command line -> settings and cells."""
