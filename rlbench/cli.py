@@ -154,7 +154,7 @@ def cmd_report(args) -> int:
 
 def cmd_validate(args) -> int:
     from rlbench.families.validation.checks import validation_rows
-    from rlbench.report.validation import validation_text
+    from rlbench.families.validation.report import validation_text
     from rlbench.results.model import ResultSet
     if args.from_dir:
         if not os.path.isdir(args.from_dir):

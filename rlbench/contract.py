@@ -76,7 +76,7 @@ PAGE_CACHE = Option("cache", str, "cold", "page cache as timing starts: cold (dr
 
 
 class Session(Protocol):
-    info: dict          # optional: see rlbench.running.child.INFO_KEYS (workers, batch_size, compile_s, ...)
+    info: dict          # optional: see rlbench.running.child.info_keys (workers, batch_size, compile_s, ...)
     metrics: "Metrics"  # optional: figures beyond env steps, over the timed window
 
     def drain(self) -> None: ...    # optional: wait for work step() only dispatched (block_until_ready)
@@ -128,3 +128,43 @@ class Adapter:
         for key, raw in given.items():
             resolved[key] = cls.option(key).parse(raw)
         return resolved
+
+
+class Family:
+    """A kind of work rlbench measures (env stepping, learners, compiled JAX programs, replay stores, checks
+    against published figures), plugged in like an adapter: it owns the adapter kinds whose cells it runs,
+    the workloads of its own they take, what their sessions may report, what runs before a sweep, what a
+    summary row adds, and its files and section of the report. The core loops over families and never
+    compares a kind name. Keep the module that defines one cheap to import (cell processes read info_keys):
+    import what a section draws with inside `section`/`exports`."""
+    name: ClassVar[str] = ""
+    order: ClassVar[int] = 50             # where its section sits in the report (lower first)
+    kinds: ClassVar[tuple] = ()           # adapter kinds it owns
+    workload_prefix: ClassVar[str] = ""   # env ids of its own workloads ("replay/"); "" = environments
+    workload_example: ClassVar[str] = ""  # one of them, for messages
+    info_keys: ClassVar[tuple] = ()       # what its sessions' `info` may carry into a results row
+    identity_keys: ClassVar[tuple] = ()   # of those, what summary.csv repeats from a cell's first ok run
+    summary_keys: ClassVar[tuple] = ()    # the summary.csv columns `summary_extras` adds
+
+    def workload_info(self, env_id: str):
+        """The rlbench.envs.EnvInfo of one of its own workloads (its env_kwargs, their choices and ranges);
+        a UsageError naming the valid ones for an unknown one."""
+        raise NotImplementedError
+
+    def check_workload(self, workload: "Workload") -> None:
+        """Raise ValueError naming what is wrong with one of its own workloads (checked as a suite loads)."""
+
+    def before_sweep(self, suite, out_dir: str, env: dict) -> None:
+        """Anything the run needs measured first (the replay family: the machine's limits into env)."""
+
+    def summary_extras(self, benchmark, row: dict, limits: dict) -> dict:
+        """Columns `summary_keys` of one cell's summary row (limits: the run's measured machine limits)."""
+        return {}
+
+    def exports(self, results, out_dir: str) -> list:
+        """Files of its own beside the report (replay.csv, validation.csv); the paths written."""
+        return []
+
+    def section(self, results, out_dir: str) -> str:
+        """Its HTML section of index.html, '' when the run has nothing of it."""
+        return ""

@@ -43,11 +43,6 @@ ENVS = {
         ranges={"step_cost_us": (0, math.inf), "obs_bytes": (1, math.inf), "episode_len": (1, math.inf)},
     ),
 }
-# replay.KWARGS' ranges: 0 = the workload's own item_bytes / batch_size; replay_spec then checks that an
-# item holds its header and that max_mb holds a batch (max_mb=0 holds none), which depend on the workload
-REPLAY_RANGES = {"max_mb": (0, math.inf), "item_bytes": (0, math.inf), "batch_size": (0, math.inf)}
-
-
 def atari_games() -> set:
     """ROM names ale-py ships (e.g. 'pong'), read from its folder without importing it."""
     spec = importlib.util.find_spec("ale_py")
@@ -63,20 +58,21 @@ def _rom(env_id: str) -> str:
 
 
 def env_info(env_id: str) -> EnvInfo:
+    """What an env id names: an env of ours, an Atari game, or a family's own workload (replay/<name>,
+    described by that family)."""
+    from rlbench import registry
     from rlbench.errors import UsageError
-    from rlbench.families.replay import driver as replay
     if env_id in ENVS:
         return ENVS[env_id]
-    if env_id.startswith(replay.PREFIX):  # a replay workload: what replay backends store and sample
-        if env_id[len(replay.PREFIX):] not in replay.WORKLOADS:
-            raise UsageError(f"unknown replay workload '{env_id}' (valid: "
-                             f"{', '.join(replay.PREFIX + w for w in replay.WORKLOADS)})")
-        return EnvInfo(env_id, "replay", kwargs=replay.KWARGS, choices=replay.CHOICES, ranges=REPLAY_RANGES)
+    family = registry.family_of_workload(env_id)
+    if family is not None:
+        return family.workload_info(env_id)
     if ATARI_ID.match(env_id) and _rom(env_id) in atari_games():
         return EnvInfo(env_id, "atari", frameskip=ATARI["frameskip"], native=("envpool",))
+    own = "".join(f", or a {f.name} workload, e.g. {f.workload_example}" for f in registry.families()
+                  if f.workload_prefix)
     raise UsageError(f"unknown env '{env_id}' (valid: {', '.join(sorted(ENVS))}, an Atari game "
-                     f"as <Game>-v5, e.g. Pong-v5{'' if atari_games() else ' (ale-py is not installed)'}, "
-                     f"or a replay workload, e.g. {replay.PREFIX}DQN-Qbert)")
+                     f"as <Game>-v5, e.g. Pong-v5{'' if atari_games() else ' (ale-py is not installed)'}{own})")
 
 
 def typed_env_kwargs(env_id: str, given: dict) -> dict:

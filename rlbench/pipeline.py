@@ -73,18 +73,18 @@ def open_run(out_dir, suite, record, env, saved) -> tuple:
 
 
 def sweep(args, suite, run_id, out_dir, env, done) -> Outcome:
-    """Limits (replay), adapters' own environments, then every (cell, repeat) not done; Ctrl-C, SIGTERM,
-    SIGHUP and a full disk end it early with every finished row kept."""
+    """What each family needs first (the replay family: the machine's limits), adapters' own environments,
+    then every (cell, repeat) not done; Ctrl-C, SIGTERM, SIGHUP and a full disk end it early with every
+    finished row kept."""
     from rlbench.running.sweep import run_sweep
     todo = f" ({len(done)} rows kept, running the rest)" if done else ""
     print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {out_dir}{todo}", file=sys.stderr)
     outcome = Outcome()
     previous = _handle_signals()
     try:
-        needs_limits = any(registry.get(c.adapter).kind == "replay" for c in suite.cells)
-        if suite.limits["measure"] and needs_limits and "limits" not in env:
-            ResultStore(out_dir).close()  # interrupted while measuring, it is still a run (of no rows)
-            env["limits"] = measure_limits(out_dir, suite.limits)
+        ResultStore(out_dir).close()  # interrupted in what follows, it is still a run (of no rows)
+        for family in registry.families():
+            family.before_sweep(suite, out_dir, env)
             rundir.write_env(out_dir, env)
         envs = prepare(suite, not args.no_build, env)
         rundir.write_env(out_dir, env)
@@ -133,20 +133,6 @@ def prepare(suite, build: bool, env: dict) -> dict:
     prepared = adapter_envs.prepare({registry.get(c.adapter) for c in suite.cells}, build=build)
     env["adapter_envs"] = {name: p.record or {"status": p.status, "reason": p.reason} for name, p in prepared.items()}
     return prepared
-
-
-def measure_limits(out_dir, sizes: dict) -> dict:
-    """The machine limits replay figures are fractions of, measured on this run's filesystem before the
-    sweep; a failure is recorded ({"error": ...}) and the sweep runs without them."""
-    from rlbench.machine.limits import measure_in_subprocess, summary_line
-    print("rlbench: limits: ", end="", file=sys.stderr, flush=True)  # the figures end the line (~15 s)
-    try:
-        limits = measure_in_subprocess(out_dir, sizes["memcpy_mb"], sizes["disk_mb"], sizes["repeats"])
-    except KeyboardInterrupt:
-        print(file=sys.stderr)
-        raise
-    print(summary_line(limits), file=sys.stderr)
-    return limits
 
 
 def export(out_dir):

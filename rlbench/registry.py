@@ -1,18 +1,24 @@
 """Finds the plug-ins: adapters (the modules of rlbench.adapters, then the `rlbench.adapters` entry-point
-group) and policies (built-ins by import path, as EnvPool registers its envs; framework ones register from
-the adapter modules). Lazy: nothing is imported until a name is asked for."""
+group), policies (built-ins by import path, as EnvPool registers its envs; framework ones register from
+the adapter modules) and families (built-ins by import path, then the `rlbench.families` entry-point group).
+Lazy: nothing is imported until a name is asked for."""
+import functools
 import importlib
 import pkgutil
 import sys
 from importlib.metadata import entry_points
 
-from rlbench.contract import Adapter
+from rlbench.contract import Adapter, Family
 from rlbench.errors import UsageError
 
 ADAPTERS = {}
 LOAD_ERRORS = {}
 PACKAGES = ("rlbench.adapters",)  # whose modules are adapters, imported by name (the core never imports them)
 POLICIES = {"random": "rlbench.policy:random_policy", "fixed_cost": "rlbench.policy:fixed_cost_policy"}
+# in the order their columns appear in results.csv and summary.csv; `order` places their report sections
+FAMILIES = {"stepping": "rlbench.families.stepping:Stepping", "jax": "rlbench.families.jax:Jax",
+            "replay": "rlbench.families.replay:Replay", "learners": "rlbench.families.learners:Learners",
+            "validation": "rlbench.families.validation:Validation"}
 _discovered = False
 
 
@@ -78,6 +84,31 @@ def policy(name: str):
         raise UsageError(f"unknown policy '{name}' (valid: {', '.join(policy_names())})")
     builder = POLICIES[name]
     if isinstance(builder, str):
-        module, _, attr = builder.partition(":")
-        builder = POLICIES[name] = getattr(importlib.import_module(module), attr)
+        builder = POLICIES[name] = _load_path(builder)
     return builder
+
+
+def _load_path(path: str):
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@functools.cache
+def families() -> tuple:
+    """Every family, one instance each, built-ins first."""
+    found = [_load_path(path)() for path in FAMILIES.values()]
+    for ep in entry_points(group="rlbench.families"):
+        cls = ep.load()
+        if isinstance(cls, type) and issubclass(cls, Family) and cls.name not in {f.name for f in found}:
+            found.append(cls())
+    return tuple(found)
+
+
+def family_of_kind(kind: str):
+    """The family owning adapters of this kind, or None."""
+    return next((f for f in families() if kind in f.kinds), None)
+
+
+def family_of_workload(env_id: str):
+    """The family whose own workloads this env id names (replay/...), or None for an environment."""
+    return next((f for f in families() if f.workload_prefix and env_id.startswith(f.workload_prefix)), None)

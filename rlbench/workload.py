@@ -110,3 +110,12 @@ class Workload:
         pol = dict(d.pop("policy"))
         pol["hidden"] = tuple(pol["hidden"])
         return cls(policy=PolicySpec(**pol), **d)
+
+
+def kv_label(d: dict) -> str:
+    """`a=1,b=true`: how cell ids and reports print options and env arguments."""
+    return ",".join(f"{k}={_label(v)}" for k, v in sorted((d or {}).items()))
+
+
+def _label(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)

@@ -7,10 +7,10 @@ import importlib.util
 from conftest import REPO
 from test_report_html import results
 
+from rlbench.families.replay.report import bandwidth_figure
 from rlbench.report import charts
 from rlbench.report import compare as compare_report
 from rlbench.report.html import HtmlReporter
-from rlbench.report.replay import bandwidth_figure
 from rlbench.results.compare import compare
 
 ARTIFACTS = REPO / "reports" / "artifacts"

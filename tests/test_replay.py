@@ -10,7 +10,7 @@ import numpy as np
 import psutil
 import pytest
 from conftest import shm_left_since, sweep, write_suite
-from rlbench.adapters.replay import NumpyRing, SumTree
+from rlbench.adapters.replay_stores import NumpyRing, SumTree
 
 from rlbench import registry
 from rlbench.errors import UsageError

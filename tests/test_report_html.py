@@ -8,11 +8,12 @@ import re
 import pandas as pd
 import pytest
 
+from rlbench.families.learners.report import split_figure
+from rlbench.families.replay.report import bandwidth_figure, replay_rows
+from rlbench.families.stepping.report import latency_figure, throughput_figure, winners, winners_table, workers_figure
 from rlbench.report import charts
 from rlbench.report.format import grouped, pct, rate, si, size, speedup
-from rlbench.report.html import HtmlReporter, latency_figure, throughput_figure, winners, winners_table, workers_figure
-from rlbench.report.learners import split_figure
-from rlbench.report.replay import bandwidth_figure, replay_rows
+from rlbench.report.html import HtmlReporter
 from rlbench.results.model import ResultSet, frames
 
 PLOTLYJS = "* plotly.js v"   # the bundle's own header comment
@@ -218,7 +219,7 @@ def test_one_set_of_number_formatters():
 
 
 def test_profiles_share_the_stage_colours_of_the_learners():
-    from rlbench.report.learners import SPLIT
+    from rlbench.families.learners.report import SPLIT
     from rlbench.report.profiles import RUNNING, profiles_figure
     row = {"cell_id": "serial/x", "profile": "p.json", **{f"{s}_s": 1.0 for s in RUNNING + ["setup"]},
            **{f"{s}_frac": 1 / len(RUNNING) for s in RUNNING}}

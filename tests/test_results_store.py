@@ -92,7 +92,7 @@ def test_report_rebuilds_a_real_run(cli_run, capsys):
 
 
 def test_html_names_the_fastest_strategy_per_size_and_its_speedup_over_serial():
-    from rlbench.report.html import winners
+    from rlbench.families.stepping.report import winners
     rows = ResultSet.from_rows(
         [_row("serial", 0, r, rate=1000.0 + r) for r in range(3)]
         + [_row("envpool-async", 1, r, rate=3000.0 + 10 * r) for r in range(3)]
@@ -104,7 +104,7 @@ def test_html_names_the_fastest_strategy_per_size_and_its_speedup_over_serial():
 
 
 def test_winners_compare_like_with_like_policies_and_leave_runners_out():
-    from rlbench.report.html import winners
+    from rlbench.families.stepping.report import winners
     runs = ([_row("rlpyt-serial", 0, r, rate=1000.0 + r) for r in range(3)]
             + [_row("rlpyt-gpu", 1, r, rate=1500.0 + r) for r in range(3)]
             + [_row("gpu-mlp", 2, r, rate=9000.0 + r, adapter="rlpyt-gpu", policy="mlp64x64-cpu-t1") for r in range(3)]

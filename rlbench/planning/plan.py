@@ -6,7 +6,7 @@ spreads over all cells instead of biasing whichever ran last.
 """
 from dataclasses import dataclass, field, fields, replace
 
-from rlbench.workload import Workload
+from rlbench.workload import Workload, kv_label
 
 
 @dataclass(frozen=True)
@@ -78,13 +78,6 @@ class Job:
     profile: bool = False
 
 
-def kv_label(d: dict) -> str:
-    """`a=1,b=true`: how cell ids and reports print options and env arguments."""
-    return ",".join(f"{k}={_label(v)}" for k, v in sorted((d or {}).items()))
-
-
-def _label(v) -> str:
-    return str(v).lower() if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def interleave(cells, repeats: int, profile: bool = False) -> list:

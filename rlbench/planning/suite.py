@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, fields, replace
 from rlbench import registry
 from rlbench.envs import env_info, typed_env_kwargs
 from rlbench.errors import UsageError
-from rlbench.families.replay.driver import replay_spec
 from rlbench.machine.limits import DEFAULTS as LIMIT_DEFAULTS
 from rlbench.planning.plan import Cell, Settings
 from rlbench.workload import Workload, parse_policy
@@ -205,12 +204,14 @@ def _sweep_protocol(where: str, table) -> tuple:
 
 def make_cell(where: str, adapter: str, workload: Workload, given: dict) -> Cell:
     cls = registry.get(adapter)
-    if (cls.kind == "replay") != (env_info(workload.env_id).family == "replay"):
-        need = "a replay workload (replay/<name>)" if cls.kind == "replay" else "an env, not a replay workload"
+    family, owner = registry.family_of_kind(cls.kind), registry.family_of_workload(workload.env_id)
+    own = family.workload_prefix if family else ""
+    if (own and owner is not family) or (not own and owner):
+        need = f"a {family.name} workload ({own}<name>)" if own else f"an env, not a {owner.name} workload"
         raise UsageError(f"{where}: adapter '{adapter}' (kind {cls.kind}) needs {need}, got '{workload.env_id}'")
-    if cls.kind == "replay":
+    if family:
         try:
-            replay_spec(workload)
+            family.check_workload(workload)
         except ValueError as exc:
             raise UsageError(f"{where}: {workload.env_id}: {exc}") from None
     try:

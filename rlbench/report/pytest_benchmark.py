@@ -32,8 +32,8 @@ import os
 import statistics
 from bisect import bisect_left, bisect_right
 
-from rlbench.planning.plan import kv_label
 from rlbench.report.writer import Reporter, write_atomic
+from rlbench.workload import kv_label
 
 FILENAME = "pytest-benchmark.json"
 SCHEMA_VERSION = "5.3.1"   # the pytest-benchmark release whose saved-JSON schema this writes

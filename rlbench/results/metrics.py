@@ -9,7 +9,6 @@ import math
 import sys
 from dataclasses import dataclass
 
-FAMILIES = ("all", "stepping", "learners", "jax", "replay")
 _FORMAT = {"steps/s": ",.0f", "items/s": ",.0f", "updates/s": ",.1f", "MB/s": ",.1f", "GB/s": ".2f", "ms": ".3f",
            "s": ".3g", "share": ".1%", "cores": ".2f", "MB": ",.0f", "count": ",.0f", "ratio": ".3g", "flag": ".0f",
            "return": ".1f", "versions": ".2f"}
@@ -19,7 +18,7 @@ _FORMAT = {"steps/s": ",.0f", "items/s": ",.0f", "updates/s": ",.1f", "MB/s": ",
 class Metric:
     name: str
     unit: str
-    family: str
+    family: str                # a family's name (rlbench.registry.families), or "all"
     description: str
     session: bool = False      # a session's Metrics.read may report it (the rest the harness measures)
     summary: str = "median"    # its summary.csv column: "median" -> NAME_median, "" -> none

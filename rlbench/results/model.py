@@ -7,19 +7,18 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 
-from rlbench import SCHEMA_VERSION
+from rlbench import SCHEMA_VERSION, registry
 from rlbench.results.metrics import SESSION_METRICS
 from rlbench.results.stats import Summary, summarize
 from rlbench.results.store import RESULTS, read_rows
 
 ENV = "env.json"
 
-# What a replay session tells about its store (see rlbench.running.child.INFO_KEYS)
-REPLAY_INFO = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound", "bound_gbps")
-LEARNER_INFO = ("policy_lag_hist",)
-
-# ... and what summary.csv copies of it from a cell's first ok run (bound_gbps becomes limit_gbps)
-REPLAY_IDENTITY = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound")
+# What each family's sessions may add to a row, what summary.csv repeats of it from a cell's first ok run,
+# and the summary columns a family computes, in family order (rlbench.registry.FAMILIES)
+FAMILY_INFO = tuple(k for f in registry.families() for k in f.info_keys)
+FAMILY_IDENTITY = tuple(k for f in registry.families() for k in f.identity_keys)
+FAMILY_SUMMARY = tuple(k for f in registry.families() for k in f.summary_keys)
 
 # results.csv columns, in order (tidy: one row per repeat)
 RUN_COLUMNS = (
@@ -27,17 +26,17 @@ RUN_COLUMNS = (
     "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps",
     "frames", "units", "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms",
     "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s",
-    "runtime_init_s", "compile_s", "device_settings", *REPLAY_INFO, *LEARNER_INFO, "wall_s", "omp_threads",
+    "runtime_init_s", *FAMILY_INFO, "wall_s", "omp_threads",
     "torch_threads", "affinity", "cpus", "placement", *SESSION_METRICS,
     "status", "error", "log", "profile", "started_at",
 )
 SUMMARY_COLUMNS = (
     "schema", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers", "batch_size",
-    "policy", "device", "options", "frameskip", "omp_threads", "cpus", *REPLAY_IDENTITY, "n", "status",
+    "policy", "device", "options", "frameskip", "omp_threads", "cpus", *FAMILY_IDENTITY, "n", "status",
     "steps_per_s_median", "steps_per_s_ci_low",
     "steps_per_s_ci_high", "ci_method", "steps_per_s_iqr", "steps_per_s_cv", "steps_per_s_min", "steps_per_s_max",
     "frames_per_s_median", "latency_p50_ms_median", "latency_p99_ms_median", "policy_frac_median",
-    "cpu_util_median", "peak_rss_mb_max", *(f"{m}_median" for m in SESSION_METRICS), "limit_gbps", "limit_frac",
+    "cpu_util_median", "peak_rss_mb_max", *(f"{m}_median" for m in SESSION_METRICS), *FAMILY_SUMMARY,
     "warning", "error", "profile",
 )
 
@@ -161,7 +160,7 @@ class Benchmark:
         profile = next((r["profile"] for r in self.runs if r.get("profile")), "")
         row = {k: first.get(k) for k in ("schema", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs",
                                          "num_envs", "workers", "batch_size", "policy", "device", "options",
-                                         "frameskip", "omp_threads", "cpus", *REPLAY_IDENTITY)}
+                                         "frameskip", "omp_threads", "cpus", *FAMILY_IDENTITY)}
         row.update(
             n=s.n, status=self.status, steps_per_s_median=s.median, steps_per_s_ci_low=s.ci_low,
             steps_per_s_ci_high=s.ci_high, ci_method=s.ci_method, steps_per_s_iqr=s.iqr, steps_per_s_cv=s.cv,
@@ -173,21 +172,9 @@ class Benchmark:
             peak_rss_mb_max=max((r["peak_rss_mb"] for r in ok), default=float("nan")),
             **{f"{m}_median": self.stat(m).median for m in SESSION_METRICS},
             warning=s.warning if ok else "", error="; ".join(errors), profile=profile, schema=SCHEMA_VERSION)
-        row["limit_gbps"] = self.limit_gbps(row["bound"], limits or {})
-        row["limit_frac"] = (None if row["limit_gbps"] is None or row["item_bytes"] is None else
-                             s.median * row["item_bytes"] / (row["limit_gbps"] * 1e9))
+        for family in registry.families():
+            row.update(family.summary_extras(self, row, limits or {}))
         return row
-
-    def limit_gbps(self, bound, limits: dict):
-        """The limit a replay cell is bound by: the run's measured figure of that name
-        (memcpy_1core or memcpy_1core_gbps, ...), else the one its session measured (bound_gbps)."""
-        if not bound:
-            return None
-        figure = limits.get(bound) or limits.get(f"{bound}_gbps")
-        if isinstance(figure, dict) and figure.get("median"):
-            return figure["median"]
-        own = self.stat("bound_gbps")
-        return own.median if own.n else None
 
 
 @dataclass

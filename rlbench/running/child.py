@@ -64,26 +64,23 @@ def run_cell(spec: dict) -> dict:
     info = getattr(session, "info", {}) or {}
     return {"status": "ok", "setup_s": setup_s, "close_s": close_s, **result,
             "cpus": len(os.sched_getaffinity(0)), "torch_threads": _torch_threads(),
-            **{k: info[k] for k in INFO_KEYS if info.get(k) is not None}}
+            **{k: info[k] for k in info_keys() if info.get(k) is not None}}
 
 
 # What a session's `info` may tell about how it ran, kept in its results row.
-INFO_KEYS = (
+COMMON_INFO = (
     "workers", "batch_size",
     "runtime_init_s",   # starting or joining a framework runtime (Ray), inside setup_s, never in a rate
     "placement",        # where each worker ran: [{node_id, hostname, pid}, ...]
     "cluster",          # the cluster the cell ran on (nodes, resources); the run's env.json gets it
-    "compile_s",        # ahead-of-time compilation (JAX/XLA), inside setup_s, never in a rate
     "device",           # where the work ran when the adapter decides it (e.g. JAX's default backend)
-    "device_settings",  # accelerator settings applied, e.g. {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-    "item_bytes",       # replay: bytes per stored item
-    "capacity_items",   # replay: items the store held (the workload's capacity x capacity_scale)
-    "capacity_scale",   # replay: held / full capacity (< 1 when scaled down to fit max_mb)
-    "page_cache",       # replay on disk: cold or warm, and the share of the file resident as timing began
-    "bound",            # replay: the machine limit its rate is a fraction of (memcpy_1core, disk_random_read, ...)
-    "bound_gbps",       # replay: that limit when the session measured it itself (host-to-device copies)
-    "policy_lag_hist",  # learners: [batches at lag 0, at lag 1, ...] over the timed window
 )
+
+
+def info_keys() -> tuple:
+    """COMMON_INFO and what each family's sessions may add (compile_s, replay store facts, lag histogram)."""
+    from rlbench import registry
+    return COMMON_INFO + tuple(k for f in registry.families() for k in f.info_keys)
 
 
 def _torch_threads():

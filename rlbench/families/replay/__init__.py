@@ -1,1 +1,82 @@
-"""The replay family: workloads, the shared actor/learner driver, its report section."""
+"""Replay and storage: the survey's replay workloads (replay/<name>) on every store, their add and sample
+rates as fractions of the machine's measured limits (memory copy, disk reads), which are measured on the
+run's own filesystem before the sweep."""
+import math
+import sys
+
+from rlbench import registry
+from rlbench.contract import Family
+
+# KWARGS' ranges: 0 = the workload's own item_bytes / batch_size; replay_spec then checks that an item holds
+# its header and that max_mb holds a batch (max_mb=0 holds none), which depend on the workload
+RANGES = {"max_mb": (0, math.inf), "item_bytes": (0, math.inf), "batch_size": (0, math.inf)}
+
+
+class Replay(Family):
+    name = "replay"
+    order = 40
+    kinds = ("replay",)
+    workload_prefix = "replay/"
+    workload_example = "replay/DQN-Qbert"
+    # bytes per stored item; items held (the workload's capacity x capacity_scale) and that scale; on disk,
+    # the page cache as timing began; the machine limit the rate is a fraction of, and that limit when the
+    # session measured it itself (host-to-device copies)
+    info_keys = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound", "bound_gbps")
+    identity_keys = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound")
+    summary_keys = ("limit_gbps", "limit_frac")
+
+    def workload_info(self, env_id: str):
+        """What replay backends store and sample: one of the survey's workloads."""
+        from rlbench.envs import EnvInfo
+        from rlbench.errors import UsageError
+        from rlbench.families.replay import driver
+        if env_id[len(self.workload_prefix):] not in driver.WORKLOADS:
+            raise UsageError(f"unknown replay workload '{env_id}' (valid: "
+                             f"{', '.join(self.workload_prefix + w for w in driver.WORKLOADS)})")
+        return EnvInfo(env_id, self.name, kwargs=driver.KWARGS, choices=driver.CHOICES, ranges=RANGES)
+
+    def check_workload(self, workload) -> None:
+        from rlbench.families.replay.driver import replay_spec
+        replay_spec(workload)
+
+    def before_sweep(self, suite, out_dir: str, env: dict) -> None:
+        """The machine limits replay figures are fractions of, measured on this run's filesystem; a failure
+        is recorded ({"error": ...}) and the sweep runs without them."""
+        ours = any(registry.get(c.adapter).kind in self.kinds for c in suite.cells)
+        if not (ours and suite.limits["measure"]) or "limits" in env:
+            return
+        from rlbench.machine.limits import measure_in_subprocess, summary_line
+        sizes = suite.limits
+        print("rlbench: limits: ", end="", file=sys.stderr, flush=True)  # the figures end the line (~15 s)
+        try:
+            env["limits"] = measure_in_subprocess(out_dir, sizes["memcpy_mb"], sizes["disk_mb"], sizes["repeats"])
+        except KeyboardInterrupt:
+            print(file=sys.stderr)
+            raise
+        print(summary_line(env["limits"]), file=sys.stderr)
+
+    def summary_extras(self, benchmark, row: dict, limits: dict) -> dict:
+        gbps = self.limit_gbps(benchmark, row.get("bound"), limits or {})
+        frac = (None if gbps is None or row.get("item_bytes") is None else
+                row["steps_per_s_median"] * row["item_bytes"] / (gbps * 1e9))
+        return {"limit_gbps": gbps, "limit_frac": frac}
+
+    @staticmethod
+    def limit_gbps(benchmark, bound, limits: dict):
+        """The limit a replay cell is bound by: the run's measured figure of that name (memcpy_1core or
+        memcpy_1core_gbps, ...), else the one its session measured (bound_gbps)."""
+        if not bound:
+            return None
+        figure = limits.get(bound) or limits.get(f"{bound}_gbps")
+        if isinstance(figure, dict) and figure.get("median"):
+            return figure["median"]
+        own = benchmark.stat("bound_gbps")
+        return own.median if own.n else None
+
+    def exports(self, results, out_dir: str) -> list:
+        from rlbench.families.replay.report import write_replay_csv
+        return write_replay_csv(results, out_dir)
+
+    def section(self, results, out_dir: str) -> str:
+        from rlbench.families.replay.report import replay_section
+        return replay_section(results)

@@ -1,1 +1,16 @@
-"""The validation family: published figures and the checks against them."""
+"""Validation: the cells of a run that match a published figure (EnvPool's, gymnax's, the baselines'), with
+the measured value, the published one and a verdict per check."""
+from rlbench.contract import Family
+
+
+class Validation(Family):
+    name = "validation"
+    order = 60
+
+    def exports(self, results, out_dir: str) -> list:
+        from rlbench.families.validation.report import write_validation_csv
+        return write_validation_csv(results, out_dir)
+
+    def section(self, results, out_dir: str) -> str:
+        from rlbench.families.validation.report import validation_section
+        return validation_section(results)

@@ -2,7 +2,8 @@
 sampled by the learner, and an np.memmap store on disk; prioritized sampling with a sum tree for all.
 
 They are the reference the native peers (stable-baselines3, tianshou, torchrl, Ray) are compared with,
-on the same workloads through the same driver (rlbench.families.replay.driver): one store, one copy into the batch.
+on the same workloads through the same driver (rlbench.families.replay.driver): one store, one copy into
+the batch.
 """
 import ctypes
 import multiprocessing as mp

@@ -23,8 +23,8 @@ COLUMNS = (("env steps/s", "steps_per_s_median", rate), ("updates/s", "updates_p
            ("steps to target", "steps_to_target_median", rate))
 
 
-def learners_section(results) -> str:
-    rows = [r for r in results.summary_rows() if r.get("kind") == "learner" and r["n"]]
+def learners_section(results, kinds) -> str:
+    rows = [r for r in results.summary_rows() if r.get("kind") in kinds and r["n"]]
     if not rows:
         return ""
     shown = [c for c in COLUMNS if any(is_num(r.get(c[1])) for r in rows)]

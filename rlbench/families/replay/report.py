@@ -5,13 +5,13 @@ import io
 import os
 
 from rlbench.families.replay.driver import KWARGS, PREFIX, WORKLOADS
-from rlbench.planning.plan import kv_label
 from rlbench.report import charts
 from rlbench.report.format import esc as _e
 from rlbench.report.format import grouped as _num
 from rlbench.report.format import is_num as _ok
 from rlbench.report.format import size
-from rlbench.report.writer import Reporter, write_atomic
+from rlbench.report.writer import write_atomic
+from rlbench.workload import kv_label
 
 OURS = ("numpy-ring", "shm-ring", "memmap")
 PEERS = ("sb3-replay", "tianshou-replay", "torchrl-tensor", "torchrl-memmap")  # the targets' comparison set
@@ -92,16 +92,15 @@ def targets(rows) -> list:
     return out
 
 
-class ReplayReporter(Reporter):
-    def report(self, results, out_dir):
-        rows = replay_rows(results)
-        if not rows:
-            return []
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-        return [write_atomic(os.path.join(out_dir, "replay.csv"), buf.getvalue())]
+def write_replay_csv(results, out_dir) -> list:
+    rows = replay_rows(results)
+    if not rows:
+        return []
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return [write_atomic(os.path.join(out_dir, "replay.csv"), buf.getvalue())]
 
 
 # -- HTML ------------------------------------------------------------------------------------------

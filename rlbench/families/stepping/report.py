@@ -1,0 +1,138 @@
+"""The env-stepping section: env steps/s vs num_envs per env (log-log, a line per strategy, 95% CI),
+steps/s vs workers where a strategy's worker count is swept, the fastest strategy per workload with its
+speedup over the one-process loop, and the latency of one unit."""
+from rlbench.report import charts
+from rlbench.report.format import esc as _e
+from rlbench.report.format import fixed, pct, rate, speedup
+from rlbench.report.points import STAT_COLUMNS, env_label, group_by, series_label, stat_points
+from rlbench.results.stats import ratio_ci
+from rlbench.workload import kv_label
+
+
+def stepping_section(results, kinds) -> str:
+    rows = [r for r in results.summary_rows() if r.get("kind") in kinds]
+    if not rows:
+        return ""
+    parts = ["<h2>Env stepping: vector envs, samplers, Ray, JAX</h2>"]
+    for label, env_rows in group_by(rows, env_label).items():
+        parts.append(f"<h3>{_e(label)}: env steps/s vs num_envs</h3>")
+        parts.append(throughput_chart(env_rows, charts.chart_id("throughput", label)))
+        parts.append(winners_table(env_rows, results))
+        scaling = workers_chart(env_rows, charts.chart_id("workers", label))
+        if scaling:
+            parts.append(f"<h3>{_e(label)}: env steps/s vs workers at a fixed num_envs "
+                         f"(dashed: linear scaling from the fewest workers)</h3>{scaling}")
+        parts.append(f"<h3>{_e(label)}: latency of one unit (p50 solid, p99 dashed) vs num_envs</h3>")
+        parts.append(latency_chart(env_rows, charts.chart_id("latency", label), results))
+    return "".join(parts)
+
+
+WORKER_OPTIONS = ("workers", "num_threads")  # options that set a cell's worker count at a fixed num_envs
+
+
+def throughput_figure(rows):
+    """env steps/s vs num_envs, log-log, a line per strategy with its 95% CI; None without a measured cell."""
+    points = stat_points(rows, "steps_per_s")
+    return charts.scaling(points, **STAT_COLUMNS, x_title="num_envs", y_title="env steps/s") if points else None
+
+
+def throughput_chart(rows, div_id: str) -> str:
+    fig = throughput_figure(rows)
+    return charts.to_html(fig, div_id) if fig else "<p>No successful cells for this env.</p>"
+
+
+def _workers_series(r) -> str:
+    options = {k: v for k, v in (r.get("options") or {}).items() if k not in WORKER_OPTIONS}
+    return " ".join(filter(None, (r["adapter"], r["policy"], kv_label(options), f"n={r['num_envs']}")))
+
+
+def workers_figure(rows):
+    """Strong scaling: steps/s vs workers for each strategy swept over its worker count at one num_envs,
+    beside the ideal (its rate at the fewest workers, times workers / those workers), dashed; None when no
+    strategy was swept."""
+    ok = [r for r in rows if r["n"] and r.get("workers") and r["steps_per_s_median"] > 0]
+    points = []
+    for name, group in group_by(ok, _workers_series).items():
+        if len({r["workers"] for r in group}) > 1:
+            base = min(group, key=lambda r: r["workers"])
+            points += stat_points(group, "steps_per_s", x=lambda r: r["workers"], series=_workers_series)
+            points += [{"series": name, "variant": "ideal", "x": r["workers"],
+                        "y": base["steps_per_s_median"] * r["workers"] / base["workers"],
+                        "label": f"ideal: linear scaling from {base['workers']} worker(s)"} for r in group]
+    if not points:
+        return None
+    return charts.scaling(points, **STAT_COLUMNS, dashes={"ideal": "dash"}, x_title="workers",
+                          y_title="env steps/s")
+
+
+def workers_chart(rows, div_id: str) -> str:
+    fig = workers_figure(rows)
+    return charts.to_html(fig, div_id) if fig else ""
+
+
+def latency_figure(rows, results=None):
+    """ms per unit vs num_envs: p50 solid, p99 dashed, each with the 95% CI of its median over the repeats."""
+    points = (stat_points(rows, "latency_p50_ms", results, variant="p50")
+              + stat_points(rows, "latency_p99_ms", results, variant="p99"))
+    if not points:
+        return None
+    return charts.scaling(points, **STAT_COLUMNS, dashes={"p99": "dash"}, x_title="num_envs",
+                          y_title="ms per unit", y_fmt=lambda v: fixed(v, ".3g"), y_ticks="plain")
+
+
+def latency_chart(rows, div_id: str, results=None) -> str:
+    fig = latency_figure(rows, results)
+    return charts.to_html(fig, div_id) if fig else ""
+
+
+BASELINES = ("serial", "rlpyt-serial")  # the one-process loops a speedup is measured against
+
+
+def winners(rows, results=None) -> list:
+    """Per workload (num_envs x policy): the fastest strategy, its speedup over the one-process loop on
+    the same workload, its parallel efficiency (speedup / the cores it had: 1.0 = every core ran as fast
+    as the loop alone), and whether its lead is clear (its CI above the runner-up's) or within the noise.
+    Runners also train, so their env steps/s do not compete here. Given the ResultSet, the speedup has a
+    bootstrap 95% CI from both cells' repeats (rlbench.results.stats.ratio_ci; NaN bounds without it)."""
+    out = []
+    rows = [r for r in rows if r.get("kind", "vector_env") == "vector_env"]  # runners also train
+    for n, policy in sorted({(r["num_envs"], r["policy"]) for r in rows}):
+        at = sorted((r for r in rows if (r["num_envs"], r["policy"]) == (n, policy) and r["n"]
+                     and r["steps_per_s_median"] > 0), key=lambda r: -r["steps_per_s_median"])
+        if not at:
+            continue
+        win, runner = at[0], (at[1] if len(at) > 1 else None)
+        serial = next((r for b in BASELINES for r in at if r["adapter"] == b), None)
+        clear = runner is None or not (win["steps_per_s_ci_low"] <= runner["steps_per_s_ci_high"])
+        ratio = win["steps_per_s_median"] / serial["steps_per_s_median"] if serial else None
+        low = high = float("nan")
+        if serial and results is not None:
+            _, low, high = ratio_ci(_repeats(results, win), _repeats(results, serial))
+        out.append({"num_envs": n, "policy": policy, "winner": series_label(win),
+                    "steps_per_s": win["steps_per_s_median"], "speedup_over_serial": ratio,
+                    "speedup_ci_low": low, "speedup_ci_high": high,
+                    # the ideal: every core of the cell running the one-process loop's rate
+                    "efficiency": ratio / win["cpus"] if ratio and win.get("cpus") else None,
+                    "runner_up": series_label(runner) if runner else "",
+                    "lead": "clear" if clear else "within the CIs of the runner-up"})
+    return out
+
+
+def _repeats(results, row) -> list:
+    """A cell's steps/s, one per successful repeat (the values its median and CI come from)."""
+    return [r["steps_per_s"] for r in results.benchmarks[row["cell_id"]].ok_runs]
+
+
+def winners_table(rows, results=None) -> str:
+    body = "".join(
+        f"<tr><td>{w['num_envs']}</td><td>{_e(w['policy'])}</td><td>{_e(w['winner'])}</td>"
+        f"<td data-v='{w['steps_per_s']}'>{rate(w['steps_per_s'])}</td>"
+        f"<td data-v='{'' if w['speedup_over_serial'] is None else w['speedup_over_serial']}'>"
+        f"{speedup(w['speedup_over_serial'], w['speedup_ci_low'], w['speedup_ci_high'])}</td>"
+        f"<td>{pct(w['efficiency'], 0)}</td>"
+        f"<td>{_e(w['runner_up'])}</td><td>{_e(w['lead'])}</td></tr>" for w in winners(rows, results))
+    head = "".join(f"<th>{h}</th>" for h in ("num_envs", "policy", "fastest", "steps/s",
+                                             "speedup over serial [95% CI]",
+                                             "parallel efficiency (speedup / cores)",
+                                             "runner-up", "lead"))
+    return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" if body else ""
