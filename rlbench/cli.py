@@ -138,9 +138,11 @@ def cmd_report(args) -> int:
     lock = rundir.RunLock(args.dir).acquire()  # not while a run is still writing it
     try:
         if args.format == "pytest-benchmark":
-            from rlbench.report.pytest_benchmark import write
+            from rlbench import report
+            from rlbench.report.pytest_benchmark import export_pytest_benchmark
             from rlbench.results.model import ResultSet
-            print(f"pytest-benchmark: {write(ResultSet.load(args.dir), args.dir)}")
+            paths = report.export(ResultSet.load(args.dir), args.dir, [export_pytest_benchmark])
+            print(f"pytest-benchmark: {paths[0]}")
             return 0
         results = export(args.dir)
     except OSError as exc:

@@ -161,9 +161,10 @@ class Family:
         """Columns `summary_keys` of one cell's summary row (limits: the run's measured machine limits)."""
         return {}
 
-    def exports(self, results, out_dir: str) -> list:
-        """Files of its own beside the report (replay.csv, validation.csv); the paths written."""
-        return []
+    def exports(self, results, out_dir: str) -> dict:
+        """Files of its own beside the report (replay.csv, validation.csv), name -> text: the report's one
+        writer writes them."""
+        return {}
 
     def section(self, results, out_dir: str) -> str:
         """Its HTML section of index.html, '' when the run has nothing of it."""

@@ -136,13 +136,12 @@ def prepare(suite, build: bool, env: dict) -> dict:
 
 
 def export(out_dir):
-    from rlbench.report import reporters
+    from rlbench import report
     results = ResultSet.load(out_dir)
     if results.skipped:
         print(f"rlbench: warning: {out_dir}/results.jsonl: line(s) {', '.join(map(str, results.skipped[:10]))} "
               "are not results rows; left out", file=sys.stderr)
-    for reporter in reporters():
-        reporter.report(results, out_dir)
+    report.export(results, out_dir)
     return results
 
 

@@ -8,9 +8,9 @@ from conftest import REPO
 from test_report_html import results
 
 from rlbench.families.replay.report import bandwidth_figure
-from rlbench.report import charts
+from rlbench.report import charts, export
 from rlbench.report import compare as compare_report
-from rlbench.report.html import HtmlReporter
+from rlbench.report.html import export_html
 from rlbench.results.compare import compare
 
 ARTIFACTS = REPO / "reports" / "artifacts"
@@ -22,7 +22,7 @@ spec.loader.exec_module(check_report)
 
 def test_report_renders_in_chromium(tmp_path):
     assert check_report.chromium_path(), "Chromium is missing: run `make browser` (part of `make test`)"
-    HtmlReporter().report(results(), str(tmp_path))
+    export(results(), str(tmp_path), [export_html])
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "report.png"
     assert check_report.check(str(tmp_path / "index.html"), str(shot)) == []

@@ -11,9 +11,9 @@ import pytest
 from rlbench.families.learners.report import split_figure
 from rlbench.families.replay.report import bandwidth_figure, replay_rows
 from rlbench.families.stepping.report import latency_figure, throughput_figure, winners, winners_table, workers_figure
-from rlbench.report import charts
+from rlbench.report import charts, export
 from rlbench.report.format import grouped, pct, rate, si, size, speedup
-from rlbench.report.html import HtmlReporter
+from rlbench.report.html import export_html
 from rlbench.results.model import ResultSet, frames
 
 PLOTLYJS = "* plotly.js v"   # the bundle's own header comment
@@ -45,7 +45,7 @@ def results() -> ResultSet:
 
 
 def _page(tmp_path, res=None) -> str:
-    HtmlReporter().report(res or results(), str(tmp_path))
+    export(res or results(), str(tmp_path), [export_html])
     return (tmp_path / "index.html").read_text()
 
 

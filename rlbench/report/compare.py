@@ -7,7 +7,7 @@ from rlbench.report.csv_reporter import to_csv
 from rlbench.report.format import rate as fmt_rate
 from rlbench.report.format import speedup
 from rlbench.report.html import CSS, SORT_JS, _e
-from rlbench.report.writer import write_atomic
+from rlbench.report.writer import write_files
 from rlbench.results.compare import COLUMNS, Comparison
 
 COLOURS = {"slower": "#fbe3e3", "faster": "#e3f4e3", "not comparable": "#eeeeee", "uncertain": "#fff6dd",
@@ -15,9 +15,10 @@ COLOURS = {"slower": "#fbe3e3", "faster": "#e3f4e3", "not comparable": "#eeeeee"
 
 
 def write(comparison: Comparison, base_dir: str, new_dir: str, out_dir: str) -> list:
+    """compare.csv and compare.html into out_dir, through the one writer; the paths."""
     os.makedirs(out_dir, exist_ok=True)
-    return [write_atomic(os.path.join(out_dir, "compare.csv"), to_csv(comparison.rows, COLUMNS)),
-            write_atomic(os.path.join(out_dir, "compare.html"), page(comparison, base_dir, new_dir))]
+    return write_files(out_dir, {"compare.csv": to_csv(comparison.rows, COLUMNS),
+                                 "compare.html": page(comparison, base_dir, new_dir)})
 
 
 def _num(v, fmt) -> str:

@@ -1,10 +1,8 @@
 """results.csv (tidy, one row per repeat) and summary.csv (one row per cell), from the result set's pandas
 views; every CSV of a report (profiles, validation, compare) is written by `to_csv` the same way."""
 import json
-import os
 
 from rlbench import SCHEMA_VERSION
-from rlbench.report.writer import Reporter, write_atomic
 
 
 def frame_to_csv(frame) -> str:
@@ -25,9 +23,8 @@ def _cell(v):
     return "" if v is None else v
 
 
-class CsvReporter(Reporter):
-    def report(self, results, out_dir):
-        runs = results.runs_frame()
-        runs["schema"] = runs["schema"].where(runs["schema"].notna(), SCHEMA_VERSION)  # rows older than the field
-        return [write_atomic(os.path.join(out_dir, "results.csv"), frame_to_csv(runs)),
-                write_atomic(os.path.join(out_dir, "summary.csv"), frame_to_csv(results.summary_frame()))]
+def export_csv(results, out_dir: str) -> dict:
+    """results.csv (one row per repeat) and summary.csv (one row per cell)."""
+    runs = results.runs_frame()
+    runs["schema"] = runs["schema"].where(runs["schema"].notna(), SCHEMA_VERSION)  # rows older than the field
+    return {"results.csv": frame_to_csv(runs), "summary.csv": frame_to_csv(results.summary_frame())}

@@ -2,7 +2,6 @@
 family draws its own, rlbench.registry.families), a sortable summary table and the machine fingerprint.
 Charts come from rlbench.report.charts, numbers from rlbench.report.format."""
 import json
-import os
 
 from rlbench import SCHEMA_VERSION, registry
 from rlbench.report import charts
@@ -10,7 +9,6 @@ from rlbench.report.format import esc as _e
 from rlbench.report.format import is_num, pct, si
 from rlbench.report.points import env_label
 from rlbench.report.profiles import profiles_section
-from rlbench.report.writer import Reporter, write_atomic
 from rlbench.results.metrics import SESSION_METRICS
 from rlbench.workload import kv_label
 
@@ -30,36 +28,35 @@ SORT_JS = """document.querySelectorAll('table.sortable').forEach(function(t){
   rows.forEach(function(r){t.tBodies[0].appendChild(r);});});});});"""
 
 
-class HtmlReporter(Reporter):
-    """The page: a headline, each family's section in its order (the py-spy profiles' before validation),
+def export_html(results, out_dir: str) -> dict:
+    """index.html: a headline, each family's section in its order (the py-spy profiles' before validation),
     the summary table, the cells not run here and the machine."""
-
-    def report(self, results, out_dir):
-        rows = results.summary_rows()
-        parts = [f"<h1>rlbench report: {_e(_suite_name(rows))}</h1>", _headline(results.env)]
-        sections = [(f.order, f.name, lambda f=f: f.section(results, out_dir)) for f in registry.families()]
-        sections.append((PROFILES_ORDER, "profiles", lambda: profiles_section(results, out_dir)))
-        parts += [draw() for _, _, draw in sorted(sections, key=lambda s: s[:2])]
-        ran = [r for r in rows if r["n"] or r["status"] not in ("unsupported",)]
-        skipped = [r for r in rows if r not in ran]
-        parts += ["<h2>Summary (median of repeats; click a header to sort)</h2>", summary_table(ran)]
-        if skipped:
-            parts += ["<h2>Not run here</h2><ul>"] + [f"<li>{_e(r['cell_id'])}: {_e(r['error'])}</li>"
-                                                      for r in skipped] + ["</ul>"]
-        parts += ["<h2>Machine and software</h2>", _fingerprint_table(results.env)]
-        body = "".join(parts)
-        doc = (f"<!doctype html><html><head><meta charset='utf-8'>"
-               f"<meta name='rlbench-schema' content='{SCHEMA_VERSION}'><title>rlbench report</title>"
-               f"<style>{CSS}</style>{charts.plotlyjs_for(body)}</head>"
-               f"<body>{body}<script>{SORT_JS}</script></body></html>")
-        return [write_atomic(os.path.join(out_dir, "index.html"), doc)]
+    return {"index.html": page(results, out_dir)}
 
 
-class FamilyExports(Reporter):
+def page(results, out_dir: str) -> str:
+    rows = results.summary_rows()
+    parts = [f"<h1>rlbench report: {_e(_suite_name(rows))}</h1>", _headline(results.env)]
+    sections = [(f.order, f.name, lambda f=f: f.section(results, out_dir)) for f in registry.families()]
+    sections.append((PROFILES_ORDER, "profiles", lambda: profiles_section(results, out_dir)))
+    parts += [draw() for _, _, draw in sorted(sections, key=lambda s: s[:2])]
+    ran = [r for r in rows if r["n"] or r["status"] not in ("unsupported",)]
+    skipped = [r for r in rows if r not in ran]
+    parts += ["<h2>Summary (median of repeats; click a header to sort)</h2>", summary_table(ran)]
+    if skipped:
+        parts += ["<h2>Not run here</h2><ul>"] + [f"<li>{_e(r['cell_id'])}: {_e(r['error'])}</li>"
+                                                  for r in skipped] + ["</ul>"]
+    parts += ["<h2>Machine and software</h2>", _fingerprint_table(results.env)]
+    body = "".join(parts)
+    return (f"<!doctype html><html><head><meta charset='utf-8'>"
+            f"<meta name='rlbench-schema' content='{SCHEMA_VERSION}'><title>rlbench report</title>"
+            f"<style>{CSS}</style>{charts.plotlyjs_for(body)}</head>"
+            f"<body>{body}<script>{SORT_JS}</script></body></html>")
+
+
+def export_families(results, out_dir: str) -> dict:
     """Each family's own files (replay.csv, validation.csv)."""
-
-    def report(self, results, out_dir):
-        return [path for family in registry.families() for path in family.exports(results, out_dir)]
+    return {name: text for f in registry.families() for name, text in f.exports(results, out_dir).items()}
 
 
 PROFILES_ORDER = 50  # the py-spy profiles' section: after the families' own, before validation

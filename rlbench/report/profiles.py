@@ -5,7 +5,6 @@ import os
 from rlbench.report import charts
 from rlbench.report.csv_reporter import to_csv
 from rlbench.report.format import esc
-from rlbench.report.writer import Reporter, write_atomic
 from rlbench.results.profiles import STAGES, breakdown
 
 COLOURS = {**charts.STAGE_COLOURS, "learner": charts.STAGE_COLOURS["learn"]}
@@ -32,10 +31,10 @@ def profile_rows(results, out_dir: str) -> list:
     return rows
 
 
-class ProfilesReporter(Reporter):
-    def report(self, results, out_dir):
-        rows = profile_rows(results, out_dir)
-        return [write_atomic(os.path.join(out_dir, "profiles.csv"), to_csv(rows, COLUMNS))] if rows else []
+def export_profiles(results, out_dir: str) -> dict:
+    """profiles.csv, for a run with --profile."""
+    rows = profile_rows(results, out_dir)
+    return {"profiles.csv": to_csv(rows, COLUMNS)} if rows else {}
 
 
 def profiles_section(results, out_dir: str) -> str:

@@ -28,11 +28,9 @@ How a run maps onto that schema:
 """
 import json
 import math
-import os
 import statistics
 from bisect import bisect_left, bisect_right
 
-from rlbench.report.writer import Reporter, write_atomic
 from rlbench.workload import kv_label
 
 FILENAME = "pytest-benchmark.json"
@@ -66,14 +64,9 @@ def to_json(results) -> str:
     return json.dumps(_finite(doc), indent=4, ensure_ascii=True, allow_nan=False) + "\n"
 
 
-def write(results, out_dir: str) -> str:
-    """DIR/pytest-benchmark.json, through the one writer; returns its path."""
-    return write_atomic(os.path.join(out_dir, FILENAME), to_json(results))
-
-
-class PytestBenchmarkReporter(Reporter):
-    def report(self, results, out_dir):
-        return [write(results, out_dir)]
+def export_pytest_benchmark(results, out_dir: str) -> dict:
+    """DIR/pytest-benchmark.json (`rlbench report DIR --format pytest-benchmark`)."""
+    return {FILENAME: to_json(results)}
 
 
 def _benchmark(cell_id: str, runs: list, summary: dict, settings: dict) -> dict:

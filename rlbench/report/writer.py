@@ -1,11 +1,12 @@
-"""The one writer every export goes through: whole or not at all, so a report is never half-written."""
+"""The one writer every export goes through, as hyperfine's exporters have it: an exporter renders its
+files (name -> text), and they are written here, each whole or not at all, so a report is never
+half-written."""
 import os
 
 
-class Reporter:
-    def report(self, results, out_dir: str) -> list:
-        """Write this view; return the paths written."""
-        raise NotImplementedError
+def write_files(out_dir: str, files: dict) -> list:
+    """Every file an exporter rendered, into out_dir; the paths written."""
+    return [write_atomic(os.path.join(out_dir, name), text) for name, text in files.items()]
 
 
 def write_atomic(path: str, text: str) -> str:

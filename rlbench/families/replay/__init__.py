@@ -73,9 +73,9 @@ class Replay(Family):
         own = benchmark.stat("bound_gbps")
         return own.median if own.n else None
 
-    def exports(self, results, out_dir: str) -> list:
-        from rlbench.families.replay.report import write_replay_csv
-        return write_replay_csv(results, out_dir)
+    def exports(self, results, out_dir: str) -> dict:
+        from rlbench.families.replay.report import replay_csv
+        return replay_csv(results)
 
     def section(self, results, out_dir: str) -> str:
         from rlbench.families.replay.report import replay_section

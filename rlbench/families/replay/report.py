@@ -2,7 +2,6 @@
 kept up with the workload's schedule, and sample bandwidth vs item size; replay.csv holds the same rows."""
 import csv
 import io
-import os
 
 from rlbench.families.replay.driver import KWARGS, PREFIX, WORKLOADS
 from rlbench.report import charts
@@ -10,7 +9,6 @@ from rlbench.report.format import esc as _e
 from rlbench.report.format import grouped as _num
 from rlbench.report.format import is_num as _ok
 from rlbench.report.format import size
-from rlbench.report.writer import write_atomic
 from rlbench.workload import kv_label
 
 OURS = ("numpy-ring", "shm-ring", "memmap")
@@ -92,15 +90,15 @@ def targets(rows) -> list:
     return out
 
 
-def write_replay_csv(results, out_dir) -> list:
+def replay_csv(results) -> dict:
     rows = replay_rows(results)
     if not rows:
-        return []
+        return {}
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    return [write_atomic(os.path.join(out_dir, "replay.csv"), buf.getvalue())]
+    return {"replay.csv": buf.getvalue()}
 
 
 # -- HTML ------------------------------------------------------------------------------------------

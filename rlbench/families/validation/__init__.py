@@ -7,9 +7,9 @@ class Validation(Family):
     name = "validation"
     order = 60
 
-    def exports(self, results, out_dir: str) -> list:
-        from rlbench.families.validation.report import write_validation_csv
-        return write_validation_csv(results, out_dir)
+    def exports(self, results, out_dir: str) -> dict:
+        from rlbench.families.validation.report import validation_csv
+        return validation_csv(results)
 
     def section(self, results, out_dir: str) -> str:
         from rlbench.families.validation.report import validation_section

@@ -1,19 +1,15 @@
 """validation.csv and its console and HTML views: measured vs published, with a verdict per check."""
-import os
 
 from rlbench.families.validation.checks import COLUMNS, validation_rows
 from rlbench.report.csv_reporter import to_csv
 from rlbench.report.format import esc as _e
 from rlbench.report.format import si
 from rlbench.report.format import si as _num
-from rlbench.report.writer import write_atomic
 
 
-def write_validation_csv(results, out_dir) -> list:
+def validation_csv(results) -> dict:
     rows = validation_rows(results)
-    if not rows:
-        return []
-    return [write_atomic(os.path.join(out_dir, "validation.csv"), to_csv(rows, COLUMNS))]
+    return {"validation.csv": to_csv(rows, COLUMNS)} if rows else {}
 
 
 def validation_section(results) -> str:
