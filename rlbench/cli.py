@@ -5,6 +5,7 @@ import json
 import os
 import sys
 
+import rlbench
 from rlbench import pipeline, registry
 from rlbench.errors import UsageError
 from rlbench.machine.limits import DEFAULTS as LIMIT_DEFAULTS
@@ -16,7 +17,7 @@ REPORTS = rundir.REPORTS
 # what a run keeps of its command line (plan.json), enough to plan it again: resume, rerun
 PLAN_ARGS = ("suite", "adapter", "env", "num_envs", "policy", "opt", "env_kwarg", "repeats", "duration", "warmup",
              "timeout", "only", "profile", "ray_address")
-VALIDATE_SUITE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "suites", "validate.toml")
+VALIDATE_SUITE = os.path.join(rlbench.ROOT, "suites", "validate.toml")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -85,7 +85,7 @@ def _version(package: str):
 
 
 def _git() -> dict:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = rlbench.ROOT
 
     def git(*args):
         try:

@@ -21,7 +21,9 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import rlbench
+
+ROOT = rlbench.ROOT
 READY = "rlbench-env.json"     # written last: the build finished and what it holds
 SHOWN = ("Collecting", "Downloading", "Installing", "Successfully", "ERROR", "error:")  # pip lines shown live
 
