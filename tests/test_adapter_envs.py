@@ -67,7 +67,7 @@ def test_missing_requirements_file_is_unsupported(runs):
 
 def test_built_environment_is_reused_and_no_build_leaves_unbuilt_ones_unsupported(runs):
     _, first, second, *_ = runs
-    assert second.rc == 1, second.stderr
+    assert second.rc == 0, second.stderr  # --no-build: the broken environment's cell is unsupported
     assert "building environment" not in second.stderr
     assert second.row("test-own-env")["status"] == "ok"
     assert second.env["adapter_envs"]["test-core"]["built_at"] == first.env["adapter_envs"]["test-core"]["built_at"]
