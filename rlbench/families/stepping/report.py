@@ -106,7 +106,7 @@ def winners(rows, results=None) -> list:
         clear = runner is None or not (win["steps_per_s_ci_low"] <= runner["steps_per_s_ci_high"])
         ratio = win["steps_per_s_median"] / serial["steps_per_s_median"] if serial else None
         low = high = float("nan")
-        if serial and results is not None:
+        if serial and serial is not win and results is not None:  # the loop itself: exactly 1x
             _, low, high = ratio_ci(_repeats(results, win), _repeats(results, serial))
         out.append({"num_envs": n, "policy": policy, "winner": series_label(win),
                     "steps_per_s": win["steps_per_s_median"], "speedup_over_serial": ratio,
