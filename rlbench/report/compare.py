@@ -4,9 +4,10 @@ import math
 import os
 
 from rlbench.report.csv_reporter import to_csv
+from rlbench.report.format import esc as _e
 from rlbench.report.format import rate as fmt_rate
 from rlbench.report.format import speedup
-from rlbench.report.html import CSS, SORT_JS, _e
+from rlbench.report.html import CSS, SORT_JS
 from rlbench.report.writer import write_files
 from rlbench.results.compare import COLUMNS, Comparison
 

@@ -141,17 +141,7 @@ class Benchmark:
 
     def summary_row(self, limits: dict = None) -> dict:
         """limits: the run's env["limits"] (rlbench.machine.limits), what a replay cell's rate is a fraction of.
-        A fresh copy each call of what is computed once."""
-        key = json.dumps(limits or {}, sort_keys=True, default=str)
-        if key not in self._summaries:
-            self._summaries[key] = self._summary_row(limits)
-        return dict(self._summaries[key])
-
-    @cached_property
-    def _summaries(self) -> dict:
-        return {}
-
-    def _summary_row(self, limits: dict = None) -> dict:
+        Cheap once computed: every statistic it reads is kept by `stat`."""
         s = self.stat("steps_per_s")
         ok = self.ok_runs
         first = ok[0] if ok else self.first
@@ -213,7 +203,11 @@ class ResultSet:
         return results
 
     def summary_rows(self) -> list:
-        """One row per cell, in the order the suite lists its cells."""
+        """One row per cell, in the order the suite lists its cells: a fresh copy of what is computed once."""
+        return [dict(row) for row in self._summary_rows]
+
+    @cached_property
+    def _summary_rows(self) -> list:
         benchmarks = sorted(self.benchmarks.values(), key=lambda b: b.first.get("cell_index", 0))
         return [b.summary_row(self.env.get("limits")) for b in benchmarks]
 

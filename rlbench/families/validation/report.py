@@ -4,7 +4,6 @@ from rlbench.families.validation.checks import COLUMNS, validation_rows
 from rlbench.report.csv_reporter import to_csv
 from rlbench.report.format import esc as _e
 from rlbench.report.format import si
-from rlbench.report.format import si as _num
 
 
 def validation_csv(results) -> dict:
@@ -35,5 +34,5 @@ def validation_text(rows) -> str:
     lines = [f"{'check':<14} {'env':<34} {'w':>2}  {'quantity':<52} {'measured':>9} {'published':>9}  verdict"]
     for r in rows:
         lines.append(f"{r['check']:<14} {r['env'][:34]:<34} {r['workers']:>2}  {r['quantity'][:52]:<52} "
-                     f"{_num(r['measured']):>9} {_num(r['published']):>9}  {r['verdict']}")
+                     f"{si(r['measured']):>9} {si(r['published']):>9}  {r['verdict']}")
     return "\n".join(lines)
