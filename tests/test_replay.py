@@ -133,13 +133,15 @@ def test_actor_processes_write_what_the_learner_samples(context):
     wl = workload("SAC-Hopper", "max-both", actors=2)
     session = open_session("shm-ring", wl, context=context)
     try:
-        deadline = time.time() + 20
-        while session.total_added() < 2 * session.spec.capacity and time.time() < deadline:
+        per = session.store.capacity // 2
+        deadline = time.time() + 60
+        # each actor owns half the ring: wait on each one's own count (fill + a full lap), not on the
+        # total, which a fast actor can reach alone while a starved one has not lapped its half yet
+        while (session.store.count < 2 * per).any() and time.time() < deadline:
             session.step()
-        assert session.total_added() >= 2 * session.spec.capacity   # every slot rewritten by an actor
+        assert (session.store.count >= 2 * per).all()   # every slot rewritten by its actor
         batch, _ = session.store.sample(256)
         ids = item_ids(batch)
-        per = session.store.capacity // 2
         assert set(ids >> 40) == {0, 1}
         assert ((ids & ((1 << 40) - 1)) >= per).all()   # none left from the fill: actors overwrote them all
     finally:
