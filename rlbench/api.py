@@ -3,7 +3,7 @@ this module and `rlbench.adapters._kit`, nothing else of rlbench; import-linter 
 imports this one: the core depends on `rlbench.contract`, the leaf these names come from.
 """
 from rlbench.contract import PAGE_CACHE, Adapter, Metrics, Option, Session
-from rlbench.envs import env_fns, env_info, envpool_kwargs, make_env
+from rlbench.envs import USER_FAMILIES, env_fns, env_info, envpool_kwargs, make_env, spaces, unsupported_spaces
 from rlbench.errors import Unsupported
 from rlbench.families.replay.driver import PREFIX as REPLAY_PREFIX
 from rlbench.families.replay.driver import (
@@ -17,7 +17,7 @@ from rlbench.families.replay.driver import (
 )
 from rlbench.families.replay.driver import WORKLOADS as REPLAY_WORKLOADS
 from rlbench.machine import pagecache
-from rlbench.policy import make_policy, random_sampler
+from rlbench.policy import batch_len, make_policy, random_sampler
 from rlbench.registry import register, register_policy
 from rlbench.results.metrics import SESSION_METRICS
 from rlbench.running.proctree import become_subreaper  # for adapters whose framework orphans processes
@@ -28,7 +28,9 @@ __all__ = [
     "Adapter", "Option", "Session", "Metrics", "register", "Unsupported", "SESSION_METRICS",
     # the workload and how to build it
     "Workload", "PolicySpec", "make_env", "env_fns", "env_info", "envpool_kwargs", "make_policy",
-    "random_sampler", "register_policy", "become_subreaper",
+    "random_sampler", "register_policy", "become_subreaper", "batch_len",
+    # the user's envs (families gymnasium and custom): their spaces, and the reason an adapter cannot carry them
+    "USER_FAMILIES", "spaces", "unsupported_spaces",
     # the replay family (kind "replay"): its workloads, driver and the disk stores' page-cache option
     "ReplaySession", "ReplaySpec", "replay_spec", "in_process_only", "scratch_dir", "REPLAY_PREFIX",
     "REPLAY_WORKLOADS", "PRIORITY_ALPHA", "PRIORITY_BETA", "PAGE_CACHE", "pagecache",

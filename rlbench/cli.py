@@ -90,6 +90,8 @@ def parse_args(argv):
 
 
 def main(argv=None) -> int:
+    if os.getcwd() not in sys.path and "" not in sys.path:  # a user's env or policy module imports from here,
+        sys.path.insert(0, os.getcwd())                      # as under `python -m` (and in every cell)
     try:
         args = parse_args(argv)
         commands = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "env": cmd_env, "validate": cmd_validate,

@@ -8,7 +8,16 @@ Brax envs (`brax/<name>`, family brax) exist only inside JAX (adapters `brax`, `
 environment, adapters/envs/brax.txt); one env step is 0.05 s of simulated time on every Brax backend (as
 in Ant-v4 and HalfCheetah-v4), so their frameskip is 5 like MuJoCo's, counting 0.01 s of simulated time,
 whatever substeps a backend takes (positional: Ant 10 x 0.005 s, HalfCheetah 16 x 0.003125 s).
+
+Any other env is the user's: a registered gymnasium id (`Acrobot-v1`), gymnasium's `module:EnvId-v0` (the
+module registers the id when imported, in every process that builds the env) or a factory
+`package.module:make_env` returning a gymnasium.Env. Their env_kwargs go to the env as given; `frameskip`
+among them also states the accounting (frames = env steps x frameskip; 1 if not given). One instance is
+built while planning (`probe`), so an env that does not import or build is refused before anything runs,
+and adapters can say which observation and action spaces they carry.
 """
+import functools
+import importlib
 import importlib.util
 import math
 import os
@@ -22,9 +31,9 @@ ATARI = {"frameskip": 4, "noop_max": 30, "screen": 84, "stack": 4}
 @dataclass(frozen=True)
 class EnvInfo:
     env_id: str
-    family: str                 # classic | atari | mujoco | synthetic
+    family: str                 # classic | atari | mujoco | synthetic | brax | gymnasium | custom
     frameskip: int = 1          # frames = env steps x frameskip
-    kwargs: dict = field(default_factory=dict)   # allowed env_kwargs -> default
+    kwargs: dict = field(default_factory=dict)   # allowed env_kwargs -> default; None: any (the user's env)
     native: tuple = ()          # families that implement the env natively besides gymnasium
     choices: dict = field(default_factory=dict)  # env_kwargs with a fixed set of values -> that set
     ranges: dict = field(default_factory=dict)   # numeric env_kwargs -> (low, high), both valid; else >= 0
@@ -43,6 +52,10 @@ ENVS = {
         ranges={"step_cost_us": (0, math.inf), "obs_bytes": (1, math.inf), "episode_len": (1, math.inf)},
     ),
 }
+USER_FAMILIES = ("gymnasium", "custom")  # envs rlbench did not write: kwargs as given, spaces probed
+SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")  # what adapters may carry
+
+
 def atari_games() -> set:
     """ROM names ale-py ships (e.g. 'pong'), read from its folder without importing it."""
     spec = importlib.util.find_spec("ale_py")
@@ -69,16 +82,96 @@ def env_info(env_id: str) -> EnvInfo:
         return family.workload_info(env_id)
     if ATARI_ID.match(env_id) and _rom(env_id) in atari_games():
         return EnvInfo(env_id, "atari", frameskip=ATARI["frameskip"], native=("envpool",))
+    if ":" in env_id:
+        _user_target(env_id)  # the module imports and names a factory or a registered id
+        return EnvInfo(env_id, "custom", kwargs=None)
+    if _registered(env_id):
+        return EnvInfo(env_id, "gymnasium", kwargs=None)
     own = "".join(f", or a {f.name} workload, e.g. {f.workload_example}" for f in registry.families()
                   if f.workload_prefix)
-    raise UsageError(f"unknown env '{env_id}' (valid: {', '.join(sorted(ENVS))}, an Atari game "
+    raise UsageError(f"unknown env '{env_id}' (valid: a registered gymnasium id, e.g. Acrobot-v1; "
+                     f"module:EnvId-v0; package.module:make_env; {', '.join(sorted(ENVS))}; an Atari game "
                      f"as <Game>-v5, e.g. Pong-v5{'' if atari_games() else ' (ale-py is not installed)'}{own})")
+
+
+def _registered(env_id: str) -> bool:
+    import gymnasium as gym
+    return env_id in gym.envs.registry
+
+
+@functools.lru_cache(maxsize=None)
+def _user_target(env_id: str):
+    """`module:name` -> ("factory", callable) or ("id", name) once the module is imported (which registers
+    its ids). A name that is an identifier the module defines is a factory; anything else an env id."""
+    from rlbench.errors import UsageError
+    module_name, _, name = env_id.partition(":")
+    if not module_name or not name:
+        raise UsageError(f"bad env '{env_id}' (expected module:EnvId-v0 or package.module:make_env)")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module: any failure to import is theirs to see, in one line
+        raise UsageError(f"env '{env_id}': module {module_name} failed to import: "
+                         f"{type(exc).__name__}: {exc}") from None
+    target = getattr(module, name, None) if name.isidentifier() else None
+    if callable(target):
+        return "factory", target
+    if _registered(name):
+        return "id", name
+    raise UsageError(f"env '{env_id}': module {module_name} defines no factory '{name}' and registers no "
+                     f"gymnasium id '{name}'")
+
+
+def frameskip_of(info: EnvInfo, env_kwargs: dict) -> int:
+    """The user's env states its frameskip as an env argument (passed to the env too, as ALE's is)."""
+    return int(env_kwargs.get("frameskip", 1)) if info.kwargs is None else info.frameskip
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(env_id: str, frozen_kwargs: tuple):
+    from rlbench.errors import UsageError
+    try:
+        env = make_env(env_id, **dict(frozen_kwargs))
+    except UsageError:
+        raise
+    except Exception as exc:  # the user's env, built with the user's arguments
+        raise UsageError(f"env '{env_id}' failed to build: {type(exc).__name__}: {exc}") from None
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001  (a failing close says nothing about the spaces)
+            pass
+
+
+def spaces(env_id: str, env_kwargs: dict = None) -> tuple:
+    """(observation space, action space) of one env, built once per process and arguments."""
+    return _probe(env_id, tuple(sorted((env_kwargs or {}).items())))
+
+
+def space_name(space) -> str:
+    return type(space).__name__
+
+
+def unsupported_spaces(workload, who: str, obs=SPACES, act=("Box", "Discrete", "MultiDiscrete", "MultiBinary")):
+    """The reason an adapter cannot carry the user's env's spaces (None when it can). rlbench's own envs
+    have Box observations and Box or Discrete actions, which every adapter carries: not probed."""
+    if env_info(workload.env_id).family not in USER_FAMILIES:
+        return None
+    o, a = spaces(workload.env_id, workload.env_kwargs)
+    if space_name(o) not in obs:
+        return f"{space_name(o)} observations: {who} carries {', '.join(obs)} only"
+    if space_name(a) not in act:
+        return f"{space_name(a)} actions: {who} carries {', '.join(act)} only"
+    return None
 
 
 def typed_env_kwargs(env_id: str, given: dict) -> dict:
     """given env arguments checked against the env's known ones and typed like their defaults."""
     from rlbench.errors import UsageError
     info = env_info(env_id)
+    if info.kwargs is None:
+        return user_env_kwargs(env_id, given)
     out = {}
     for key, raw in given.items():
         if key not in info.kwargs:
@@ -104,10 +197,49 @@ def typed_env_kwargs(env_id: str, given: dict) -> dict:
     return out
 
 
+def planned_env_kwargs(env_id: str, given: dict) -> tuple:
+    """(typed env_kwargs, frameskip) of a planned workload; the user's env is built once here, so one
+    that does not build is refused before anything runs."""
+    kwargs = typed_env_kwargs(env_id, given)
+    info = env_info(env_id)
+    if info.family in USER_FAMILIES:
+        spaces(env_id, kwargs)
+    return kwargs, frameskip_of(info, kwargs)
+
+
+def user_env_kwargs(env_id: str, given: dict) -> dict:
+    """The user's env takes what it takes (its build while planning says what it refuses); a value from
+    the command line is read as TOML reads it (4 -> int, 0.5 -> float, true -> bool), else a string.
+    `frameskip` is rlbench's accounting too: an integer >= 1."""
+    import tomllib
+
+    from rlbench.errors import UsageError
+    out = {}
+    for key, raw in given.items():
+        value = raw
+        if isinstance(raw, str):
+            try:
+                value = tomllib.loads(f"v = {raw}")["v"]
+            except tomllib.TOMLDecodeError:
+                value = raw
+        out[key] = value
+    skip = out.get("frameskip", 1)
+    if isinstance(skip, bool) or not isinstance(skip, int) or skip < 1:
+        raise UsageError(f"frameskip={given.get('frameskip')!r} for {env_id} must be an integer >= 1")
+    return out
+
+
 def make_env(env_id: str, **kwargs):
     """Build one gymnasium env; module-level so subprocess vector envs can pickle it."""
     import gymnasium as gym
     family = env_info(env_id).family
+    if family == "custom":
+        how, target = _user_target(env_id)
+        env = target(**kwargs) if how == "factory" else gym.make(target, **kwargs)
+        if not isinstance(env, gym.Env):
+            from rlbench.errors import UsageError
+            raise UsageError(f"env '{env_id}': the factory returned {type(env).__name__}, not a gymnasium.Env")
+        return env
     if family == "synthetic":
         import rlbench.synthetic  # noqa: F401  (registers the env)
     if family == "atari":

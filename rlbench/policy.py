@@ -36,6 +36,14 @@ class TimedPolicy:
         return actions
 
 
+def batch_len(obs) -> int:
+    """How many observations a batch holds, whatever the space: Dict and Tuple batches (a dict or tuple
+    of arrays, as vector envs batch them) hold as many as their first part."""
+    while isinstance(obs, (dict, tuple)):
+        obs = next(iter(obs.values())) if isinstance(obs, dict) else obs[0]
+    return len(obs)
+
+
 def random_sampler(action_space, rng: np.random.Generator):
     """n -> n independent uniform actions, the same way for every adapter. The space is inspected
     once here, not inside the timed unit."""
@@ -43,6 +51,11 @@ def random_sampler(action_space, rng: np.random.Generator):
     if isinstance(action_space, gym.spaces.Discrete):
         low, high = int(action_space.start), int(action_space.start + action_space.n)
         return lambda n: rng.integers(low, high, size=n)
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        low, high = action_space.start, action_space.start + action_space.nvec
+        return lambda n: rng.integers(low, high, size=(n, *action_space.shape)).astype(action_space.dtype)
+    if isinstance(action_space, gym.spaces.MultiBinary):
+        return lambda n: rng.integers(0, 2, size=(n, *action_space.shape)).astype(action_space.dtype)
     if isinstance(action_space, gym.spaces.Box):
         low = np.where(np.isfinite(action_space.low), action_space.low, -1.0)
         high = np.where(np.isfinite(action_space.high), action_space.high, 1.0)
@@ -53,7 +66,7 @@ def random_sampler(action_space, rng: np.random.Generator):
 
 def random_policy(spec, observation_space, action_space, seed):
     sample = random_sampler(action_space, np.random.default_rng(seed))
-    return lambda obs: sample(len(obs))
+    return lambda obs: sample(batch_len(obs))
 
 
 def fixed_cost_policy(spec, observation_space, action_space, seed):
@@ -61,7 +74,7 @@ def fixed_cost_policy(spec, observation_space, action_space, seed):
 
     def act(obs):
         busy_wait_us(spec.cost_us)
-        return sample(len(obs))
+        return sample(batch_len(obs))
     return act
 
 

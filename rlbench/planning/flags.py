@@ -42,7 +42,7 @@ def plan(args) -> Suite:
 
 
 def suite_from_flags(args) -> Suite:
-    from rlbench.envs import env_info, typed_env_kwargs
+    from rlbench.envs import planned_env_kwargs
     try:
         sizes = [int(n) for n in args.num_envs.split(",")]
     except ValueError:
@@ -53,15 +53,14 @@ def suite_from_flags(args) -> Suite:
     options, env_kwargs = _pairs("--opt", args.opt), _pairs("--env-kwarg", args.env_kwarg)
     cells = []
     for env_id in args.env:
-        info = env_info(env_id)
         try:
-            kw = typed_env_kwargs(env_id, env_kwargs)
+            kw, frameskip = planned_env_kwargs(env_id, env_kwargs)
         except UsageError as exc:
-            raise UsageError(f"--env-kwarg: {exc}") from None
+            raise UsageError(f"--env-kwarg: {exc}" if env_kwargs else str(exc)) from None
         for name in args.adapter:
             registry.get(name)
             for n in sizes:
-                cells.append(make_cell("--opt", name, Workload(env_id, n, policy, 0, info.frameskip, kw), options))
+                cells.append(make_cell("--opt", name, Workload(env_id, n, policy, 0, frameskip, kw), options))
     cells, duplicates = merge_duplicates(cells)
     return Suite("adhoc", None, None, Settings(), cells, duplicates=duplicates)
 

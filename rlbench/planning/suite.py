@@ -23,7 +23,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 
 from rlbench import registry
-from rlbench.envs import env_info, typed_env_kwargs
+from rlbench.envs import env_info, planned_env_kwargs
 from rlbench.errors import UsageError
 from rlbench.machine.limits import DEFAULTS as LIMIT_DEFAULTS
 from rlbench.planning.plan import Cell, Settings
@@ -185,10 +185,11 @@ def expand(where: str, sweep: dict, seed: int) -> list:
     cells = []
     for info in envs:
         for kw in _product(env_kwargs):
-            kw = _named(where, "env_kwargs", lambda k, env_id=info.env_id: typed_env_kwargs(env_id, k), kw)
+            kw, frameskip = _named(where, "env_kwargs",
+                                   lambda k, env_id=info.env_id: planned_env_kwargs(env_id, k), kw)
             for name, n, policy, omp, cpus in itertools.product(
                     _axis(sweep["adapters"]), _axis(sweep["num_envs"]), policies, threads, affinities):
-                workload = Workload(info.env_id, n, policy, seed, info.frameskip, kw)
+                workload = Workload(info.env_id, n, policy, seed, frameskip, kw)
                 for given in _product(options.get(name, {})):
                     cell = make_cell(f"{where}: options.{name}", name, workload, given)
                     cells.append(replace(cell, omp_threads=omp, affinity=cpus, protocol=protocol))

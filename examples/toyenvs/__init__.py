@@ -1,0 +1,98 @@
+"""A small environment package of the kind a user brings to rlbench: importing it registers
+`ToyCorridor-v0` with gymnasium, and `make_corridor` is a factory. Neither is known to rlbench.
+
+    PYTHONPATH=examples rlbench run --adapter serial --adapter gymnasium-async --num-envs 1,4 \
+        --env toyenvs:ToyCorridor-v0 --env-kwarg obs=dict --env-kwarg step_cost_us=50
+    PYTHONPATH=examples rlbench tune --env toyenvs:make_corridor --policy toyenvs.policies:linear
+
+An agent walks a corridor of `length` cells towards a goal; `step_cost_us` burns CPU inside step() like a
+physics engine would. `obs` picks the observation space (box, dict, tuple, discrete, multidiscrete,
+multibinary) and `act` the action space (discrete, box, multidiscrete, multibinary), so one env exercises
+every space an adapter may or may not carry. The dynamics depend only on the actions and the reset seed:
+the same seed and actions give the same transitions under every strategy.
+"""
+import time
+
+import gymnasium as gym
+import numpy as np
+
+OBS = ("box", "dict", "tuple", "discrete", "multidiscrete", "multibinary")
+ACT = ("discrete", "box", "multidiscrete", "multibinary")
+
+
+class Corridor(gym.Env):
+    metadata = {"render_modes": []}
+
+    def __init__(self, length: int = 16, obs: str = "box", act: str = "discrete", step_cost_us: float = 0.0,
+                 episode_len: int = 200):
+        if obs not in OBS or act not in ACT:
+            raise ValueError(f"obs={obs!r} act={act!r} (valid obs: {', '.join(OBS)}; act: {', '.join(ACT)})")
+        self.length, self.obs_kind, self.act_kind = int(length), obs, act
+        self.step_cost_s, self.episode_len = float(step_cost_us) / 1e6, int(episode_len)
+        n = self.length
+        self.observation_space = {
+            "box": gym.spaces.Box(-1.0, 1.0, (4,), np.float32),
+            "dict": gym.spaces.Dict({"position": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+                                     "cell": gym.spaces.Discrete(n), "walls": gym.spaces.MultiBinary(4)}),
+            "tuple": gym.spaces.Tuple((gym.spaces.Box(-1.0, 1.0, (2,), np.float32), gym.spaces.Discrete(n))),
+            "discrete": gym.spaces.Discrete(n),
+            "multidiscrete": gym.spaces.MultiDiscrete([n, n]),
+            "multibinary": gym.spaces.MultiBinary(n),
+        }[obs]
+        self.action_space = {
+            "discrete": gym.spaces.Discrete(3),
+            "box": gym.spaces.Box(-1.0, 1.0, (1,), np.float32),
+            "multidiscrete": gym.spaces.MultiDiscrete([3, 2]),
+            "multibinary": gym.spaces.MultiBinary(2),
+        }[act]
+        self.pos = self.goal = self.t = 0
+
+    def _move(self, action) -> int:
+        """-1, 0 or +1 from any action space."""
+        a = np.asarray(action)
+        if self.act_kind == "box":
+            return int(np.sign(np.round(float(a.reshape(-1)[0]))))
+        if self.act_kind == "multibinary":
+            return int(a[0]) - int(a[1])
+        return int(a.reshape(-1)[0]) - 1
+
+    def _obs(self):
+        n, p, g = self.length, self.pos, self.goal
+        x = np.array([2 * p / (n - 1) - 1, 2 * g / (n - 1) - 1], np.float32)
+        walls = np.array([p == 0, p == n - 1, p < g, p > g], np.int8)
+        if self.obs_kind == "box":
+            return np.concatenate([x, walls[:2].astype(np.float32)])
+        if self.obs_kind == "dict":
+            return {"position": x, "cell": p, "walls": walls}
+        if self.obs_kind == "tuple":
+            return (x, p)
+        if self.obs_kind == "discrete":
+            return p
+        if self.obs_kind == "multidiscrete":
+            return np.array([p, g], np.int64)
+        return (np.arange(n) == p).astype(np.int8)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos, self.goal = (int(v) for v in self.np_random.integers(0, self.length, size=2))
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        if self.step_cost_s:
+            end = time.perf_counter() + self.step_cost_s
+            while time.perf_counter() < end:
+                pass
+        self.pos = min(max(self.pos + self._move(action), 0), self.length - 1)
+        self.t += 1
+        terminated = self.pos == self.goal
+        truncated = self.t >= self.episode_len
+        return self._obs(), 1.0 if terminated else -0.01, terminated, truncated, {}
+
+
+def make_corridor(**kwargs) -> Corridor:
+    """A factory, as `--env toyenvs:make_corridor` names it; its arguments come from --env-kwarg."""
+    return Corridor(**kwargs)
+
+
+gym.register("ToyCorridor-v0", entry_point=Corridor)

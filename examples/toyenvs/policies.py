@@ -1,0 +1,65 @@
+"""Policy factories of the kind a user brings: `--policy toyenvs.policies:linear` (numpy) or
+`--policy toyenvs.policies:torch_mlp` (torch, CPU or CUDA). rlbench calls the factory once with the
+single-env observation and action spaces and the batch size; what it returns maps a batch of
+observations to a batch of actions, and its time is the policy's share of every step."""
+import gymnasium as gym
+import numpy as np
+
+
+def _features(observation_space):
+    """obs batch -> (batch, features) float32, for any of the corridor's observation spaces."""
+    def flat(batch):
+        if isinstance(batch, dict):
+            return np.concatenate([flat(batch[k]) for k in sorted(batch)], axis=1)
+        if isinstance(batch, tuple):
+            return np.concatenate([flat(b) for b in batch], axis=1)
+        b = np.asarray(batch, np.float32)
+        return b.reshape(len(b), -1)
+    return flat
+
+
+def _to_actions(action_space):
+    """(batch, outputs) scores -> a batch of actions in the action space."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return action_space.n, lambda s: s.argmax(axis=1) + action_space.start
+    if isinstance(action_space, gym.spaces.Box):
+        size = int(np.prod(action_space.shape))
+        return size, lambda s: np.tanh(s).reshape(len(s), *action_space.shape).astype(action_space.dtype)
+    if isinstance(action_space, gym.spaces.MultiBinary):
+        size = int(np.prod(action_space.shape))
+        return size, lambda s: (s > 0).astype(np.int8).reshape(len(s), *action_space.shape)
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        nvec = action_space.nvec.reshape(-1)
+        cuts = np.cumsum(nvec)[:-1]
+        return int(nvec.sum()), lambda s: np.stack([p.argmax(axis=1) for p in np.split(s, cuts, axis=1)], axis=1)
+    raise ValueError(f"no actions for {action_space}")
+
+
+def linear(observation_space, action_space, batch_size):
+    """A fixed random linear map in numpy: cheap, so the env's own cost dominates."""
+    flat = _features(observation_space)
+    outputs, act = _to_actions(action_space)
+    inputs = flat(_one(observation_space)).shape[1]
+    weights = np.random.default_rng(0).standard_normal((inputs, outputs)).astype(np.float32)
+    return lambda obs: act(flat(obs) @ weights)
+
+
+def torch_mlp(observation_space, action_space, batch_size, hidden: int = 256, device: str = "cpu"):
+    """A two-layer torch MLP under no_grad: inference costs what a real network costs."""
+    import torch
+    flat = _features(observation_space)
+    outputs, act = _to_actions(action_space)
+    inputs = flat(_one(observation_space)).shape[1]
+    net = torch.nn.Sequential(torch.nn.Linear(inputs, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, outputs))
+    net = net.to(device).eval()
+
+    @torch.no_grad()
+    def policy(obs):
+        x = torch.as_tensor(flat(obs), device=device)
+        return act(net(x).cpu().numpy())
+    return policy
+
+
+def _one(space):
+    """A batch of one sample of the space, batched as vector envs batch it."""
+    return gym.vector.utils.concatenate(space, [space.sample()], gym.vector.utils.create_empty_array(space, 1))

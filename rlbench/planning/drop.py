@@ -1,0 +1,84 @@
+"""Cells that cannot run anywhere, known at planning: an adapter's `supports(workload, options)` names why
+(EnvPool has no native rlbench/Synthetic-v0; envpool-async needs 0 < batch_size < num_envs). They leave
+the plan before anything is written: one line per reason on stderr, the list in env.json and plan.json
+(`dropped`), a short note in the report; never a results row. What depends on this machine stays in the
+plan and becomes a row as the sweep meets it: a package not installed here (`available()`, or a
+`supports()` reason saying so), an adapter environment that failed to build."""
+import re
+import sys
+from dataclasses import dataclass, replace
+
+from rlbench import registry
+from rlbench.errors import UsageError
+
+MACHINE_REASONS = ("package not installed",)  # what a supports() may say that is this machine's, not the cell's
+
+
+@dataclass(frozen=True)
+class Dropped:
+    cell_id: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"cell_id": self.cell_id, "reason": self.reason}
+
+
+def impossible(cell):
+    """Why this cell cannot run on any machine, or None (also when the reason is this machine's, or the
+    adapter's supports() needs a framework that is not installed here to say)."""
+    adapter = registry.get(cell.adapter)()
+    try:
+        reason = adapter.supports(cell.workload, cell.options)
+    except ImportError:
+        return None  # supports() is meant to stay import-free; the sweep's own check decides here
+    if not reason or str(reason).startswith(MACHINE_REASONS):
+        return None
+    return str(reason)
+
+
+def split(cells) -> tuple:
+    """(the cells that may run, a Dropped for each that cannot), both in plan order."""
+    kept, dropped = [], []
+    for cell in cells:
+        reason = impossible(cell)
+        if reason:
+            dropped.append(Dropped(cell.cell_id, reason))
+        else:
+            kept.append(cell)
+    return tuple(kept), tuple(dropped)
+
+
+_VALUE = re.compile(r"(?<==)-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\b")
+
+
+def pattern(reason: str) -> str:
+    """The reason with each `name=<number>` value masked as `name=N`: `envpool-async needs 0 < batch_size <
+    num_envs (num_envs=4, batch_size=8)` and its siblings at other sizes are one pattern."""
+    return _VALUE.sub("N", reason)
+
+
+def counts(dropped) -> dict:
+    """reason -> how many cells it drops, most first (ties in plan order): a reason as given when every
+    cell of its pattern gives the same text, else the pattern (rlbench.planning.drop.pattern)."""
+    groups = {}
+    for d in dropped:
+        groups.setdefault(pattern(d.reason), []).append(d.reason)
+    out = {(texts[0] if len(set(texts)) == 1 else key): len(texts) for key, texts in groups.items()}
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def summary_lines(dropped) -> list:
+    """One line per reason: `rlbench: 6 cells dropped: envpool has no native rlbench/Synthetic-v0`."""
+    return [f"rlbench: {n} cell{'s' if n != 1 else ''} dropped: {reason}" for reason, n in counts(dropped).items()]
+
+
+def drop_impossible(suite, out=None) -> tuple:
+    """(the suite without the cells that cannot run, their Dropped records). Says on `out` what was dropped;
+    a UsageError (exit 2, nothing written) when no cell is left."""
+    kept, dropped = split(suite.cells)
+    if dropped and not kept:
+        reasons = "; ".join(f"{reason} (x{n})" for reason, n in counts(dropped).items())
+        raise UsageError(f"no cell can run: all {len(dropped)} planned cells are impossible: {reasons}")
+    for line in summary_lines(dropped):
+        print(line, file=out or sys.stderr)
+    return replace(suite, cells=kept), dropped
