@@ -10,6 +10,7 @@ import numpy as np
 
 from rlbench import registry
 from rlbench.busy import busy_wait_us
+from rlbench.workload import USER
 
 
 class PolicyClock:
@@ -78,7 +79,23 @@ def fixed_cost_policy(spec, observation_space, action_space, seed):
     return act
 
 
-def make_policy(workload, observation_space, action_space):
-    """Build the workload's policy for batches of observations from single-env spaces."""
+def make_policy(workload, observation_space, action_space, batch_size: int = None):
+    """Build the workload's policy for batches of observations from single-env spaces; `batch_size`: the
+    observations per call when it is not num_envs (EnvPool's async batches)."""
     spec = workload.policy
+    if spec.name == USER:
+        factory = registry.load_factory(spec.factory, "policy")
+        fn = factory(observation_space, action_space, batch_size or workload.num_envs, **dict(spec.kwargs))
+        return TimedPolicy(_as_numpy(fn))
     return TimedPolicy(registry.policy(spec.name)(spec, observation_space, action_space, workload.seed))
+
+
+def _as_numpy(fn):
+    """A user's policy may answer with a torch tensor (on any device): made a numpy array inside the
+    timed call, since moving it off the device is part of what the policy costs."""
+    def act(obs):
+        actions = fn(obs)
+        if type(actions).__module__.startswith("torch"):
+            actions = actions.detach().cpu().numpy()
+        return actions
+    return act

@@ -88,6 +88,21 @@ def policy(name: str):
     return builder
 
 
+def load_factory(path: str, what: str):
+    """A user's `module:function`, imported: one line naming what failed when it cannot be."""
+    import importlib
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module: whatever it raises is theirs to see, in one line
+        raise UsageError(f"{what} '{path}': module {module_name} failed to import: "
+                         f"{type(exc).__name__}: {exc}") from None
+    target = getattr(module, attr, None)
+    if not callable(target):
+        raise UsageError(f"{what} '{path}': module {module_name} has no function '{attr}'")
+    return target
+
+
 def _load_path(path: str):
     module, _, attr = path.partition(":")
     return getattr(importlib.import_module(module), attr)

@@ -11,14 +11,21 @@ POLICY_FORMS = {"hidden": "layer sizes >= 1 like 64x64", "threads": "an integer 
                 "device": "cpu, cuda or cuda:N", "cost_us": "a finite number >= 0"}
 
 
+USER = "user"  # a user's policy factory, named by import path
+
+
 @dataclass(frozen=True)
 class PolicySpec:
-    """`random`, `mlp` (torch; hidden sizes, threads, device) or `fixed_cost` (burns cost_us per batch)."""
+    """`random`, `mlp` (torch; hidden sizes, threads, device), `fixed_cost` (burns cost_us per batch) or
+    `user`: the factory at `factory` (module:function), called with the spaces, the batch size and `kwargs`
+    (sorted (key, value) pairs)."""
     name: str = "random"
     hidden: tuple = (64, 64)
     threads: int = 1
     device: str = "cpu"
     cost_us: float = 0.0
+    factory: str = ""
+    kwargs: tuple = ()
 
     @property
     def label(self) -> str:
@@ -26,17 +33,28 @@ class PolicySpec:
             return f"mlp{'x'.join(map(str, self.hidden))}-{self.device}-t{self.threads}"
         if self.name == "fixed_cost":
             return f"fixed_cost{self.cost_us:g}us"
+        if self.name == USER:
+            return self.factory + (f"[{kv_label(dict(self.kwargs))}]" if self.kwargs else "")
         return self.name
 
     @property
     def device_label(self) -> str:
+        if self.name == USER:
+            return str(dict(self.kwargs).get("device", "cpu"))
         return self.device if self.name == "mlp" else "cpu"
 
 
 def parse_policy(raw) -> PolicySpec:
-    """Accepts `name`, `name:key=value,key=value` (hidden as 64x64) or a TOML table."""
+    """Accepts `name`, `name:key=value,key=value` (hidden as 64x64), a user's factory `module:function`
+    (its keyword arguments after another colon: `module:function:key=value,...`), or a TOML table
+    (`{name = "mlp", hidden = [64, 64]}`, `{factory = "module:function", kwargs = {...}}`)."""
     if isinstance(raw, PolicySpec):
         return raw
+    if isinstance(raw, dict) and "factory" in raw:
+        return user_policy(raw)
+    if isinstance(raw, str) and _is_factory(raw):
+        path, _, rest = raw.partition(":")[2].partition(":")
+        return user_policy({"factory": f"{raw.partition(':')[0]}:{path}", "kwargs": _kv(raw, rest)})
     if isinstance(raw, str):
         name, _, rest = raw.partition(":")
         fields = dict(kv.split("=", 1) for kv in rest.split(",") if "=" in kv) if rest else {}
@@ -55,6 +73,39 @@ def parse_policy(raw) -> PolicySpec:
             raise UsageError(f"unknown policy field '{key}' (valid: {', '.join(POLICY_FIELDS)})")
         kwargs[key] = _policy_field(key, value)
     return PolicySpec(name=name, **kwargs)
+
+
+def _is_factory(raw: str) -> bool:
+    """`module:function[:kwargs]`, told from a built-in's `name:key=value` by what follows the colon."""
+    name, _, rest = raw.partition(":")
+    return bool(rest) and rest.partition(":")[0].isidentifier() and name not in registry.policy_names()
+
+
+def _kv(raw: str, rest: str) -> dict:
+    """key=value pairs, each value read as TOML reads it (4 -> int, true -> bool), else a string."""
+    import tomllib
+    out = {}
+    for kv in filter(None, rest.split(",")):
+        key, sep, value = kv.partition("=")
+        if not sep or not key:
+            raise UsageError(f"bad policy '{raw}' (expected module:function or module:function:key=value,...)")
+        try:
+            out[key] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = value
+    return out
+
+
+def user_policy(table: dict) -> PolicySpec:
+    """The factory is imported now, so a missing module or function is refused before anything runs."""
+    unknown = set(table) - {"factory", "kwargs"}
+    if unknown:
+        raise UsageError(f"unknown policy field '{sorted(unknown)[0]}' for a factory (valid: factory, kwargs)")
+    path, kwargs = table["factory"], table.get("kwargs", {})
+    if not isinstance(kwargs, dict):
+        raise UsageError(f"policy kwargs = {kwargs!r} must be a table")
+    registry.load_factory(path, "policy")
+    return PolicySpec(name=USER, factory=path, kwargs=tuple(sorted(kwargs.items())))
 
 
 def _policy_field(key: str, value):
@@ -109,6 +160,7 @@ class Workload:
         d = dict(d)
         pol = dict(d.pop("policy"))
         pol["hidden"] = tuple(pol["hidden"])
+        pol["kwargs"] = tuple((k, v) for k, v in pol.get("kwargs", ()))
         return cls(policy=PolicySpec(**pol), **d)
 
 
