@@ -66,6 +66,16 @@ def parse_args(argv):
     rep.add_argument("--format", choices=("html", "pytest-benchmark"), default="html",
                      help="html: results.csv, summary.csv, index.html and the other views (default); "
                           "pytest-benchmark: only DIR/pytest-benchmark.json, for `pytest-benchmark compare`")
+    tun = sub.add_parser("tune", help="race every strategy that can step this env here and recommend the fastest")
+    tun.add_argument("--env", required=True, help="env id: registered gymnasium id, module:EnvId-v0 or "
+                                                  "package.module:make_env")
+    tun.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="env argument")
+    tun.add_argument("--policy", default="random", help="random | fixed_cost:cost_us=100 | mlp:... | module:function")
+    tun.add_argument("--budget", default="10m", help="wall-clock budget of the whole search (default 10m; 90s, 1h)")
+    tun.add_argument("--max-envs", type=positive_int, help="largest num_envs tried (default max(16, 4 x cores))")
+    tun.add_argument("--adapters", action="append", metavar="A,B", help="race only these adapters (default: every "
+                                                                        "env-stepping adapter available here)")
+    tun.add_argument("--out", help="run directory (default reports/<run-id>)")
     sub.add_parser("env", help="print this machine's fingerprint (env.json)")
     cmp = sub.add_parser("compare", help="compare two runs; exit 1 when a cell is slower beyond the threshold "
                                          "and significantly so")
@@ -96,7 +106,7 @@ def main(argv=None) -> int:
         args = parse_args(argv)
         commands = {"run": cmd_run, "list": cmd_list, "report": cmd_report, "env": cmd_env, "validate": cmd_validate,
                     "limits": cmd_limits, "envs": cmd_envs, "compare": cmd_compare, "resume": cmd_resume,
-                    "rerun": cmd_rerun}
+                    "rerun": cmd_rerun, "tune": cmd_tune}
         return commands[args.command](args)
     except UsageError as exc:
         print(f"rlbench: error: {exc}", file=sys.stderr)
@@ -112,6 +122,11 @@ def run(args, resume: str = None) -> tuple:
 
 def cmd_run(args) -> int:
     return run(args)[0]
+
+
+def cmd_tune(args) -> int:
+    from rlbench.tuning import tune
+    return tune(args)[0]
 
 
 def cmd_resume(args) -> int:
