@@ -6,7 +6,7 @@
     PYTHONPATH=examples rlbench tune --env toyenvs:make_corridor --policy toyenvs.policies:linear
 
 An agent walks a corridor of `length` cells towards a goal; `step_cost_us` burns CPU inside step() like a
-physics engine would. `obs` picks the observation space (box, dict, tuple, discrete, multidiscrete,
+physics engine would, per frame (`frameskip` frames per step). `obs` picks the observation space (box, dict, tuple, discrete, multidiscrete,
 multibinary) and `act` the action space (discrete, box, multidiscrete, multibinary), so one env exercises
 every space an adapter may or may not carry. The dynamics depend only on the actions and the reset seed:
 the same seed and actions give the same transitions under every strategy.
@@ -24,11 +24,12 @@ class Corridor(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, length: int = 16, obs: str = "box", act: str = "discrete", step_cost_us: float = 0.0,
-                 episode_len: int = 200):
+                 episode_len: int = 200, frameskip: int = 1):
         if obs not in OBS or act not in ACT:
             raise ValueError(f"obs={obs!r} act={act!r} (valid obs: {', '.join(OBS)}; act: {', '.join(ACT)})")
         self.length, self.obs_kind, self.act_kind = int(length), obs, act
         self.step_cost_s, self.episode_len = float(step_cost_us) / 1e6, int(episode_len)
+        self.frameskip = int(frameskip)  # frames per step: the action repeats, the cost is paid per frame
         n = self.length
         self.observation_space = {
             "box": gym.spaces.Box(-1.0, 1.0, (4,), np.float32),
@@ -79,13 +80,17 @@ class Corridor(gym.Env):
         return self._obs(), {}
 
     def step(self, action):
-        if self.step_cost_s:
-            end = time.perf_counter() + self.step_cost_s
-            while time.perf_counter() < end:
-                pass
-        self.pos = min(max(self.pos + self._move(action), 0), self.length - 1)
+        move, terminated = self._move(action), False
+        for _ in range(self.frameskip):
+            if self.step_cost_s:
+                end = time.perf_counter() + self.step_cost_s
+                while time.perf_counter() < end:
+                    pass
+            self.pos = min(max(self.pos + move, 0), self.length - 1)
+            terminated = self.pos == self.goal
+            if terminated:
+                break
         self.t += 1
-        terminated = self.pos == self.goal
         truncated = self.t >= self.episode_len
         return self._obs(), 1.0 if terminated else -0.01, terminated, truncated, {}
 
