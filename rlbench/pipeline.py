@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rlbench import registry
 from rlbench.errors import UsageError
 from rlbench.machine.fingerprint import fingerprint, now
+from rlbench.planning.drop import drop_impossible
 from rlbench.planning.flags import plan
 from rlbench.results.model import ResultSet
 from rlbench.results.store import ResultStore, StoreError
@@ -29,15 +30,17 @@ class Outcome:
 
 
 def run(args, plan_args, resume: str = None) -> tuple:
-    """(exit code, run folder). `plan_args`: the argument names plan.json keeps (to resume or rerun)."""
-    suite = plan(args)
+    """(exit code, run folder). `plan_args`: the argument names plan.json keeps (to resume or rerun).
+    Cells that cannot run anywhere (an adapter's supports() says why) leave the plan first; none left is a
+    UsageError, before anything is written."""
+    suite, dropped = drop_impossible(plan(args))
     resume = resume or getattr(args, "resume", None)
     if resume and args.out and os.path.abspath(args.out) != os.path.abspath(resume):
         raise UsageError(f"--out {args.out} and --resume {resume}: a resumed run writes into its own folder")
     run_id = rundir.new_run_id(suite.name)
     out_dir = resume or args.out or os.path.join(rundir.REPORTS, run_id)
     env = {**fingerprint(), "suite_path": suite.path, "suite_sha256": suite.sha256}  # the text it planned from
-    record = rundir.plan_record(args, suite, run_id, env, plan_args)
+    record = {**rundir.plan_record(args, suite, run_id, env, plan_args), "dropped": [d.to_dict() for d in dropped]}
     saved = rundir.check_resumable(resume, record) if resume else None  # before the lock: a refusal writes nothing
     lock = rundir.open_out_dir(out_dir, bool(resume))
     try:
@@ -66,7 +69,8 @@ def open_run(out_dir, suite, record, env, saved) -> tuple:
     else:
         run_id, done = record["run_id"], set()
         rundir.write_plan(out_dir, record)
-        env.update(run_id=run_id, settings=suite.settings.__dict__, cells=len(suite.cells))
+        env.update(run_id=run_id, settings=suite.settings.__dict__, cells=len(suite.cells),
+                   dropped=record["dropped"])
     rundir.write_env(out_dir, env)
     rundir.point_latest(out_dir)
     return run_id, env, done

@@ -119,8 +119,9 @@ def test_duplicate_cells_run_once(tmp_path):
 def test_quick_suite_expands():
     suite = load_suite(str(REPO / "suites" / "quick.toml"))
     assert suite.name == "quick"
-    # CartPole: 5 adapters x 3 sizes; Synthetic-v0: 5 adapters x 3 sizes x 3 step costs
-    assert len(suite.cells) == 5 * 3 + 5 * 3 * 3 == 60
+    # CartPole: 4 adapters x 3 sizes and envpool-async at 4 and 16 envs (it needs num_envs > batch_size =
+    # num_envs // 2); Synthetic-v0: 3 adapters (EnvPool has no native one) x 3 sizes x 3 step costs
+    assert len(suite.cells) == 4 * 3 + 2 + 3 * 3 * 3 == 41
     assert {c.adapter for c in suite.cells} == {"serial", "gymnasium-sync", "gymnasium-async", "envpool-sync",
                                                 "envpool-async"}
     assert suite.settings.repeats == 3 and suite.settings.timeout_s == 60

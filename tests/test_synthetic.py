@@ -1,5 +1,5 @@
 """`rlbench/Synthetic-v0`: its knobs (observation size, episode length), a CLI run with --env-kwarg,
-and EnvPool reporting it as unsupported instead of failing."""
+and EnvPool's cells on it dropped from the plan (it has no native one) instead of failing."""
 import numpy as np
 import pytest
 from conftest import TINY
@@ -50,7 +50,7 @@ def test_adapters_reset_after_episode_len(adapter):
         session.close()
 
 
-def test_cli_run_with_env_kwargs_and_envpool_unsupported(cli_run):
+def test_cli_run_with_env_kwargs_and_envpool_dropped(cli_run):
     run = cli_run(["run", "--adapter", "serial", "--adapter", "envpool-sync", "--adapter", "envpool-async",
                    "--env", ENV, "--env-kwarg", "step_cost_us=5", "--env-kwarg", "obs_bytes=128",
                    "--env-kwarg", "episode_len=7", "--num-envs", "4", *TINY])
@@ -61,11 +61,10 @@ def test_cli_run_with_env_kwargs_and_envpool_unsupported(cli_run):
     assert serial["env_steps"] > 0 and serial["env_steps"] % 4 == 0
     assert serial["frames"] == serial["env_steps"] * serial["frameskip"]
     assert "obs_bytes=128" in serial["cell_id"]
-    for name in ("envpool-sync", "envpool-async"):
-        row = run.row(name)
-        assert row["status"] == "unsupported"
-        assert "envpool has no native rlbench/Synthetic-v0" in row["error"]
-        assert row.get("env_steps") is None
+    assert [r["adapter"] for r in run.rows] == ["serial"]  # EnvPool's cells left the plan: no row
+    assert "rlbench: 2 cells dropped: envpool has no native rlbench/Synthetic-v0\n" in run.stderr
+    assert {(d["cell_id"].split("/")[0], d["reason"]) for d in run.env["dropped"]} == {
+        (name, "envpool has no native rlbench/Synthetic-v0") for name in ("envpool-sync", "envpool-async")}
     assert not list((run.out / "logs").glob("*envpool*"))  # decided before any process ran
 
 

@@ -100,14 +100,14 @@ def test_options_reach_the_framework(monkeypatch, adapter, options, cls_path, ex
     assert pickle.loads(pickle.dumps(env_fns[0])).args == ("CartPole-v1",)  # picklable for spawn/forkserver
 
 
-def test_wait_num_above_num_envs_is_unsupported(tmp_path):
-    run = _cli(tmp_path, "bad", *[f for name in ASYNC for f in ("--adapter", name)], "--opt", "wait_num=5")
-    assert run.rc == 0
-    for adapter in ASYNC:
-        row = run.row(adapter)
-        assert row["status"] == "unsupported"
-        assert row["error"] == f"{adapter} needs 0 <= wait_num <= num_envs (num_envs={NUM_ENVS}, wait_num=5)"
-        assert row.get("env_steps") is None
+def test_wait_num_above_num_envs_is_dropped_from_the_plan(tmp_path, capsys):
+    """No cell left to run: a usage error naming why (exit 2), nothing written."""
+    run = run_cli(["run", *[f for name in ASYNC for f in ("--adapter", name)], "--opt", "wait_num=5",
+                   "--env", "CartPole-v1", "--num-envs", NUM_ENVS, *TINY], tmp_path / "bad", capsys)
+    assert run.rc == 2 and not run.out.exists()
+    [line] = run.stderr.strip().splitlines()
+    assert line == ("rlbench: error: no cell can run: all 2 planned cells are impossible: " + "; ".join(
+        f"{adapter} needs 0 <= wait_num <= num_envs (num_envs={NUM_ENVS}, wait_num=5) (x1)" for adapter in ASYNC))
 
 
 @pytest.mark.parametrize("adapter, options, reason", [

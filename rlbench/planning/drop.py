@@ -4,12 +4,12 @@ the plan before anything is written: one line per reason on stderr, the list in 
 (`dropped`), a short note in the report; never a results row. What depends on this machine stays in the
 plan and becomes a row as the sweep meets it: a package not installed here (`available()`, or a
 `supports()` reason saying so), an adapter environment that failed to build."""
-import re
 import sys
 from dataclasses import dataclass, replace
 
 from rlbench import registry
 from rlbench.errors import UsageError
+from rlbench.report.format import reason_counts
 
 MACHINE_REASONS = ("package not installed",)  # what a supports() may say that is this machine's, not the cell's
 
@@ -48,28 +48,14 @@ def split(cells) -> tuple:
     return tuple(kept), tuple(dropped)
 
 
-_VALUE = re.compile(r"(?<==)-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\b")
-
-
-def pattern(reason: str) -> str:
-    """The reason with each `name=<number>` value masked as `name=N`: `envpool-async needs 0 < batch_size <
-    num_envs (num_envs=4, batch_size=8)` and its siblings at other sizes are one pattern."""
-    return _VALUE.sub("N", reason)
-
-
-def counts(dropped) -> dict:
-    """reason -> how many cells it drops, most first (ties in plan order): a reason as given when every
-    cell of its pattern gives the same text, else the pattern (rlbench.planning.drop.pattern)."""
-    groups = {}
-    for d in dropped:
-        groups.setdefault(pattern(d.reason), []).append(d.reason)
-    out = {(texts[0] if len(set(texts)) == 1 else key): len(texts) for key, texts in groups.items()}
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
-
-
 def summary_lines(dropped) -> list:
     """One line per reason: `rlbench: 6 cells dropped: envpool has no native rlbench/Synthetic-v0`."""
     return [f"rlbench: {n} cell{'s' if n != 1 else ''} dropped: {reason}" for reason, n in counts(dropped).items()]
+
+
+def counts(dropped) -> dict:
+    """reason (or its pattern) -> how many cells it drops, most first."""
+    return reason_counts(d.reason for d in dropped)
 
 
 def drop_impossible(suite, out=None) -> tuple:

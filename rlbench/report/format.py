@@ -1,6 +1,7 @@
 """The report's number formatters, one set for every section (tables, chart ticks and hover text):
 each gives '-' for a missing value (None or NaN) so a table never shows 'nan'."""
 import html
+import re
 
 
 def is_num(v) -> bool:
@@ -70,3 +71,22 @@ def speedup(ratio, low=None, high=None) -> str:
     if not is_num(ratio):
         return "-"
     return f"{ratio:.2f}x" + (f" [{low:.2f}, {high:.2f}]" if is_num(low) and is_num(high) else "")
+
+
+_VALUE = re.compile(r"(?<==)-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\b")
+
+
+def reason_pattern(reason: str) -> str:
+    """A reason with each `name=<number>` masked as `name=N`: `envpool-async needs 0 < batch_size < num_envs
+    (num_envs=4, batch_size=8)` and its siblings at other sizes are one pattern."""
+    return _VALUE.sub("N", reason)
+
+
+def reason_counts(reasons) -> dict:
+    """reason -> how many times it is given, most first (ties in first-given order): a reason as given when
+    every one of its pattern (reason_pattern) reads the same, else the pattern."""
+    groups = {}
+    for reason in reasons:
+        groups.setdefault(reason_pattern(reason), []).append(reason)
+    out = {(texts[0] if len(set(texts)) == 1 else key): len(texts) for key, texts in groups.items()}
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))

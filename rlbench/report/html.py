@@ -6,7 +6,7 @@ import json
 from rlbench import SCHEMA_VERSION, registry
 from rlbench.report import charts
 from rlbench.report.format import esc as _e
-from rlbench.report.format import is_num, pct, si
+from rlbench.report.format import is_num, pct, reason_counts, si
 from rlbench.report.points import env_label
 from rlbench.report.profiles import profiles_section
 from rlbench.results.metrics import SESSION_METRICS
@@ -17,7 +17,7 @@ h1{font-size:22px}h2{font-size:18px;margin-top:32px}h3{font-size:15px;margin-top
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}
 th{background:#f3f3f3;cursor:pointer;user-select:none}th:after{content:' \\2195';color:#aaa}
 tr.bad td{background:#fff3f3}.warn{color:#b35900}.chart{margin:6px 0 12px}
-.meta td{text-align:left}"""
+.meta td{text-align:left}details.dropped{margin:10px 0;font-size:13px}"""
 
 SORT_JS = """document.querySelectorAll('table.sortable').forEach(function(t){
  t.querySelectorAll('th').forEach(function(th,i){th.addEventListener('click',function(){
@@ -46,6 +46,7 @@ def page(results, out_dir: str) -> str:
     if skipped:
         parts += ["<h2>Not run here</h2><ul>"] + [f"<li>{_e(r['cell_id'])}: {_e(r['error'])}</li>"
                                                   for r in skipped] + ["</ul>"]
+    parts.append(dropped_note(results.env.get("dropped") or []))
     parts += ["<h2>Machine and software</h2>", _fingerprint_table(results.env)]
     body = "".join(parts)
     return (f"<!doctype html><html><head><meta charset='utf-8'>"
@@ -60,6 +61,17 @@ def export_families(results, out_dir: str) -> dict:
 
 
 PROFILES_ORDER = 50  # the py-spy profiles' section: after the families' own, before validation
+
+
+def dropped_note(dropped) -> str:
+    """The cells the plan left out because they cannot run anywhere (env.json's `dropped`): one collapsed
+    line with each reason's count, the cells inside."""
+    if not dropped:
+        return ""
+    summary = "; ".join(f"{reason} (x{n})" for reason, n in reason_counts(d.get("reason", "") for d in dropped).items())
+    items = "".join(f"<li>{_e(d.get('cell_id', ''))}: {_e(d.get('reason', ''))}</li>" for d in dropped)
+    return (f"<details class='dropped'><summary>{len(dropped)} planned cell{'s' if len(dropped) != 1 else ''} "
+            f"left out, as they cannot run on any machine: {_e(summary)}</summary><ul>{items}</ul></details>")
 
 
 def _suite_name(rows) -> str:

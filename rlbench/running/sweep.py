@@ -1,8 +1,9 @@
 """Runs every job of a plan and turns each outcome into a results row, appended as it finishes.
 
-Cells an adapter cannot host here are decided before anything runs (one `unsupported` row each, or
-`error` when the adapter's own environment failed to build); a failing or hanging cell becomes an
-`error` or `timeout` row and the sweep goes on.
+Cells that cannot run on any machine never reach it (rlbench.planning.drop leaves them out of the plan).
+Cells an adapter cannot host on this machine are decided before anything runs (one `unsupported` row each:
+its package is not installed here; `error` when the adapter's own environment failed to build); a failing
+or hanging cell becomes an `error` or `timeout` row and the sweep goes on.
 """
 import os
 
@@ -32,7 +33,9 @@ def base_row(run_id: str, suite: str, cell, settings, repeat: int, profiled: boo
 
 def skip_reason(cell, envs: dict):
     """(status, reason) when the cell cannot run here, else None. An adapter with its own environment
-    has its packages there, not here: its `available()` is checked inside the cell process."""
+    has its packages there, not here: its `available()` is checked inside the cell process. supports() is
+    asked again for callers that hand cells in unplanned (a planned run has dropped what it refuses, but
+    for a reason of this machine's, rlbench.planning.drop.MACHINE_REASONS)."""
     cls = registry.get(cell.adapter)
     adapter = cls()
     if cls.environment:
