@@ -169,3 +169,9 @@ class Family:
     def section(self, results, out_dir: str) -> str:
         """Its HTML section of index.html, '' when the run has nothing of it."""
         return ""
+
+    def headlines(self, results) -> list:
+        """The run's answer in a sentence per workload (env stepping: the fastest strategy and its speedup
+        over the one-process loop), printed after the medians table and boxed on top of the report; [] when
+        it has none."""
+        return []

@@ -150,13 +150,21 @@ def export(out_dir):
 
 
 def summarize(results, out_dir) -> None:
+    """The medians table, the row count and the report's path, then the answer: each family's headline
+    sentences (rlbench.contract.Family.headlines), last, as hyperfine ends on its summary."""
     from rlbench.report.console import medians_table
+    from rlbench.report.html import headlines
     print(medians_table(results))
     counts = {}
     for r in results.rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     print(f"\n{len(results.rows)} rows ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})")
     print(f"report: {os.path.join(out_dir, 'index.html')}")
+    lines = headlines(results)
+    if lines:
+        print("\nSummary")
+        for line in lines:
+            print(f"  {line}")
 
 
 def _handle_signals() -> dict:

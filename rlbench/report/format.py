@@ -24,6 +24,17 @@ def si(v, small: str = ".3g") -> str:
     return format(v, small)
 
 
+def sig(v, digits: int = 3) -> str:
+    """`digits` significant digits with a k/M/G suffix: 412k, 41.2k, 1.23M, 987 (a headline's rate)."""
+    if not is_num(v):
+        return "-"
+    v = float(f"{v:.{digits}g}")  # rounded first: 999.6k is 1M, not 1e+03k
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.{digits}g}{unit}"
+    return f"{v:.{digits}g}"
+
+
 def rate(v) -> str:
     """A rate as the console prints it: 2.50M, 12.35k, 12.3."""
     return si(v, ".1f")

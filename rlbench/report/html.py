@@ -17,7 +17,8 @@ h1{font-size:22px}h2{font-size:18px;margin-top:32px}h3{font-size:15px;margin-top
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}
 th{background:#f3f3f3;cursor:pointer;user-select:none}th:after{content:' \\2195';color:#aaa}
 tr.bad td{background:#fff3f3}.warn{color:#b35900}.chart{margin:6px 0 12px}
-.meta td{text-align:left}details.dropped{margin:10px 0;font-size:13px}"""
+.meta td{text-align:left}.headlines{border:1px solid #9bc;background:#f3f8fc;padding:6px 14px;margin:12px 0}
+.headlines li{margin:4px 0}details.dropped{margin:10px 0;font-size:13px}"""
 
 SORT_JS = """document.querySelectorAll('table.sortable').forEach(function(t){
  t.querySelectorAll('th').forEach(function(th,i){th.addEventListener('click',function(){
@@ -36,7 +37,7 @@ def export_html(results, out_dir: str) -> dict:
 
 def page(results, out_dir: str) -> str:
     rows = results.summary_rows()
-    parts = [f"<h1>rlbench report: {_e(_suite_name(rows))}</h1>", _headline(results.env)]
+    parts = [f"<h1>rlbench report: {_e(_suite_name(rows))}</h1>", headlines_box(results), _headline(results.env)]
     sections = [(f.order, f.name, lambda f=f: f.section(results, out_dir)) for f in registry.families()]
     sections.append((PROFILES_ORDER, "profiles", lambda: profiles_section(results, out_dir)))
     parts += [draw() for _, _, draw in sorted(sections, key=lambda s: s[:2])]
@@ -61,6 +62,19 @@ def export_families(results, out_dir: str) -> dict:
 
 
 PROFILES_ORDER = 50  # the py-spy profiles' section: after the families' own, before validation
+
+
+def headlines(results) -> list:
+    """Every family's headline sentences, in family order (rlbench.contract.Family.headlines)."""
+    return [line for f in registry.families() for line in f.headlines(results)]
+
+
+def headlines_box(results) -> str:
+    """The run's answer on top of the page: a sentence per workload, '' when no family has one."""
+    lines = headlines(results)
+    if not lines:
+        return ""
+    return "<div class='headlines'><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul></div>"
 
 
 def dropped_note(dropped) -> str:

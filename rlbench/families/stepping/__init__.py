@@ -11,3 +11,7 @@ class Stepping(Family):
     def section(self, results, out_dir: str) -> str:
         from rlbench.families.stepping.report import stepping_section
         return stepping_section(results, self.kinds)
+
+    def headlines(self, results) -> list:
+        from rlbench.families.stepping.report import headlines
+        return headlines(results)
