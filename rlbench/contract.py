@@ -113,6 +113,17 @@ class Adapter:
     def open(self, workload: "Workload", options: dict) -> Session:
         raise NotImplementedError
 
+    def tune_space(self, num_envs: int, cpus: int) -> list:
+        """The option settings `rlbench tune` tries at this num_envs on `cpus` cores: the knobs that set
+        this strategy's parallelism (workers, threads, batch size), sized to the machine. Default: the
+        adapter's defaults only. Settings supports() refuses are left out by the tuner."""
+        return [{}]
+
+    def snippet(self, workload: "Workload", options: dict) -> str:
+        """The library call a user writes to get this configuration (`rlbench tune` prints the winner's);
+        "" when the strategy is rlbench's own implementation of a design rather than a library's API."""
+        return ""
+
     @classmethod
     def option(cls, name: str) -> Option:
         for opt in cls.options:

@@ -9,6 +9,7 @@ from rlbench.report.format import esc as _e
 from rlbench.report.format import is_num, pct, reason_counts, si
 from rlbench.report.points import env_label
 from rlbench.report.profiles import profiles_section
+from rlbench.report.recommendation import recommendation_section
 from rlbench.results.metrics import SESSION_METRICS
 from rlbench.workload import kv_label
 
@@ -37,7 +38,8 @@ def export_html(results, out_dir: str) -> dict:
 
 def page(results, out_dir: str) -> str:
     rows = results.summary_rows()
-    parts = [f"<h1>rlbench report: {_e(_suite_name(rows))}</h1>", headlines_box(results), _headline(results.env)]
+    parts = [f"<h1>rlbench report: {_e(_suite_name(rows))}</h1>", recommendation_section(results.env),
+             headlines_box(results), _headline(results.env)]
     sections = [(f.order, f.name, lambda f=f: f.section(results, out_dir)) for f in registry.families()]
     sections.append((PROFILES_ORDER, "profiles", lambda: profiles_section(results, out_dir)))
     parts += [draw() for _, _, draw in sorted(sections, key=lambda s: s[:2])]
