@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 _FORMAT = {"steps/s": ",.0f", "items/s": ",.0f", "updates/s": ",.1f", "MB/s": ",.1f", "GB/s": ".2f", "ms": ".3f",
            "s": ".3g", "share": ".1%", "cores": ".2f", "MB": ",.0f", "count": ",.0f", "ratio": ".3g", "flag": ".0f",
-           "return": ".1f", "versions": ".2f"}
+           "return": ".1f", "versions": ".2f", "items": ".2f"}
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,14 @@ _SESSION = (  # reported by sessions (Metrics.read) over exactly the timed windo
        session=True),
     _m("queue_wait_ms", "ms", "learners", "mean time the learner waited for its next batch", session=True),
     _m("h2d_mb_per_s", "MB/s", "learners", "bytes copied host to device (0 on CPU)", session=True),
+    _m("prediction_queue_mean", "items", "learners", "ga3c: prediction requests waiting as a predictor came for "
+       "its next batch (mean over batches)", session=True),
+    _m("training_queue_mean", "items", "learners", "ga3c: experiences waiting as a trainer came for its next "
+       "batch (mean over updates)", session=True),
+    _m("predict_batch_mean", "items", "learners", "ga3c: prediction requests (one agent's envs each) per "
+       "forward pass (mean)", session=True),
+    _m("train_batch_mean", "items", "learners", "ga3c: experiences (t_max steps of one agent's envs) per update "
+       "(mean)", session=True),
     _m("add_items_per_s", "items/s", "replay", "items written into the store (all actors)", session=True),
     _m("add_mb_per_s", "MB/s", "replay", "bytes written into the store", session=True),
     _m("sample_items_per_s", "items/s", "replay", "items sampled and read by the learner", session=True),
