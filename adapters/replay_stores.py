@@ -1,5 +1,6 @@
 """Our replay stores: an in-process NumPy ring, a shared-memory ring written by actor processes and
-sampled by the learner, and an np.memmap store on disk; prioritized sampling with a sum tree for all.
+sampled by the learner, and an np.memmap store on disk; prioritized sampling with a sum tree for all
+(rlbench.adapters._kit.prioritized, which apex and r2d2 share).
 
 They are the reference the native peers (stable-baselines3, tianshou, torchrl, Ray) are compared with,
 on the same workloads through the same driver (rlbench.families.replay.driver): one store, one copy into
@@ -10,11 +11,11 @@ import multiprocessing as mp
 import os
 
 import numpy as np
+from rlbench.adapters._kit.prioritized import SumTree
 
 from rlbench.api import (
     PAGE_CACHE,
     PRIORITY_ALPHA,
-    PRIORITY_BETA,
     Adapter,
     Option,
     ReplaySession,
@@ -25,57 +26,6 @@ from rlbench.api import (
     replay_spec,
     scratch_dir,
 )
-
-
-class SumTree:
-    """Priorities in a binary tree of partial sums: sampling and updates are O(log capacity), and
-    both are vectorised over a batch (one numpy op per tree level)."""
-
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self.size = 1 << max(1, (capacity - 1).bit_length())
-        self.tree = np.zeros(2 * self.size)
-        self.max_priority = 1.0
-
-    @property
-    def total(self) -> float:
-        return float(self.tree[1])
-
-    def update(self, indices, priorities) -> None:
-        nodes = np.asarray(indices, dtype=np.int64) + self.size
-        self.tree[nodes] = priorities
-        nodes = np.unique(nodes >> 1)
-        while nodes[0] >= 1:
-            self.tree[nodes] = self.tree[2 * nodes] + self.tree[2 * nodes + 1]
-            if nodes[0] == 1:
-                break
-            nodes = np.unique(nodes >> 1)
-
-    def set_one(self, index: int, priority: float) -> None:
-        """One add: a Python walk up the tree beats numpy's per-call cost at batch size 1."""
-        tree = self.tree
-        i = index + self.size
-        tree[i] = priority
-        i >>= 1
-        while i:
-            tree[i] = tree[2 * i] + tree[2 * i + 1]
-            i >>= 1
-
-    def sample(self, n: int, rng) -> tuple:
-        """Stratified: one draw in each of n equal slices of the total mass. Returns indices and
-        importance weights (N * P(i))^-beta normalised by the batch's largest."""
-        total = self.total
-        u = (np.arange(n) + rng.random(n)) * (total / n)
-        nodes = np.ones(n, dtype=np.int64)
-        while nodes[0] < self.size:
-            left = self.tree[2 * nodes]
-            right = u >= left
-            u = np.where(right, u - left, u)
-            nodes = 2 * nodes + right
-        indices = np.minimum(nodes - self.size, self.capacity - 1)
-        p = np.maximum(self.tree[indices + self.size], 1e-12) / total
-        weights = (self.capacity * p) ** -PRIORITY_BETA
-        return indices, weights / weights.max()
 
 
 class _Sampling:
