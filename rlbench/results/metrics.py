@@ -48,6 +48,11 @@ _SESSION = (  # reported by sessions (Metrics.read) over exactly the timed windo
     _m("replay_ratio", "ratio", "learners", "samples consumed by updates / env steps added", session=True),
     _m("policy_lag_mean", "versions", "learners", "parameter versions between acting and learning", session=True),
     _m("policy_lag_max", "versions", "learners", "the largest such lag in the window", session=True),
+    _m("priority_lag_mean", "versions", "learners", "apex, r2d2: learner updates between the parameters that "
+       "computed a sampled item's priority (its actor's, or the learner's at its last replay) and the learner's",
+       session=True),
+    _m("sequence_mb_per_s", "MB/s", "learners", "r2d2: bytes of stored sequences (observations, actions, rewards, "
+       "recurrent state) the learner sampled", session=True),
     _m("env_frac", "share", "learners", "time stepping envs (mean over the processes that do)", session=True),
     _m("inference_frac", "share", "learners", "time selecting actions", session=True),
     _m("learn_frac", "share", "learners", "time in forward/backward/optimiser step", session=True),

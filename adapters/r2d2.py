@@ -1,0 +1,436 @@
+"""`r2d2`: Recurrent Replay Distributed DQN (Kapturowski et al. 2019, ICLR), written natively on Ape-X's
+layout (rlbench.adapters._kit.prioritized: actors write a shared-memory replay, the learner owns the
+priorities).
+
+The Q-network is recurrent: an MLP of the policy's hidden sizes but the last, an LSTM cell of the last,
+a dueling head. `workers` actor processes step `num_envs / workers` envs each, epsilon-greedily with
+Ape-X's per-actor rates, carrying the LSTM state (reset where an episode starts). Every env's stream is
+cut into fixed-length sequences of `seq_len` steps, consecutive ones overlapping by `overlap` steps; each
+is stored with its `seq_len + 1` observations (the last one bootstraps), actions, rewards, episode ends,
+episode-start flags and the recurrent state at its first step (R2D2's stored state), and with an initial
+priority the actor computes from the Q-values it acted with. A sequence may span an episode end: the
+state resets at the start flag and the return stops at the end.
+
+The learner samples `batch` sequences by priority (alpha 0.6, importance weights beta 0.4), unrolls the
+first `burn_in` steps from the stored state without gradient, the rest with it, and trains on the n-step
+double-Q targets (horizon cut to the stored observations at a sequence's end; `value_rescale` applies
+h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x); the new priority of a sequence is eta max|TD| + (1-eta) mean|TD|
+(eta 0.9). Targets are those of the target network, copied every `target_every` updates; parameters are
+published every `publish_every` updates. An episode's end, truncation included, ends its returns.
+
+One unit of work is one learner update. Its env steps are the steps the actors made meanwhile, so
+`steps_per_s` is the actors' rate; `samples_per_s` counts the time steps trained on (sequences x
+(seq_len - burn_in)) and `replay_ratio` their ratio to env steps; `sequence_mb_per_s` the stored bytes of
+the sequences sampled. `mask_velocity=true` on CartPole-v1 zeroes both velocities, the partially observed
+task recurrence exists for.
+"""
+import math
+import os
+import time
+from time import perf_counter_ns
+
+import numpy as np
+from rlbench.adapters._kit.dqn import (
+    Envs,
+    SharedParams,
+    actor_epsilons,
+    burn_in_unroll,
+    dqn_options,
+    dqn_supports,
+    memory_check,
+    recurrent_q_net,
+    recurrent_q_params,
+    sequence_targets,
+    wait_for_room,
+)
+from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, return_mean
+from rlbench.adapters._kit.nets import obs_scale
+from rlbench.adapters._kit.prioritized import ReplayIndex, SharedReplay
+from rlbench.adapters._kit.procs import (
+    ENV_NS,
+    INFER_NS,
+    LEARN_NS,
+    STAT_COLUMNS,
+    SYNC_NS,
+    WAIT_NS,
+    WORKER_OPTIONS,
+    HelperProcesses,
+    MasterWatch,
+    SharedArrays,
+    Window,
+    pin,
+    raise_if_exited,
+    spaces,
+    start_process,
+    stop_processes,
+    worker_cpus,
+)
+
+from rlbench.api import Adapter, Option, Unsupported, Workload, register
+
+XFER_NS, H2D_BYTES, STATS = STAT_COLUMNS, STAT_COLUMNS + 1, STAT_COLUMNS + 2  # columns past the shared ones
+WAIT_POLL_S = 1e-3
+
+
+def sequence_fields(obs_space, seq_len: int, units: int) -> dict:
+    L = seq_len
+    return {"obs": ((L + 1, *obs_space.shape), obs_space.dtype), "first": ((L + 1,), np.bool_),
+            "act": ((L,), np.int64), "rew": ((L,), np.float32), "done": ((L,), np.bool_),
+            "h": ((units,), np.float32), "c": ((units,), np.float32), "version": ((), np.int64)}
+
+
+class SequenceRing:
+    """An actor's last seq_len + 1 steps of every env, and the sequences they make. Step t records what the
+    actor saw before acting (observation, episode-start flag, the recurrent state it entered with, its
+    parameter version, the Q-values it acted on), then what acting gave (action, reward, episode end).
+    Sequence k covers steps k*stride .. k*stride + seq_len (stride = seq_len - overlap; the last step's
+    observation only bootstraps) and is due at step k*stride + seq_len, once that step is recorded."""
+
+    def __init__(self, envs: int, seq_len: int, overlap: int, obs_shape: tuple, obs_dtype, units: int,
+                 n_actions: int):
+        self.L, self.stride, self.size = seq_len, seq_len - overlap, seq_len + 1
+        R, n = self.size, envs
+        self.obs = np.zeros((R, n, *obs_shape), dtype=obs_dtype)
+        self.first = np.zeros((R, n), dtype=np.bool_)
+        self.h = np.zeros((R, n, units), dtype=np.float32)
+        self.c = np.zeros((R, n, units), dtype=np.float32)
+        self.version = np.zeros(R, dtype=np.int64)
+        self.q = np.zeros((R, n, n_actions), dtype=np.float32)
+        self.act = np.zeros((R, n), dtype=np.int64)
+        self.rew = np.zeros((R, n), dtype=np.float32)
+        self.done = np.zeros((R, n), dtype=np.bool_)
+
+    def observe(self, t: int, obs, first, h, c, version: int, q) -> None:
+        r = t % self.size
+        self.obs[r], self.first[r], self.h[r], self.c[r], self.version[r], self.q[r] = obs, first, h, c, version, q
+
+    def acted(self, t: int, act, rew, done) -> None:
+        r = t % self.size
+        self.act[r], self.rew[r], self.done[r] = act, rew, done
+
+    def due(self, t: int) -> bool:
+        return t >= self.L and (t - self.L) % self.stride == 0
+
+    def sequence(self, t: int) -> tuple:
+        """The sequence due at step t, one per env (fields as sequence_fields lays them out), and the Q-values
+        the actor acted on along it [seq_len + 1, envs, actions]."""
+        start = t - self.L
+        pos = (start + np.arange(self.L + 1)) % self.size
+        steps = pos[:-1]
+        n = self.obs.shape[1]
+        items = {"obs": np.swapaxes(self.obs[pos], 0, 1), "first": self.first[pos].T,
+                 "act": self.act[steps].T, "rew": self.rew[steps].T, "done": self.done[steps].T,
+                 "h": self.h[pos[0]].copy(), "c": self.c[pos[0]].copy(), "version": np.full(n, self.version[pos[0]])}
+        return items, self.q[pos]
+
+
+def sequence_priorities(torch, eta: float, td):
+    """R2D2's priority of each sequence from its |TD| [T, B]: eta max_t + (1 - eta) mean_t."""
+    td = td.abs()
+    return eta * td.max(0).values + (1 - eta) * td.mean(0)
+
+
+def initial_priorities(torch, items: dict, q, opts) -> np.ndarray:
+    """The priority an actor gives its sequences, from the Q-values it acted on ([L + 1, B, A]; without a
+    target network the bootstrap is the same values' max) over the steps after the burn-in."""
+    bi = opts["burn_in"]
+    q = torch.from_numpy(q)
+    act = torch.from_numpy(items["act"]).T[bi:]
+    rew = torch.from_numpy(items["rew"]).T[bi:]
+    done = torch.from_numpy(items["done"]).T[bi:]
+    boot = q[bi:].max(-1).values
+    target = sequence_targets(torch, rew, done, boot, opts["gamma"], opts["n_step"], opts["value_rescale"])
+    q_sa = q[bi:-1].gather(-1, act[..., None]).squeeze(-1)
+    return sequence_priorities(torch, opts["eta"], target - q_sa).numpy()
+
+
+def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, master_pid):
+    import torch
+    pin(cpus)
+    torch.set_num_threads(1)
+    master = MasterWatch(master_pid)
+    workload = Workload.from_dict(workload_dict)
+    buf = shared.views()
+    stats, stop, steps = buf["stats"][rank + 1], buf["stop"], buf["steps"]
+    envs = Envs(workload, lo, hi, opts["mask_velocity"])
+    try:
+        n, obs = hi - lo, envs.obs
+        n_actions, scale = int(envs.action_space.n), obs_scale(obs.dtype)
+        hidden = workload.policy.hidden
+        net = recurrent_q_net(math.prod(obs.shape[1:]), hidden, n_actions)
+        eps = actor_epsilons(opts["eps_per"], rank, opts["workers"], n, opts["eps"], opts["eps_alpha"])
+        rng = np.random.default_rng(workload.seed + 1000 * (rank + 1))
+        ring = SequenceRing(n, opts["seq_len"], opts["overlap"], obs.shape[1:], obs.dtype, hidden[-1], n_actions)
+        episodes = Episodes(n, buf["returns"][rank], buf["episodes"][rank:rank + 1])
+
+        def give_up():
+            return bool(stop[0]) or master.gone()
+
+        t0 = perf_counter_ns()
+        held = None
+        while held is None:  # the learner's first parameters
+            held = params.load(net, 0, give_up)
+            if held is None:
+                if give_up():
+                    return
+                time.sleep(1e-3)
+        seq, version = held
+        stats[WAIT_NS] += perf_counter_ns() - t0
+        h, c = net.initial_state(n)
+        first = np.ones(n, dtype=np.bool_)
+        t = 0
+        while not give_up():
+            t0 = perf_counter_ns()
+            held = params.load(net, seq)
+            if held is not None:
+                seq, version = held
+            t1 = perf_counter_ns()
+            with torch.no_grad():
+                x = torch.from_numpy(obs).reshape(1, n, -1).float() * scale
+                q, (h2, c2) = net.unroll(x, torch.from_numpy(first)[None], (h, c))
+                q = q[0].numpy()
+            ring.observe(t, obs, first, h.numpy(), c.numpy(), version, q)
+            actions = np.where(rng.random(n) < eps, rng.integers(0, n_actions, n), q.argmax(1))
+            t2 = perf_counter_ns()
+            stats[SYNC_NS] += t1 - t0
+            stats[INFER_NS] += t2 - t1
+            if ring.due(t):  # a sequence is complete: to the replay with its priority
+                items, qs = ring.sequence(t)
+                priorities = initial_priorities(torch, items, qs, opts)
+                t3 = perf_counter_ns()
+                if not wait_for_room(replay, n, opts, give_up):
+                    return
+                t4 = perf_counter_ns()
+                replay.write(rank, items, priorities)
+                t5 = perf_counter_ns()
+                stats[INFER_NS] += t3 - t2
+                stats[WAIT_NS] += t4 - t3
+                stats[XFER_NS] += t5 - t4
+                t2 = t5
+            _, rew, term, trunc = envs.step(actions)
+            t6 = perf_counter_ns()
+            first = term | trunc
+            ring.acted(t, actions, rew, first)
+            steps[rank] += n
+            episodes.add(rew, first)
+            h, c = h2, c2
+            t += 1
+            stats[ENV_NS] += t6 - t2
+    finally:
+        envs.close()
+
+
+class R2D2Session:
+    def __init__(self, workload, options):
+        import multiprocessing as mp
+        self.workload, self.opts = workload, options
+        self.procs, self.helpers = [], None
+        workers, B = options["workers"], options["batch"]
+        obs_space, act_space = spaces(workload)
+        if not hasattr(act_space, "n"):
+            raise Unsupported("r2d2 acts epsilon-greedily: needs a Discrete action space")
+        hidden = workload.policy.hidden
+        fields = sequence_fields(obs_space, options["seq_len"], hidden[-1])
+        ctx = mp.get_context(options["context"])
+        if options["context"] != "fork":
+            self.helpers = HelperProcesses()
+        self.replay = SharedReplay(ctx, fields, options["capacity"], workers)
+        reason = memory_check("r2d2", self.replay.item_bytes, self.replay.capacity)
+        if reason:
+            raise Unsupported(reason)
+        if workload.num_envs // workers > self.replay.per:
+            raise Unsupported(f"r2d2: capacity {options['capacity']} leaves each of {workers} actors fewer slots "
+                              f"({self.replay.per}) than its {workload.num_envs // workers} envs' sequences")
+        self.obs_size, self.n_actions = math.prod(obs_space.shape), int(act_space.n)
+        self.params = SharedParams(ctx, recurrent_q_params(self.obs_size, hidden, self.n_actions))
+        self.shared = SharedArrays(ctx, {
+            "stats": ((workers + 1, STATS), np.float64), "steps": ((workers,), np.int64),
+            "returns": ((workers, -(-RETURN_WINDOW // workers)), np.float64), "episodes": ((workers,), np.int64),
+            "stop": ((1,), np.int64)})
+        self.buf = self.shared.views()
+        self.stats = self.buf["stats"][0]
+        self.window = Window(self.buf["stats"])
+        self.index = ReplayIndex(self.replay, workload.seed + 7)
+        self.learn_start = max(options["learn_start"], B)
+        self.learned = options["seq_len"] - options["burn_in"]  # time steps trained on per sequence
+        self.updates = self.steps_seen = 0
+        self.lag = {"policy": [0, 0, 0], "priority": [0, 0, 0]}
+        self.metrics = self
+        self.info = {"workers": workers, "batch_size": B * self.learned, "item_bytes": self.replay.item_bytes,
+                     "capacity_items": self.replay.capacity}
+        try:
+            per = workload.num_envs // workers
+            actor_opts = dict(options, slack=self.learn_start + workers * per)
+            for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
+                start_process(ctx, self.procs, actor_main, f"r2d2-actor-{rank}",
+                              (rank, workload.to_dict(), rank * per, (rank + 1) * per, actor_opts, self.replay,
+                               self.params, self.shared, cpus, os.getpid()))
+            self._build_learner(fields)  # torch only after the fork
+        except BaseException:
+            self.close()
+            raise
+
+    def _build_learner(self, fields):
+        import torch
+        policy = self.workload.policy
+        if policy.device.startswith("cuda") and not torch.cuda.is_available():
+            raise Unsupported("no CUDA device")
+        self.torch = torch
+        torch.set_num_threads(policy.threads)
+        torch.manual_seed(self.workload.seed)
+        self.device = torch.device(policy.device)
+        self.cuda = self.device.type == "cuda"
+        self.net = recurrent_q_net(self.obs_size, policy.hidden, self.n_actions).to(self.device)
+        self.target = recurrent_q_net(self.obs_size, policy.hidden, self.n_actions).to(self.device)
+        self.target.load_state_dict(self.net.state_dict())
+        self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
+        self.scale = obs_scale(fields["obs"][1])
+        B = self.opts["batch"]
+        self.host = {}
+        for k, (shape, dtype) in fields.items():
+            a = np.empty((B, *shape), dtype=dtype)
+            self.host[k] = torch.from_numpy(a).pin_memory().numpy() if self.cuda else a
+        self.params.publish(self.net, 0)
+
+    def _actors_alive(self):
+        raise_if_exited(self.procs, "r2d2 actor")
+
+    def _fill(self):
+        while True:
+            self.index.ingest()
+            if self.index.added >= self.learn_start:
+                return
+            self._actors_alive()
+            time.sleep(WAIT_POLL_S)
+
+    def _lags(self, kind, lags):
+        acc = self.lag[kind]
+        acc[0] += int(lags.sum())
+        acc[1] += len(lags)
+        acc[2] = max(acc[2], int(lags.max()))
+
+    def step(self) -> int:
+        torch, stats, host, dev = self.torch, self.stats, self.host, self.device
+        self._actors_alive()
+        t0 = perf_counter_ns()
+        self._fill()
+        t1 = perf_counter_ns()
+        idx, weights, seqs = self.index.sample(self.opts["batch"])
+        self.index.gather(idx, seqs, host)
+        self._lags("policy", self.updates - host["version"])
+        self._lags("priority", self.updates - self.index.priority_version[idx])
+        b = {k: torch.from_numpy(host[k]).to(dev, non_blocking=True).transpose(0, 1)
+             for k in ("obs", "first", "act", "rew", "done")}  # time first
+        state = tuple(torch.from_numpy(host[k]).to(dev, non_blocking=True) for k in ("h", "c"))
+        w = torch.from_numpy(weights).to(dev, torch.float32)
+        if self.cuda:
+            stats[H2D_BYTES] += sum(host[k].nbytes for k in (*b, "h", "c")) + weights.nbytes
+        t2 = perf_counter_ns()
+        priorities = self._learn(b, state, w)
+        t3 = perf_counter_ns()
+        self.index.update(idx, seqs, priorities, self.updates)
+        self.updates += 1
+        t4 = perf_counter_ns()
+        if self.updates % self.opts["target_every"] == 0:
+            self.target.load_state_dict(self.net.state_dict())
+        if self.updates % self.opts["publish_every"] == 0:
+            self.params.publish(self.net, self.updates)
+        t5 = perf_counter_ns()
+        stats[WAIT_NS] += t1 - t0
+        stats[XFER_NS] += (t2 - t1) + (t4 - t3)
+        stats[LEARN_NS] += t3 - t2
+        stats[SYNC_NS] += t5 - t4
+        made = int(self.buf["steps"].sum())
+        made, self.steps_seen = made - self.steps_seen, made
+        return made
+
+    def _learn(self, b, state, w) -> np.ndarray:
+        """Burn-in, then one Adam step on the importance-weighted Huber loss of the n-step double-Q targets of
+        the remaining steps; the sequences' new priorities back."""
+        torch, o, bi = self.torch, self.opts, self.opts["burn_in"]
+        T1, B = b["obs"].shape[:2]
+        obs = b["obs"].reshape(T1, B, -1).float() * self.scale
+        q = burn_in_unroll(torch, self.net, obs, b["first"], state, bi)        # [T1 - bi, B, A]
+        with torch.no_grad():
+            q_tg, _ = self.target.unroll(obs, b["first"], state)
+            best = q.detach().argmax(-1, keepdim=True)
+            boot = q_tg[bi:].gather(-1, best).squeeze(-1)
+            target = sequence_targets(torch, b["rew"][bi:], b["done"][bi:], boot, o["gamma"], o["n_step"],
+                                      o["value_rescale"])
+        q_sa = q[:-1].gather(-1, b["act"][bi:][..., None]).squeeze(-1)
+        loss = (w * torch.nn.functional.smooth_l1_loss(q_sa, target, reduction="none")).mean()
+        self.optim.zero_grad(set_to_none=True)
+        loss.backward()
+        if o["max_grad_norm"] > 0:
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), o["max_grad_norm"])
+        self.optim.step()
+        return sequence_priorities(torch, o["eta"], (target - q_sa).detach()).cpu().numpy()
+
+    # -- metrics over the timed window ------------------------------------------------------------------
+    def reset(self):
+        self.window.reset()
+        self.mark = (self.updates, int(self.buf["steps"].sum()))
+        self.lag = {"policy": [0, 0, 0], "priority": [0, 0, 0]}
+
+    def read(self, seconds):
+        updates, steps = self.updates - self.mark[0], int(self.buf["steps"].sum()) - self.mark[1]
+        delta = self.window.delta()
+        d = delta / (seconds * 1e9)
+        learner, actors = d[0], d[1:]
+        sequences = updates * self.opts["batch"]
+        sampled = sequences * self.learned
+        pol, pri = self.lag["policy"], self.lag["priority"]
+        nan = float("nan")
+        return {"updates_per_s": updates / seconds, "samples_per_s": sampled / seconds,
+                "actor_steps_per_s": steps / seconds, "replay_ratio": sampled / steps if steps else nan,
+                "sequence_mb_per_s": sequences * self.replay.item_bytes / 1e6 / seconds,
+                "policy_lag_mean": pol[0] / pol[1] if pol[1] else nan, "policy_lag_max": pol[2] if pol[1] else nan,
+                "priority_lag_mean": pri[0] / pri[1] if pri[1] else nan,
+                "env_frac": float(actors[:, ENV_NS].mean()), "inference_frac": float(actors[:, INFER_NS].mean()),
+                "learn_frac": float(learner[LEARN_NS]), "wait_frac": float(learner[WAIT_NS]),
+                "transfer_frac": float(learner[XFER_NS]), "sync_frac": float(learner[SYNC_NS]),
+                "queue_wait_ms": float(delta[0, WAIT_NS]) / 1e6 / updates if updates else nan,
+                "h2d_mb_per_s": float(delta[0, H2D_BYTES]) / 1e6 / seconds,
+                "return_mean": self.return_mean()}
+
+    def return_mean(self) -> float:
+        """Mean return of about the last RETURN_WINDOW episodes (the last RETURN_WINDOW / workers of each actor);
+        nan before the first."""
+        return return_mean(self.buf["returns"], self.buf["episodes"])
+
+    def close(self):
+        if hasattr(self, "buf"):
+            self.buf["stop"][0] = 1
+        stop_processes(self.procs)
+        self.procs = []
+        if self.helpers is not None:
+            self.helpers.stop()
+            self.helpers = None
+
+
+@register
+class R2D2(Adapter):
+    name = "r2d2"
+    kind = "learner"
+    description = ("R2D2: recurrent (LSTM) DQN; actors store overlapping fixed-length sequences with their recurrent "
+                   "state in a shared prioritized replay; the learner burns in, then trains n-step double-Q")
+    requires = ("gymnasium", "torch")
+    options = dqn_options(batch=32, lr=1e-3, capacity=5_000, learn_start=100, target_every=200, publish_every=10,
+                          n_step=5) + (
+        Option("seq_len", int, 40, "time steps per stored sequence (one more observation bootstraps)", low=2),
+        Option("burn_in", int, 10, "leading steps of a sequence unrolled without gradient (state only)"),
+        Option("overlap", int, 20, "steps consecutive sequences share (overlap = burn_in: the trained steps tile "
+               "the stream)"),
+        Option("eta", float, 0.9, "priority = eta max|TD| + (1 - eta) mean|TD| over a sequence", high=1),
+        Option("value_rescale", bool, False, "train on h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x of the returns"),
+    ) + WORKER_OPTIONS
+
+    def supports(self, workload, options):
+        if options["burn_in"] >= options["seq_len"]:
+            return f"burn_in={options['burn_in']} leaves no step of seq_len={options['seq_len']} to train on"
+        if options["overlap"] >= options["seq_len"]:
+            return f"overlap={options['overlap']} must be smaller than seq_len={options['seq_len']}"
+        return dqn_supports(self.name, workload, options)
+
+    def open(self, workload, options):
+        return R2D2Session(workload, options)
