@@ -4,7 +4,7 @@ Both reset a finished env within the same step (AutoresetMode.SAME_STEP), as `se
 every adapter counts the same transitions.
 """
 
-from rlbench.api import Adapter, Option, env_fns, make_policy, register
+from rlbench.api import Adapter, Option, env_call, env_fns, make_policy, register
 
 
 class VectorSession:
@@ -34,6 +34,10 @@ class GymnasiumSync(Adapter):
         envs = gym.vector.SyncVectorEnv(env_fns(workload), autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         return VectorSession(envs, workload, workers=1)
 
+    def snippet(self, workload, options):
+        return (f"gymnasium.vector.SyncVectorEnv([lambda: {env_call(workload)}] * {workload.num_envs}, "
+                "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)")
+
 
 @register
 class GymnasiumAsync(Adapter):
@@ -51,3 +55,12 @@ class GymnasiumAsync(Adapter):
             env_fns(workload), shared_memory=options["shared_memory"], context=options["context"],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         return VectorSession(envs, workload, workers=workload.num_envs)
+
+    def tune_space(self, num_envs, cpus):
+        """Pipes against shared memory: which wins depends on the observation's size."""
+        return [{}, {"shared_memory": False}] if num_envs > 1 else [{}]
+
+    def snippet(self, workload, options):
+        return (f"gymnasium.vector.AsyncVectorEnv([lambda: {env_call(workload)}] * {workload.num_envs}, "
+                f"shared_memory={options['shared_memory']}, context={options['context']!r}, "
+                "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)")

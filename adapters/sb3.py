@@ -32,6 +32,7 @@ from rlbench.api import (
     Option,
     ReplaySession,
     Unsupported,
+    env_call,
     env_fns,
     env_info,
     envpool_kwargs,
@@ -74,6 +75,10 @@ class SB3Dummy(Adapter):
         from stable_baselines3.common.vec_env import DummyVecEnv
         return SB3Session(DummyVecEnv(env_fns(workload)), workload, workers=1)
 
+    def snippet(self, workload, options):
+        return (f"stable_baselines3.common.vec_env.DummyVecEnv([lambda: {env_call(workload)}] * "
+                f"{workload.num_envs})")
+
 
 @register
 class SB3Subproc(Adapter):
@@ -89,6 +94,10 @@ class SB3Subproc(Adapter):
         from stable_baselines3.common.vec_env import SubprocVecEnv
         venv = SubprocVecEnv(env_fns(workload), start_method=options["start_method"])
         return SB3Session(venv, workload, workers=workload.num_envs)
+
+    def snippet(self, workload, options):
+        return (f"stable_baselines3.common.vec_env.SubprocVecEnv([lambda: {env_call(workload)}] * "
+                f"{workload.num_envs}, start_method={options['start_method']!r})")
 
 
 class SB3Replay:

@@ -1,5 +1,5 @@
 """`serial`: gymnasium envs stepped one after another in a Python for-loop (EnvPool's baseline)."""
-from rlbench.api import Adapter, make_env, make_policy, register
+from rlbench.api import Adapter, env_call, make_env, make_policy, register
 
 
 class SerialSession:
@@ -41,3 +41,6 @@ class Serial(Adapter):
 
     def open(self, workload, options):
         return SerialSession(workload)
+
+    def snippet(self, workload, options):
+        return f"envs = [{env_call(workload)} for _ in range({workload.num_envs})]  # stepped in a for loop"

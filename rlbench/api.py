@@ -3,7 +3,16 @@ this module and `rlbench.adapters._kit`, nothing else of rlbench; import-linter 
 imports this one: the core depends on `rlbench.contract`, the leaf these names come from.
 """
 from rlbench.contract import PAGE_CACHE, Adapter, Metrics, Option, Session
-from rlbench.envs import USER_FAMILIES, env_fns, env_info, envpool_kwargs, make_env, spaces, unsupported_spaces
+from rlbench.envs import (
+                          USER_FAMILIES,
+                          env_call,
+                          env_fns,
+                          env_info,
+                          envpool_kwargs,
+                          make_env,
+                          spaces,
+                          unsupported_spaces,
+)
 from rlbench.errors import Unsupported
 from rlbench.families.replay.driver import PREFIX as REPLAY_PREFIX
 from rlbench.families.replay.driver import (
@@ -30,7 +39,7 @@ __all__ = [
     "Workload", "PolicySpec", "make_env", "env_fns", "env_info", "envpool_kwargs", "make_policy",
     "random_sampler", "register_policy", "become_subreaper", "batch_len",
     # the user's envs (families gymnasium and custom): their spaces, and the reason an adapter cannot carry them
-    "USER_FAMILIES", "spaces", "unsupported_spaces",
+    "USER_FAMILIES", "spaces", "unsupported_spaces", "env_call",
     # the replay family (kind "replay"): its workloads, driver and the disk stores' page-cache option
     "ReplaySession", "ReplaySpec", "replay_spec", "in_process_only", "scratch_dir", "REPLAY_PREFIX",
     "REPLAY_WORKLOADS", "PRIORITY_ALPHA", "PRIORITY_BETA", "PAGE_CACHE", "pagecache",

@@ -229,6 +229,19 @@ def user_env_kwargs(env_id: str, given: dict) -> dict:
     return out
 
 
+def env_call(workload) -> str:
+    """The Python expression a user writes to build one of the workload's envs (for tune's snippets):
+    gymnasium.make for an id, the factory itself for a factory."""
+    args = "".join(f", {k}={v!r}" for k, v in sorted(workload.env_kwargs.items()))
+    info = env_info(workload.env_id)
+    if info.family == "custom" and _user_target(workload.env_id)[0] == "factory":
+        module, _, name = workload.env_id.partition(":")
+        return f"{module}.{name}({args[2:]})"
+    if info.family in ("atari", "synthetic"):  # rlbench's own preprocessing / env
+        return f"rlbench.envs.make_env({workload.env_id!r}{args})"
+    return f"gymnasium.make({workload.env_id!r}{args})"
+
+
 def make_env(env_id: str, **kwargs):
     """Build one gymnasium env; module-level so subprocess vector envs can pickle it."""
     import gymnasium as gym
