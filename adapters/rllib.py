@@ -33,9 +33,10 @@ and `num_env_runners` runners (0: sampling in the cell process). CleanRL's CartP
 cleanrl-ppo and sb3-ppo: num_steps (rollout_fragment_length) x num_envs per iteration, update_epochs x
 num_minibatches minibatches, lr annealed to 0 over total_timesteps, gamma, lambda, clip 0.2, entropy 0.01,
 vf 0.5, global-norm clip 0.5, no KL term, separate policy and value MLPs. RLlib's own choices stay: its value
-clip (vf_clip_param 10), its minibatch cycling (a batch of 515 steps with minibatches of 128 gives ceil(4 x
-515 / 128) = 17 Adam steps, not 16), and its sampling stops after the round that reached the batch, so an
-iteration can hold a few steps more than num_envs x num_steps. One unit = one train() iteration; its env steps
+clip (vf_clip_param 10); its learner connector adds one bootstrap row per episode chunk to the train batch and
+its minibatch iterator cycles through update_epochs x that many rows in full minibatches (512 steps in 25
+chunks with minibatches of 128: ceil(4 x 537 / 128) = 17 Adam steps, not CleanRL's 16); a runner stops at the
+first vector step that reaches its share, so an iteration can hold a few steps more than num_envs x num_steps. One unit = one train() iteration; its env steps
 are RLlib's num_env_steps_sampled_lifetime difference. updates_per_s counts Adam steps (the learners'
 num_module_steps_trained / minibatch size); return_mean is RLlib's episode_return_mean (mean over the last
 100 episodes of each runner, RLlib's metrics_num_episodes_for_smoothing); time_to_target_s / steps_to_target
@@ -309,7 +310,7 @@ class PPOSession:
 
     def updates(self) -> int:
         """Adam steps: RLlib's minibatches are always full (its iterator cycles), each one optimizer step of
-        every learner in lockstep (DDP), so steps trained / (minibatch size x learners)."""
+        every learner in lockstep (DDP), so rows trained / (minibatch size x learners)."""
         return self.trained // (self.minibatch * self.learners)
 
     # -- metrics over the timed window --
