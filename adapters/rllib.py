@@ -36,11 +36,11 @@ vf 0.5, global-norm clip 0.5, no KL term, separate policy and value MLPs. RLlib'
 clip (vf_clip_param 10); its learner connector adds one bootstrap row per episode chunk to the train batch and
 its minibatch iterator cycles through update_epochs x that many rows in full minibatches (512 steps in 25
 chunks with minibatches of 128: ceil(4 x 537 / 128) = 17 Adam steps, not CleanRL's 16); a runner stops at the
-first vector step that reaches its share, so an iteration can hold a few steps more than num_envs x num_steps. One unit = one train() iteration; its env steps
-are RLlib's num_env_steps_sampled_lifetime difference. updates_per_s counts Adam steps (the learners'
-num_module_steps_trained / minibatch size); return_mean is RLlib's episode_return_mean (mean over the last
-100 episodes of each runner, RLlib's metrics_num_episodes_for_smoothing); time_to_target_s / steps_to_target
-from the first unit until it first reached the target (CartPole-v1: 475).
+first vector step that reaches its share, so an iteration can hold a few steps more than num_envs x num_steps.
+One unit = one train() iteration; its env steps are RLlib's num_env_steps_sampled_lifetime difference.
+updates_per_s counts Adam steps (the learners' num_module_steps_trained / minibatch size); return_mean is
+RLlib's own episode_return_mean (smoothed over metrics_num_episodes_for_smoothing = 100 episodes);
+time_to_target_s / steps_to_target from the first unit until it first reached the target (CartPole-v1: 475).
 
 `mlp:device=cuda`: `unsupported: no CUDA device` where torch sees none; else rllib-envrunner gives each remote
 runner 1/num_env_runners of the GPU (its RLModule infers there) and rllib-ppo puts its learner(s) on the GPU,
