@@ -18,7 +18,7 @@ import os
 from dataclasses import replace
 
 import numpy as np
-from rlbench.adapters._kit import ray_runtime
+from rlbench.adapters._kit import batch, ray_runtime
 
 from rlbench.api import Adapter, Option, Unsupported, Workload, env_fns, make_env, make_policy, register
 
@@ -98,7 +98,7 @@ class RayActorsSession:
                      "placement": [{"actor": i, **p} for i, p in enumerate(placement)],
                      "batch_size": self.per * (o["wait_k"] if o["mode"] == "async" else n)}
         self.policy = make_policy(workload, *self._spaces()) if o["policy"] == "driver" else None
-        self.obs = np.concatenate([self._fetch(r) for r in ray.get([a.observe.remote() for a in self.actors])])
+        self.obs = batch.join([self._fetch(r) for r in ray.get([a.observe.remote() for a in self.actors])])
         self.pending = {}
         if o["mode"] == "async":
             self._send(range(n), self.obs)
@@ -111,8 +111,9 @@ class RayActorsSession:
             env.close()
 
     def _fetch(self, reply):
-        """The observations an actor replied with; the np.concatenate each caller does copies them into
-        driver memory, reading every byte, so the figure never skips the data."""
+        """The observations an actor replied with; the concatenation each caller does (batch.join: one
+        np.concatenate per part of a Dict or Tuple observation) copies them into driver memory, reading
+        every byte, so the figure never skips the data."""
         if isinstance(reply, self.ray.ObjectRef):
             reply = self.ray.get(reply)  # zero-copy view of the object store
         return reply
@@ -129,11 +130,11 @@ class RayActorsSession:
             actions = self.policy(self.obs) if self.policy is not None else None
             refs = [a.step.remote(actions[i * self.per:(i + 1) * self.per] if actions is not None else None)
                     for i, a in enumerate(self.actors)]
-            self.obs = np.concatenate([self._fetch(r) for r in self.ray.get(refs)])
+            self.obs = batch.join([self._fetch(r) for r in self.ray.get(refs)])
             return self.workload.num_envs
         ready, _ = self.ray.wait(list(self.pending), num_returns=self.opts["wait_k"])
         indices = [self.pending.pop(r) for r in ready]
-        obs = np.concatenate([self._fetch(r) for r in self.ray.get(ready)])
+        obs = batch.join([self._fetch(r) for r in self.ray.get(ready)])
         self._send(indices, obs)
         return len(indices) * self.per
 

@@ -12,13 +12,20 @@ All four write one batch of [batch_T, num_envs] observations, actions, rewards a
 memory (nothing is pickled per step); one unit of work is one batch. Env `lo + j` is reset with
 `seed + lo + j` and auto-resets inside its step, as `serial` does, so every sampler collects the
 same transitions under a policy that depends only on the observation.
+
+A Dict observation is laid out as rlpyt lays it out (its GymSpaceWrapper turns a gym Dict into a
+namedarraytuple): one shared array per part, the batch a dict of them. rlpyt has no layout for a Tuple
+observation, so neither has this: `supports()` says so.
 """
 import os
 from time import perf_counter_ns
 
 import numpy as np
+from rlbench.adapters._kit.batch import put, take
+from rlbench.adapters._kit.batch import spaces_reason as batch_spaces_reason
 from rlbench.adapters._kit.nets import policy_params
 from rlbench.adapters._kit.procs import (
+    ARRAY_SPACES,
     ENV_NS,
     INFER_NS,
     STAT_COLUMNS,
@@ -31,6 +38,7 @@ from rlbench.adapters._kit.procs import (
     SharedArrays,
     Window,
     acquire,
+    obs_specs,
     pin,
     raise_if_exited,
     spaces,
@@ -42,15 +50,22 @@ from rlbench.adapters._kit.procs import (
 
 from rlbench.api import Adapter, Option, Workload, make_policy, register
 
+OBS_SPACES = (*ARRAY_SPACES, "Dict")  # what rlpyt's buffers hold (a Dict: one array per part)
+
 
 def batch_specs(batch_T, num_envs, obs_space, act_space, workers) -> dict:
-    B, obs, act = num_envs, (obs_space.shape, obs_space.dtype), (act_space.shape, act_space.dtype)
+    B, act = num_envs, (act_space.shape, act_space.dtype)
     return {
-        "obs": ((batch_T, B, *obs[0]), obs[1]), "act": ((batch_T, B, *act[0]), act[1]),
+        **obs_specs("obs", obs_space, (batch_T, B)), "act": ((batch_T, B, *act[0]), act[1]),
         "rew": ((batch_T, B), np.float32), "done": ((batch_T, B), np.bool_),
-        "obs_now": ((B, *obs[0]), obs[1]), "act_now": ((B, *act[0]), act[1]),
+        **obs_specs("obs_now", obs_space, (B,)), "act_now": ((B, *act[0]), act[1]),
         "stats": ((workers + 1, STAT_COLUMNS), np.float64), "stop": ((1,), np.int64),
     }
+
+
+def spaces_reason(workload, name: str):
+    """Why rlpyt's buffers cannot hold the user's env's observations (a Tuple, also inside a Dict), or None."""
+    return batch_spaces_reason(workload, name, obs=OBS_SPACES, parts=ARRAY_SPACES)
 
 
 def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, master_pid):
@@ -66,7 +81,7 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
         if master.gone():
             raise SystemExit(0)
 
-    envs = EnvSlice(workload, lo, hi, buf["obs_now"][lo:hi])
+    envs = EnvSlice(workload, lo, hi, take(buf["obs_now"], slice(lo, hi)))
     try:
         if mode == "cpu":
             obs_space, act_space = envs.envs[0].observation_space, envs.envs[0].action_space
@@ -81,8 +96,8 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
                     t0 = perf_counter_ns()
                     params.load(policy.net)
                     stats[SYNC_NS] += perf_counter_ns() - t0
-                for t in range(buf["obs"].shape[0]):
-                    buf["obs"][t, lo:hi] = envs.obs_now
+                for t in range(buf["rew"].shape[0]):
+                    put(buf["obs"], (t, slice(lo, hi)), envs.obs_now)
                     t0 = perf_counter_ns()
                     actions = policy(envs.obs_now)
                     t1 = perf_counter_ns()
@@ -93,7 +108,7 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
                 done.release()
         else:
             act_ready, obs_ready = sems
-            batch_T, t = buf["obs"].shape[0], 0
+            batch_T, t = buf["rew"].shape[0], 0
             obs_ready.release()
             while True:
                 stats[WAIT_NS] += acquire(act_ready, master_alive)
@@ -157,8 +172,8 @@ class SamplerSession:
 
     def _select(self, t, where):
         """Record the observations of `where`, select their actions, hand them back."""
-        obs = self.buf["obs_now"][where]
-        self.buf["obs"][t, where] = obs
+        obs = take(self.buf["obs_now"], where)
+        put(self.buf["obs"], (t, where), obs)
         t0 = perf_counter_ns()
         actions = self.policy(obs)
         self.buf["stats"][0, INFER_NS] += perf_counter_ns() - t0
@@ -254,7 +269,7 @@ class RlpytSampler(Adapter):
             return f"{self.name} needs workers >= {self.min_workers} (got {workers})"
         if workload.num_envs % workers:
             return f"num_envs={workload.num_envs} must be a multiple of workers={workers}"
-        return None
+        return spaces_reason(workload, self.name)
 
     def open(self, workload, options):
         return SamplerSession(workload, options, self.mode)
@@ -268,7 +283,7 @@ class RlpytSerial(RlpytSampler):
     mode = "serial"
 
     def supports(self, workload, options):
-        return None
+        return spaces_reason(workload, self.name)
 
 
 @register

@@ -23,15 +23,25 @@ num_envs = workers with worker_num_splits=1; worker_num_splits=2 needs an even e
 
 One unit of step() is one rollout (`rollout` env steps, Sample Factory's default 32) of every env:
 it waits until at least num_envs x rollout new env steps were sampled and returns the exact count.
+
+The user's envs (a registered gymnasium id, module:EnvId, module:factory; their module importable in this
+environment, with its gymnasium 0.29) run where Sample Factory carries their spaces: observations that are
+arrays (Box, MultiDiscrete, MultiBinary) or a Dict of them (its tensor dicts take arrays, not the Python
+int of a Discrete observation; it has no Tuple observations), Discrete or Box actions (its action
+distributions have no MultiDiscrete or MultiBinary).
 """
 import shutil
 import tempfile
 import threading
 import time
 
-from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register
+from rlbench.adapters._kit.batch import spaces_reason
 
-SUPPORTED_FAMILIES = ("atari", "classic", "synthetic")
+from rlbench.api import USER_FAMILIES, Adapter, Option, Unsupported, env_info, make_env, register
+
+SUPPORTED_FAMILIES = ("atari", "classic", "synthetic", *USER_FAMILIES)
+OBS_PARTS = ("Box", "MultiDiscrete", "MultiBinary")          # arrays: what its tensor dicts hold
+OBS_SPACES, ACT_SPACES = (*OBS_PARTS, "Dict"), ("Discrete", "Box")
 
 
 def _env_fn(env_id, env_kwargs, full_env_name, cfg, env_config=None, render_mode=None):
@@ -219,12 +229,14 @@ class SampleFactory(Adapter):
     def supports(self, workload, options):
         family = env_info(workload.env_id).family
         if family not in SUPPORTED_FAMILIES:
-            return (f"sample-factory runs Atari (<Game>-v5, e.g. Pong-v5), rlbench/Synthetic-v0 and CartPole-v1, "
-                    f"not {workload.env_id}")
+            return (f"sample-factory runs Atari (<Game>-v5, e.g. Pong-v5), rlbench/Synthetic-v0, CartPole-v1 and "
+                    f"the user's gymnasium envs, not {workload.env_id}")
         if workload.policy.name != "random":
             return f"sample-factory samples random actions only (policy {workload.policy.label})"
         fit = layout(workload.num_envs, options)
-        return fit if isinstance(fit, str) else None
+        if isinstance(fit, str):
+            return fit
+        return spaces_reason(workload, self.name, obs=OBS_SPACES, parts=OBS_PARTS, act=ACT_SPACES)
 
     def open(self, workload, options):
         fit = layout(workload.num_envs, options)

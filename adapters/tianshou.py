@@ -23,7 +23,7 @@ so an async DummyVectorEnv hands back only every other finished env per call.
 import os
 
 import numpy as np
-from rlbench.adapters._kit import ray_runtime
+from rlbench.adapters._kit import batch, ray_runtime
 
 from rlbench.api import (
     PRIORITY_ALPHA,
@@ -37,22 +37,34 @@ from rlbench.api import (
     make_policy,
     register,
     replay_spec,
+    unsupported_spaces,
 )
+
+# tianshou's vector envs refuse Tuple observations (BaseVectorEnv.reset: "Tuple observation space is not
+# supported"); a Dict observation comes back as the envs' dicts, which its Collector stacks
+OBS_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict")
 
 
 class TianshouSession:
+    """Observations as tianshou's vector envs return them: a stacked array, or for a Dict space an object
+    array of the envs' dicts (tianshou's Collector stacks those into a Batch), stacked here into a dict of
+    arrays as gymnasium batches them, so the policy sees what `serial` hands it."""
+
     def __init__(self, venv, workload, workers, on_close=None):
+        from gymnasium import spaces
         self.venv = venv
         self._on_close = on_close
         try:
-            # one env at a time: reset(seed=s) would give every env the same seed
-            self.obs = np.stack([venv.reset(env_id=[i], seed=workload.seed + i)[0][0]
-                                 for i in range(workload.num_envs)])
             probe = make_env(workload.env_id, **workload.env_kwargs)  # single-env spaces, as wrapped
             try:
+                self.space = probe.observation_space
                 self.policy = make_policy(workload, probe.observation_space, probe.action_space)
             finally:
                 probe.close()
+            self.structured = isinstance(self.space, spaces.Dict)
+            # one env at a time: reset(seed=s) would give every env the same seed
+            first = [venv.reset(env_id=[i], seed=workload.seed + i)[0][0] for i in range(workload.num_envs)]
+            self.obs = batch.stack(self.space, first) if self.structured else np.stack(first)
         except BaseException:
             self.close()
             raise
@@ -60,21 +72,26 @@ class TianshouSession:
         self.step = self._step_async if venv.is_async else self._step_sync
         self.info = {"workers": workers}
 
+    def _batch(self, obs):
+        """tianshou's batch of observations as gymnasium batches them (only Dict spaces differ)."""
+        return batch.stack(self.space, list(obs)) if self.structured else obs
+
     def _step_sync(self) -> int:
         obs, _, terminated, truncated, _ = self.venv.step(self.policy(self.obs))
         done = np.flatnonzero(np.logical_or(terminated, truncated))
         if len(done):
             obs[done] = self.venv.reset(env_id=done)[0]
-        self.obs = obs
+        self.obs = self._batch(obs)
         return len(obs)
 
     def _step_async(self) -> int:
-        obs, _, terminated, truncated, info = self.venv.step(self.policy(self.obs[self.ready]), self.ready)
+        obs, _, terminated, truncated, info = self.venv.step(self.policy(batch.take(self.obs, self.ready)),
+                                                             self.ready)
         ids = np.fromiter((i["env_id"] for i in info), dtype=np.int64, count=len(info))
         done = np.flatnonzero(np.logical_or(terminated, truncated))
         if len(done):
             obs[done] = self.venv.reset(env_id=ids[done])[0]
-        self.obs[ids] = obs
+        batch.put(self.obs, ids, self._batch(obs))
         self.ready = ids
         return len(ids)
 
@@ -109,7 +126,7 @@ class _TianshouAdapter(Adapter):
         if not 0 <= wait_num <= workload.num_envs:
             return (f"{self.name} needs 0 <= wait_num <= num_envs "
                     f"(num_envs={workload.num_envs}, wait_num={wait_num})")
-        return None
+        return unsupported_spaces(workload, self.name, obs=OBS_SPACES)
 
 
 @register

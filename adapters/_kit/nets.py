@@ -9,8 +9,22 @@ import numpy as np
 
 
 def obs_size(observation_space) -> int:
-    """Inputs of the network: the observation, flattened."""
+    """Inputs of the network: the observation, flattened; a Dict or Tuple observation is its parts
+    flattened one after the other (a Discrete part is one input, its index), as `flat_obs` lays it out."""
+    parts = getattr(observation_space, "spaces", None)
+    if parts is not None:
+        return sum(obs_size(p) for p in (parts.values() if isinstance(parts, dict) else parts))
     return math.prod(observation_space.shape)
+
+
+def flat_obs(obs):
+    """A batch of observations (an array, or a dict or tuple of them, as vector envs batch Dict and Tuple
+    observations) as one [batch, obs_size] array: the parts flattened and joined in the space's order."""
+    if isinstance(obs, (dict, tuple)):
+        parts = [flat_obs(p) for p in (obs.values() if isinstance(obs, dict) else obs)]
+        return np.concatenate([p.astype(np.float32, copy=False) for p in parts], axis=1)
+    obs = np.asarray(obs)
+    return obs.reshape(len(obs), -1)
 
 
 def obs_scale(dtype) -> float:
@@ -19,8 +33,8 @@ def obs_scale(dtype) -> float:
 
 
 def policy_widths(hidden, observation_space, action_space) -> list:
-    """Layer widths of the `mlp` policy: the observation, the hidden sizes, then one output per
-    action (a Discrete space) or per action dimension (a Box)."""
+    """Layer widths of the `mlp` policy: the observation (flattened, every part of a Dict or Tuple),
+    the hidden sizes, then one output per action (a Discrete space) or per action dimension (a Box)."""
     out = int(action_space.n) if hasattr(action_space, "n") else math.prod(action_space.shape)
     return [obs_size(observation_space), *hidden, out]
 

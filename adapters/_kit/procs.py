@@ -28,7 +28,9 @@ WORKER_OPTIONS = (
 
 class SharedArrays:
     """NumPy views on zero-initialised multiprocessing RawArrays: made once by the master and handed
-    to workers as process arguments, so they work with fork, forkserver and spawn alike."""
+    to workers as process arguments, so they work with fork, forkserver and spawn alike. A name with
+    slashes ("obs/position") is a part of a structured buffer: `views()` nests it ({"obs": {"position":
+    ...}}), as `obs_specs` lays out a Dict observation."""
 
     def __init__(self, ctx, specs: dict):
         self.specs = {k: (tuple(shape), np.dtype(dtype).str) for k, (shape, dtype) in specs.items()}
@@ -36,8 +38,32 @@ class SharedArrays:
                     for k, (shape, dtype) in self.specs.items()}
 
     def views(self) -> dict:
-        return {k: np.frombuffer(self.raw[k], dtype=dtype, count=int(np.prod(shape))).reshape(shape)
-                for k, (shape, dtype) in self.specs.items()}
+        out = {}
+        for k, (shape, dtype) in self.specs.items():
+            *path, leaf = k.split("/")
+            node = out
+            for part in path:
+                node = node.setdefault(part, {})
+            node[leaf] = np.frombuffer(self.raw[k], dtype=dtype, count=int(np.prod(shape))).reshape(shape)
+        return out
+
+
+ARRAY_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")  # one array per observation
+
+
+def obs_specs(name: str, space, lead: tuple) -> dict:
+    """SharedArrays specs for observations of `space` under leading dimensions `lead`: one array `name`, or
+    for a Dict space one per part, `name/key` (nested Dicts `name/key/sub`), as rlpyt lays out a Dict
+    observation (a namedarraytuple of arrays). A space of another kind (Tuple) has no layout: ValueError."""
+    kind = type(space).__name__
+    if kind == "Dict":
+        out = {}
+        for key, part in space.spaces.items():
+            out.update(obs_specs(f"{name}/{key}", part, lead))
+        return out
+    if kind not in ARRAY_SPACES:
+        raise ValueError(f"no shared-memory layout for {kind} observations")
+    return {name: ((*lead, *space.shape), space.dtype)}
 
 
 class ParamStore:
@@ -196,13 +222,21 @@ def spaces(workload):
 
 
 class EnvSlice:
-    """Envs lo..hi-1 of the batch, stepped in a loop with auto-reset (as in `serial`)."""
+    """Envs lo..hi-1 of the batch, stepped in a loop with auto-reset (as in `serial`). `obs_now` is their
+    rows of the observation batch: an array, or a dict of arrays for a Dict space (each env's observation
+    written part by part)."""
 
     def __init__(self, workload, lo, hi, obs_now):
+        from rlbench.adapters._kit.batch import put
         self.envs = [make_env(workload.env_id, **workload.env_kwargs) for _ in range(lo, hi)]
         self.obs_now = obs_now
+        self.write = put if isinstance(obs_now, (dict, tuple)) else None
         for j, env in enumerate(self.envs):
-            obs_now[j] = env.reset(seed=workload.seed + lo + j)[0]
+            obs = env.reset(seed=workload.seed + lo + j)[0]
+            if self.write is None:
+                obs_now[j] = obs
+            else:
+                self.write(obs_now, j, obs)
 
     def step(self, actions, rew_row, done_row):
         for j, env in enumerate(self.envs):
@@ -210,7 +244,11 @@ class EnvSlice:
             done = terminated or truncated
             if done:
                 obs, _ = env.reset()
-            self.obs_now[j], rew_row[j], done_row[j] = obs, reward, done
+            if self.write is None:
+                self.obs_now[j] = obs
+            else:
+                self.write(self.obs_now, j, obs)
+            rew_row[j], done_row[j] = reward, done
 
     def close(self):
         for env in self.envs:

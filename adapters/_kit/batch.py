@@ -1,0 +1,77 @@
+"""Batches of observations for any observation space, held as gymnasium's vector envs hold them: one array
+(num_envs, *shape) for Box, Discrete, MultiDiscrete and MultiBinary; a dict of batches for a Dict space, a
+tuple of batches for a Tuple space. Adapters that gather observations from several places (envs, workers,
+actors) build, join, index and write their batches with these, so a Dict observation travels like an array
+and the policy sees what `serial` hands it. On a plain array each is the numpy operation itself.
+
+`spaces_reason` is the check of an adapter whose framework lays out one array per part of a Dict.
+"""
+import numpy as np
+
+from rlbench.api import USER_FAMILIES, env_info, spaces, unsupported_spaces
+
+
+def dict_parts(space):
+    """The kinds of the parts of a Dict space ("Box", "Discrete", "Tuple", ...), nested Dicts opened."""
+    for part in space.spaces.values():
+        if type(part).__name__ == "Dict":
+            yield from dict_parts(part)
+        else:
+            yield type(part).__name__
+
+
+def spaces_reason(workload, who: str, obs: tuple, parts: tuple, act: tuple = None):
+    """`unsupported_spaces(workload, who, obs, act)`, and for a Dict observation its parts too: None when
+    every part is of a kind in `parts`, else the reason naming the first that is not. Cheap: the user's
+    env's spaces are built once per process."""
+    reason = unsupported_spaces(workload, who, obs=obs)   # the observations first, the actions last
+    if reason is None and env_info(workload.env_id).family in USER_FAMILIES:
+        space = spaces(workload.env_id, workload.env_kwargs)[0]
+        if type(space).__name__ == "Dict":
+            bad = next((kind for kind in dict_parts(space) if kind not in parts), None)
+            if bad is not None:
+                return f"{bad} observations inside a Dict: {who} carries Dicts of {', '.join(parts)} only"
+    if reason is None and act:
+        reason = unsupported_spaces(workload, who, obs=obs, act=act)
+    return reason
+
+
+def stack(space, items, out=None):
+    """One batch from single-env observations of `space` (gymnasium.vector.utils.concatenate), written into
+    `out` when given."""
+    from gymnasium.vector.utils import concatenate, create_empty_array
+    if out is None:
+        out = create_empty_array(space, len(items))
+    return concatenate(space, items, out)
+
+
+def join(batches):
+    """Batches one after the other, along the env axis (np.concatenate of every part)."""
+    first = batches[0]
+    if isinstance(first, dict):
+        return {key: join([b[key] for b in batches]) for key in first}
+    if isinstance(first, tuple):
+        return tuple(join([b[i] for b in batches]) for i in range(len(first)))
+    return np.concatenate(batches)
+
+
+def take(batch, index):
+    """batch[index] of every part (a view where numpy gives one: a slice)."""
+    if isinstance(batch, dict):
+        return {key: take(part, index) for key, part in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(take(part, index) for part in batch)
+    return batch[index]
+
+
+def put(batch, index, value) -> None:
+    """batch[index] = value for every part; `value` has the batch's structure (a batch, or one observation
+    when index picks one env)."""
+    if isinstance(batch, dict):
+        for key, part in batch.items():
+            put(part, index, value[key])
+    elif isinstance(batch, tuple):
+        for part, v in zip(batch, value):
+            put(part, index, v)
+    else:
+        batch[index] = value
