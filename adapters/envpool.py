@@ -2,12 +2,16 @@
 
 EnvPool resets a finished env on its next step (the action is ignored, `elapsed_step` is 0). That reset
 is not a transition, so it is not counted: every adapter counts the same env steps.
+
+EnvPool runs only envs it implements itself: rlbench's CartPole, MuJoCo and Atari envs, and a registered
+gymnasium id EnvPool's own registry has too (Acrobot-v1, Pendulum-v1, ...; rlbench.adapters._kit.native).
 """
 import os
 
 import numpy as np
+from rlbench.adapters._kit.native import envpool_native
 
-from rlbench.api import Adapter, Option, env_info, envpool_kwargs, make_policy, register
+from rlbench.api import Adapter, Option, envpool_kwargs, make_policy, register
 
 _COMMON = (
     Option("num_threads", int, 0, "pool threads; 0 = EnvPool default, min(batch_size, hardware threads)"),
@@ -38,9 +42,7 @@ class _EnvPoolAdapter(Adapter):
     requires = ("envpool",)
 
     def supports(self, workload, options):
-        if "envpool" not in env_info(workload.env_id).native:
-            return f"envpool has no native {workload.env_id}"
-        return None
+        return envpool_native(workload, self.name)
 
 
 class EnvPoolSyncSession:

@@ -16,6 +16,10 @@ from the process environment, not from the options).
 Counting: one env step is one transition of one env. gymnax resets a finished env inside the step
 that finished it, so every step counts; EnvPool resets on the following step (`elapsed_step` 0), which
 is not counted, as in `envpool-sync`.
+
+Envs: gymnax runs CartPole-v1 and a registered gymnasium id gymnax registers under the same name (Acrobot-v1,
+MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0), Discrete or Box actions (purejaxrl-ppo's categorical:
+Discrete only); envpool-xla runs what EnvPool implements (rlbench.adapters._kit.native).
 """
 import math
 import os
@@ -32,6 +36,7 @@ from rlbench.adapters._kit.jax_runtime import (
     sharded,
     start_jax,
 )
+from rlbench.adapters._kit.native import envpool_native, gymnax_native
 from rlbench.adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
@@ -44,8 +49,10 @@ from rlbench.adapters._kit.ppo import (
 )
 
 from rlbench.api import Adapter, Option, Unsupported, env_info, envpool_kwargs, register
+from rlbench.api import spaces as env_spaces
 
 GYMNAX_ENVS = {"CartPole-v1": "CartPole-v1"}   # rlbench (EnvPool) name -> gymnax name
+# besides: a plain registered gymnasium id gymnax registers too (Acrobot-v1, Pendulum-v1, ...), same name
 COPY_MIB_CPU, COPY_MIB_ACCELERATOR = 64, 1024  # past the CPU caches / past an accelerator's L2
 
 
@@ -67,14 +74,35 @@ def copy_gbps(jax, devices, mib: int, repeats: int = 5) -> float:
 
 
 def gymnax_env(workload):
+    """(env, env_params, action, observation shape); `action` is ("discrete", n) or ("box", low, high),
+    bounds finite and of the action's shape, as make_actor takes it."""
     import gymnax
-    env, env_params = gymnax.make(GYMNAX_ENVS[workload.env_id])
-    return env, env_params, env.action_space(env_params).n, env.observation_space(env_params).shape
+    import numpy as np
+    env, env_params = gymnax.make(GYMNAX_ENVS.get(workload.env_id, workload.env_id))
+    space = env.action_space(env_params)
+    if hasattr(space, "n"):
+        action = ("discrete", int(space.n))
+    else:
+        dtype = np.dtype(space.dtype)
+        low, high = (np.broadcast_to(np.asarray(b, dtype), space.shape) for b in (space.low, space.high))
+        action = ("box", np.where(np.isfinite(low), low, -1.0).astype(dtype),
+                  np.where(np.isfinite(high), high, 1.0).astype(dtype))
+    return env, env_params, action, env.observation_space(env_params).shape
 
 
-def _gymnax_supports(workload, adapter):
+def _gymnax_supports(workload, adapter, actions=("Discrete", "Box")):
+    """gymnax runs rlbench's CartPole-v1 and a plain gymnasium id gymnax registers too (read from
+    gymnax.registered_envs), with no env_kwargs; `actions`: the action spaces the adapter handles."""
     if workload.env_id not in GYMNAX_ENVS:
-        return f"gymnax has no {workload.env_id} (valid: {', '.join(GYMNAX_ENVS)})"
+        if env_info(workload.env_id).family != "gymnasium":
+            return (f"gymnax has no {workload.env_id} (valid: {', '.join(GYMNAX_ENVS)}, or a registered "
+                    f"gymnasium id gymnax has too, e.g. Acrobot-v1)")
+        reason = gymnax_native(workload, adapter)
+        if reason:
+            return reason
+        kind = type(env_spaces(workload.env_id)[1]).__name__  # gymnax's env of the same id: the same kind
+        if kind not in actions:
+            return f"{kind} actions: {adapter} carries {', '.join(actions)} only ({workload.env_id})"
     if workload.env_kwargs:
         return f"{adapter} takes no env_kwargs for {workload.env_id} (got {', '.join(workload.env_kwargs)})"
     return None
@@ -91,9 +119,9 @@ class GymnaxSession(CompiledScan):
         import jax.numpy as jnp
         self.jax = jax
         devices = pick_devices(jax, workload, options, workload.num_envs, "num_envs")
-        env, env_params, n_actions, obs_shape = gymnax_env(workload)
+        env, env_params, action, obs_shape = gymnax_env(workload)
         T, n = options["scan_T"], workload.num_envs
-        params, act = make_actor(jax, workload, obs_shape, ("discrete", n_actions))
+        params, act = make_actor(jax, workload, obs_shape, action)
         step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
         def unit(carry, params):  # one device's envs
@@ -165,7 +193,10 @@ def build_ppo(jax, workload, options):
     GAE, clipped policy and value losses, epochs of shuffled minibatches; gymnax auto-resets."""
     import jax.numpy as jnp
     import optax
-    env, env_params, n_actions, obs_shape = gymnax_env(workload)
+    env, env_params, action, obs_shape = gymnax_env(workload)
+    if action[0] != "discrete":  # supports() refuses it first
+        raise Unsupported(f"purejaxrl-ppo samples a categorical: {workload.env_id} has continuous actions")
+    n_actions = action[1]
     n, T = workload.num_envs, options["num_steps"]
     epochs, n_mb = options["update_epochs"], options["num_minibatches"]
     batch = n * T
@@ -404,7 +435,8 @@ class PureJaxRLPPO(Adapter):
                     f"num_minibatches={options['num_minibatches']}")
         if options["devices"] > 1 and options["num_agents"] % options["devices"]:
             return f"num_agents={options['num_agents']} must be a multiple of devices={options['devices']}"
-        return _gymnax_supports(workload, self.name) or jax_supports(workload, options, self.name)
+        return _gymnax_supports(workload, self.name, actions=("Discrete",)) or \
+            jax_supports(workload, options, self.name)
 
     def open(self, workload, options):
         return PPOSession(workload, options)
@@ -487,9 +519,7 @@ class EnvPoolXla(Adapter):
                *(o for o in JAX_OPTIONS if o.name != "devices"))  # one pool, one program, one device
 
     def supports(self, workload, options):
-        if "envpool" not in env_info(workload.env_id).native:
-            return f"envpool has no native {workload.env_id}"
-        return jax_supports(workload, options, self.name)
+        return envpool_native(workload, self.name) or jax_supports(workload, options, self.name)
 
     def open(self, workload, options):
         return EnvPoolXlaSession(workload, options)
