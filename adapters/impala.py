@@ -19,6 +19,7 @@ import time
 from time import perf_counter_ns
 
 import numpy as np
+from rlbench.adapters._kit.a2c import ACT, OBS
 from rlbench.adapters._kit.learner_stats import Episodes, lag_stats, return_mean
 from rlbench.adapters._kit.nets import actor_critic, actor_critic_params, obs_scale
 from rlbench.adapters._kit.procs import (
@@ -40,7 +41,7 @@ from rlbench.adapters._kit.procs import (
     worker_cpus,
 )
 
-from rlbench.api import Adapter, Option, Unsupported, Workload, register
+from rlbench.api import Adapter, Option, Unsupported, Workload, register, unsupported_spaces
 
 GAMMA, VALUE_COEF, ENTROPY_COEF, GRAD_CLIP = 0.99, 0.5, 0.01, 40.0
 XFER_NS = 7          # stats column: copying trajectories out of shared memory (and to the device)
@@ -366,7 +367,7 @@ class Impala(Adapter):
         workers = options["workers"]
         if workers < 1 or workload.num_envs % workers:
             return f"num_envs={workload.num_envs} must be a positive multiple of workers={workers}"
-        return None
+        return unsupported_spaces(workload, self.name, obs=OBS, act=ACT)
 
     def open(self, workload, options):
         return ImpalaSession(workload, options)

@@ -12,6 +12,7 @@ import time
 from time import perf_counter_ns
 
 import numpy as np
+from rlbench.adapters._kit.a2c import ACT, OBS
 from rlbench.adapters._kit.learner_stats import lag_stats
 from rlbench.adapters._kit.nets import policy_params
 from rlbench.adapters._kit.procs import (
@@ -36,7 +37,7 @@ from rlbench.adapters._kit.procs import (
     worker_policy,
 )
 
-from rlbench.api import Adapter, Option, Unsupported, Workload, make_policy, register
+from rlbench.api import Adapter, Option, Unsupported, Workload, make_policy, register, unsupported_spaces
 
 ADDED, CONSUMED, STOP = range(3)
 IDLE_S = 50e-6  # sleep while throttled; short against any batch
@@ -244,7 +245,7 @@ class RlpytAsync(Adapter):
             return f"num_envs={workload.num_envs} must be a positive multiple of workers={workers}"
         if options["capacity"] < options["minibatch"]:
             return f"capacity={options['capacity']} must hold one minibatch ({options['minibatch']})"
-        return None
+        return unsupported_spaces(workload, self.name, obs=OBS, act=ACT)
 
     def open(self, workload, options):
         return AsyncSession(workload, options)

@@ -14,11 +14,11 @@ from datetime import timedelta
 from time import monotonic, perf_counter_ns, sleep
 
 import numpy as np
-from rlbench.adapters._kit.a2c import a2c_loss
+from rlbench.adapters._kit.a2c import ACT, OBS, a2c_loss
 from rlbench.adapters._kit.nets import actor_critic, obs_scale
 from rlbench.adapters._kit.procs import HelperProcesses, start_process, stop_processes
 
-from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register
+from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register, unsupported_spaces
 
 ITERATE, REPORT_PARAMS, STOP = 0, 1, 2
 HOST = "127.0.0.1"
@@ -392,7 +392,7 @@ class RlpytSync(Adapter):
                     f"is not divisible by ranks={ranks}")
         if options["backend"] == "nccl" and not workload.policy.device.startswith("cuda"):
             return "backend nccl needs policy device cuda (valid: backend=gloo or auto)"
-        return None
+        return unsupported_spaces(workload, self.name, obs=OBS, act=ACT)
 
     def open(self, workload, options):
         return SyncSession(workload, options)

@@ -5,9 +5,11 @@ rollout), action sampling from the logits, and the options and checks seed and a
 Truncation (CartPole's 500 steps) ends the return like termination. torch comes in as an argument,
 so importing this module imports no framework.
 """
-from rlbench.api import Option, env_info
+from rlbench.api import Option, env_info, unsupported_spaces
 
 GAMMA, VALUE_COEF, ENTROPY_COEF = 0.99, 0.5, 0.01
+# what rlbench's torch learners (A2C here, ga3c, impala, rlpyt-async) train: an MLP on Box observations, a categorical
+OBS, ACT = ("Box",), ("Discrete",)
 
 
 def learner_options(batch_T: int, lr: float) -> tuple:
@@ -29,7 +31,7 @@ def learner_supports(name: str, workload, options: dict):
     family = env_info(workload.env_id).family
     if family in ("mujoco", "replay"):
         return f"{name} samples a categorical policy: needs a Discrete action space ({workload.env_id} has none)"
-    return None
+    return unsupported_spaces(workload, name, obs=OBS, act=ACT)
 
 
 def a2c_loss(torch, logits, values, last_value, actions, rewards, dones):

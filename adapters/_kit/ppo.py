@@ -5,7 +5,9 @@ iteration, the solved criterion, and the checks of cleanrl-ppo and sb3-ppo (PPO 
 import importlib.util
 import math
 
-from rlbench.api import Option, env_info
+from rlbench.api import Option, env_info, unsupported_spaces
+
+OBS, ACT = ("Box",), ("Discrete",)  # an MLP (or Nature CNN) on array observations, a categorical policy
 
 GAMMA, GAE_LAMBDA, ENT_COEF, VF_COEF, MAX_GRAD_NORM = 0.99, 0.95, 0.01, 0.5, 0.5
 CLIP_COEF = {"image": 0.1, "vector": 0.2}     # ppo_atari.py / ppo.py
@@ -40,7 +42,9 @@ def default_target(env_id: str) -> float:
 
 
 def learner_supports(name: str, workload, options):
-    """What cleanrl-ppo and sb3-ppo cannot host, told without importing a framework."""
+    """What cleanrl-ppo and sb3-ppo cannot host, told without importing a framework (EnvPool's registry
+    aside, for vec=envpool on a plain gymnasium id)."""
+    from rlbench.adapters._kit.native import envpool_native
     if options["vec"] == "envpool" and importlib.util.find_spec("envpool") is None:
         return "package not installed: envpool"
     if workload.policy.name != "mlp":
@@ -52,6 +56,7 @@ def learner_supports(name: str, workload, options):
     info = env_info(workload.env_id)
     if info.family == "mujoco":
         return f"{name} samples a categorical: {workload.env_id} has continuous actions"
-    if options["vec"] == "envpool" and "envpool" not in info.native:
-        return f"envpool has no native {workload.env_id}"
-    return None
+    reason = unsupported_spaces(workload, name, obs=OBS, act=ACT)
+    if reason is None and options["vec"] == "envpool":
+        reason = envpool_native(workload, f"{name} vec=envpool")
+    return reason
