@@ -13,6 +13,14 @@ from rlbench.adapters._kit.native import envpool_native
 
 from rlbench.api import Adapter, Option, envpool_kwargs, make_policy, register
 
+
+def _snippet(workload, options, batch_size):
+    kwargs = {**envpool_kwargs(workload.env_id), **workload.env_kwargs}
+    extra = "".join(f", {k}={v!r}" for k, v in sorted(kwargs.items()))
+    threads = f", num_threads={options['num_threads']}" if options["num_threads"] else ""
+    return (f"envpool.make_gymnasium({workload.env_id!r}, num_envs={workload.num_envs}, batch_size={batch_size}"
+            f"{threads}{extra})")
+
 _COMMON = (
     Option("num_threads", int, 0, "pool threads; 0 = EnvPool default, min(batch_size, hardware threads)"),
     Option("thread_affinity", bool, False, "pin pool threads to cores (thread_affinity_offset=0)"),
@@ -69,6 +77,9 @@ class EnvPoolSync(_EnvPoolAdapter):
     def open(self, workload, options):
         return EnvPoolSyncSession(workload, options)
 
+    def snippet(self, workload, options):
+        return _snippet(workload, options, workload.num_envs) + "  # step() waits for every env"
+
 
 class EnvPoolAsyncSession:
     def __init__(self, workload, options, batch_size):
@@ -105,3 +116,11 @@ class EnvPoolAsync(_EnvPoolAdapter):
 
     def open(self, workload, options):
         return EnvPoolAsyncSession(workload, options, self.batch_size(workload, options))
+
+    def tune_space(self, num_envs, cpus):
+        """EnvPool's rule of thumb: num_envs of 2-3x the batch; both halves and quarters are raced."""
+        return [{"batch_size": b} for b in sorted({num_envs // 2, num_envs // 4}) if 0 < b < num_envs]
+
+    def snippet(self, workload, options):
+        return (_snippet(workload, options, self.batch_size(workload, options))
+                + "  # async_reset(), then recv() a batch and send(actions, env_id)")

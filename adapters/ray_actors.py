@@ -180,3 +180,10 @@ class RayActors(Adapter):
 
     def open(self, workload, options):
         return RayActorsSession(workload, options)
+
+    def tune_space(self, num_envs, cpus):
+        """An actor per core (and half as many), synchronous gather; async ray.wait on half the actors
+        where there are several."""
+        counts = sorted(a for a in {min(cpus, num_envs), max(1, min(cpus, num_envs) // 2)} if num_envs % a == 0)
+        space = [{"actors": a} for a in counts]
+        return space + [{"actors": a, "mode": "async", "wait_k": a // 2} for a in counts if a >= 2]

@@ -274,6 +274,11 @@ class RlpytSampler(Adapter):
     def open(self, workload, options):
         return SamplerSession(workload, options, self.mode)
 
+    def tune_space(self, num_envs, cpus):
+        """A worker per core, and half as many (the master process needs a core too)."""
+        counts = {min(cpus, num_envs), max(self.min_workers, min(cpus, num_envs) // 2)}
+        return [{"workers": w} for w in sorted(counts) if w >= self.min_workers and num_envs % w == 0]
+
 
 @register
 class RlpytSerial(RlpytSampler):
@@ -284,6 +289,9 @@ class RlpytSerial(RlpytSampler):
 
     def supports(self, workload, options):
         return spaces_reason(workload, self.name)
+
+    def tune_space(self, num_envs, cpus):
+        return [{}]
 
 
 @register

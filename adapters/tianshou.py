@@ -31,6 +31,7 @@ from rlbench.api import (
     Adapter,
     Option,
     ReplaySession,
+    env_call,
     env_fns,
     in_process_only,
     make_env,
@@ -127,6 +128,19 @@ class _TianshouAdapter(Adapter):
             return (f"{self.name} needs 0 <= wait_num <= num_envs "
                     f"(num_envs={workload.num_envs}, wait_num={wait_num})")
         return unsupported_spaces(workload, self.name, obs=OBS_SPACES)
+
+    def tune_space(self, num_envs, cpus):
+        """Synchronous, and (where the adapter has it) async: a step returns once half the envs are done."""
+        if "wait_num" in {o.name for o in self.options} and num_envs >= 4:
+            return [{}, {"wait_num": num_envs // 2}]
+        return [{}]
+
+    def snippet(self, workload, options):
+        cls = {"tianshou-dummy": "DummyVectorEnv", "tianshou-ray": "RayVectorEnv"}.get(self.name, "SubprocVectorEnv")
+        extra = "".join(f", {k}={options[k]!r}" for k in ("wait_num", "context") if options.get(k))
+        if self.name == "tianshou-shmem":
+            extra += ", share_memory=True"
+        return f"tianshou.env.{cls}([lambda: {env_call(workload)}] * {workload.num_envs}{extra})"
 
 
 @register
