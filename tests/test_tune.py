@@ -77,7 +77,9 @@ def test_candidates_account_for_what_cannot_race(toyenvs):
 
 
 def _racer(adapter, n, values, status="finalist"):
-    return Racer(Cell(adapter, Workload("CartPole-v1", n)), values=values, repeats=len(values), status=status)
+    from rlbench import registry
+    cell = Cell(adapter, Workload("CartPole-v1", n), registry.get(adapter).resolve_options({}))
+    return Racer(cell, values=values, repeats=len(values), status=status)
 
 
 class _Race:
@@ -109,6 +111,7 @@ def test_decision_with_a_clear_winner_and_a_tie():
     assert d["runner_up"]["lead"] == "significant"
     text = "\n".join(lines(d, PROFILE, "CartPole-v1 with policy random"))
     assert "Fastest for CartPole-v1" in text and "the serial loop" in text and "rlbench run --adapter gymnasium-async" in text
+    assert "gymnasium.vector.AsyncVectorEnv([lambda: gymnasium.make('CartPole-v1')] * 4" in text
 
 
 def test_a_user_policy_runs_on_cpu_and_is_timed(toyenvs, tmp_path):
