@@ -292,10 +292,6 @@ adapters = ["{adapter}"]
 envs = ["CartPole-v1"]
 num_envs = [2]
 policy = ["{policy}"]
-[[sweep]]
-adapters = ["serial"]
-envs = ["CartPole-v1"]
-num_envs = [1]
 """, protocol=TINY_PROTOCOL.replace("duration_s = 0.05", "duration_s = 60").replace("timeout_s = 60",
                                                                                        "timeout_s = 300"))
     killed = []
@@ -305,12 +301,11 @@ num_envs = [1]
     killer.join()
     assert killed, "no RLlib env runner process was found to kill"
     assert run.rc == 1  # an error row: exit 1, the report still written
-    row, serial = run.row(adapter), run.row("serial")
+    row = run.row(adapter)   # the window (60 s) ends early: the unit the runner's death failed ends the cell
     assert row["status"] == "error" and row["error"].startswith("ActorDiedError"), row
     assert "SingleAgentEnvRunner" in row["error"] and str(killed[0]) in row["error"], row["error"]
     log = (tmp_path / "run" / row["log"]).read_text()
     assert "in measure" in log and "rllib.py" in log, log[-3000:]   # a unit failed, not open()
-    assert serial["status"] == "ok"
 
 
 @pytest.mark.slow
