@@ -38,9 +38,13 @@ its minibatch iterator cycles through update_epochs x that many rows in full min
 chunks with minibatches of 128: ceil(4 x 537 / 128) = 17 Adam steps, not CleanRL's 16); a runner stops at the
 first vector step that reaches its share, so an iteration can hold a few steps more than num_envs x num_steps.
 One unit = one train() iteration; its env steps are RLlib's num_env_steps_sampled_lifetime difference.
-updates_per_s counts Adam steps (the learners' num_module_steps_trained / minibatch size); return_mean is
-RLlib's own episode_return_mean (smoothed over metrics_num_episodes_for_smoothing = 100 episodes);
-time_to_target_s / steps_to_target from the first unit until it first reached the target (CartPole-v1: 475).
+updates_per_s counts Adam steps (the learners' num_module_steps_trained / minibatch size). return_mean is the
+mean return of the last 100 finished episodes, as cleanrl-ppo and sb3-ppo report it: an on_episode_end callback
+in each runner logs every finished episode's whole return (its earlier chunks, returned by earlier sample()
+calls, included: RLlib's prev_episode_chunks) as an item_series metric, which train() hands back.
+RLlib's own episode_return_mean is not that figure: its window stats are cleared at every reduce, so it is
+the mean over the episodes that finished within the iteration. time_to_target_s / steps_to_target: from the
+first unit until return_mean first reached the target (CartPole-v1: 475).
 
 `mlp:device=cuda`: `unsupported: no CUDA device` where torch sees none; else rllib-envrunner gives each remote
 runner 1/num_env_runners of the GPU (its RLModule infers there) and rllib-ppo puts its learner(s) on the GPU,
@@ -50,6 +54,7 @@ import math
 import os
 import shutil
 import tempfile
+from collections import deque
 from time import perf_counter
 
 from rlbench.adapters._kit import ray_runtime
@@ -58,6 +63,7 @@ from rlbench.adapters._kit.ppo import (
     ENT_COEF,
     GAE_LAMBDA,
     GAMMA,
+    HISTORY,
     ITERATION_OPTIONS,
     LEARNER_OPTIONS,
     MAX_GRAD_NORM,
@@ -70,6 +76,7 @@ from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, regist
 ENV_NAME = "rlbench-env"                      # the env creator's name in Ray's registry
 FAMILIES = ("classic", "synthetic", "gymnasium", "custom")   # no Atari or MuJoCo packages in the rllib env
 VECTORIZE = ("sync", "async")                 # RLlib's gym_env_vectorize_mode: gymnasium's Sync/AsyncVectorEnv
+RETURNS = "rlbench_episode_returns"           # the runners' metric: every finished episode's return
 
 COMMON_OPTIONS = (
     Option("vectorize_mode", str, "sync", "how each runner vectorizes its envs (RLlib's gym_env_vectorize_mode): "
@@ -84,6 +91,20 @@ def rlbench_env(env_config):
     """RLlib's env creator: rlbench's env, as every adapter builds it (registered with register_env; RLlib
     calls it with an EnvContext holding env_config)."""
     return make_env(env_config["env_id"], **env_config["env_kwargs"])
+
+
+def log_episode_return(*, episode, metrics_logger, prev_episode_chunks=(), **_):
+    """RLlib's on_episode_end callback, in each runner: the finished episode's whole return (the chunks earlier
+    sample() calls returned included) as one item of a series; train() hands the items back."""
+    ret = episode.get_return() + sum(chunk.get_return() for chunk in prev_episode_chunks)
+    metrics_logger.log_value(RETURNS, float(ret), reduce="item_series")
+
+
+def _items(value) -> list:
+    """An item_series metric as train() returns it: absent or [] (none), one item unwrapped, or a list."""
+    if value is None:
+        return []
+    return list(value) if hasattr(value, "__len__") else [value]
 
 
 def _where(runner) -> dict:
@@ -276,14 +297,15 @@ class PPOSession:
                   .training(train_batch_size_per_learner=batch // max(learners, 1), minibatch_size=self.minibatch,
                             num_epochs=o["update_epochs"], lr=lr, gamma=GAMMA, lambda_=GAE_LAMBDA,
                             clip_param=CLIP_COEF["vector"], entropy_coeff=ENT_COEF, vf_loss_coeff=VF_COEF,
-                            grad_clip=MAX_GRAD_NORM, grad_clip_by="global_norm", use_kl_loss=False))
+                            grad_clip=MAX_GRAD_NORM, grad_clip_by="global_norm", use_kl_loss=False)
+                  .callbacks(on_episode_end=log_episode_return))
         self.runtime.algorithm_logs_in_temp()
         self.algo = config.build_algo()
         group = self.algo.env_runner_group
         placement = group.foreach_env_runner(_where, local_env_runner=n == 0)
         self.learners = max(learners, 1)
         self.sampled = self.trained = 0
-        self.return_ = None
+        self.history = deque(maxlen=HISTORY)
         self.target = o["target_return"] or default_target(workload.env_id)
         self.t_start = self.time_to_target = self.steps_to_target = None
         self.metrics = self
@@ -300,13 +322,20 @@ class PPOSession:
         trained = result.get("learners", {}).get("default_policy", {}).get("num_module_steps_trained_lifetime")
         if trained is not None:
             self.trained = int(trained)
-        mean = result["env_runners"].get("episode_return_mean")
-        if mean is not None and not math.isnan(mean):
-            self.return_ = float(mean)
-        if self.time_to_target is None and self.return_ is not None and self.return_ >= self.target:
+        self.history.extend(_items(result["env_runners"].get(RETURNS)))
+        mean = self.return_mean()
+        if self.time_to_target is None and mean is not None and mean >= self.target:
             self.time_to_target = perf_counter() - self.t_start
             self.steps_to_target = self.sampled
         return made
+
+    def return_mean(self):
+        """Mean return of the last 100 finished episodes; None before the first."""
+        return sum(self.history) / len(self.history) if self.history else None
+
+    def episode_returns(self) -> list:
+        """The returns of the last (up to) 100 finished episodes, oldest first."""
+        return list(self.history)
 
     def updates(self) -> int:
         """Adam steps: RLlib's minibatches are always full (its iterator cycles), each one optimizer step of
@@ -323,7 +352,7 @@ class PPOSession:
         steps0, updates0 = self._mark
         return {"updates_per_s": (self.updates() - updates0) / seconds,
                 "samples_per_s": (self.sampled - steps0) / seconds,
-                "return_mean": self.return_, "time_to_target_s": self.time_to_target,
+                "return_mean": self.return_mean(), "time_to_target_s": self.time_to_target,
                 "steps_to_target": self.steps_to_target}
 
     def close(self):

@@ -48,7 +48,7 @@ def test_module_imports_only_stdlib_and_rlbench_at_top():
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     names = {a.name.split(".")[0] for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in top if isinstance(n, ast.ImportFrom)}
-    assert names <= {"math", "os", "shutil", "tempfile", "time", "rlbench"}
+    assert names <= {"collections", "math", "os", "shutil", "tempfile", "time", "rlbench"}
 
 
 def test_requirements_are_fully_pinned_with_rllibs_gymnasium_and_the_local_torch():
@@ -110,6 +110,11 @@ def test_cell_specs_resolve_in_the_isolated_environment():
         cls = registry.get(name)
         spec = Cell(name, w, cls.resolve_options(o), o).spec(Settings(), 0)
         assert spec["adapter"] == name and cls.resolve_options(spec["options"]) == spec["options"]
+
+
+def test_episode_returns_as_train_hands_them_back():
+    from rlbench.adapters.rllib import _items
+    assert _items(None) == [] and _items([]) == [] and _items(24.0) == [24.0] and _items([9.0, 18.0]) == [9.0, 18.0]
 
 
 def test_snippet_is_rllibs_own_api():
