@@ -346,7 +346,7 @@ class Apex(Adapter):
                    "priorities into a shared prioritized replay; a double-Q learner samples it and publishes "
                    "parameters every K updates")
     requires = ("gymnasium", "torch")
-    options = dqn_options(batch=64, lr=5e-4, capacity=50_000, learn_start=1000, target_every=250, publish_every=10,
+    options = dqn_options(batch=64, lr=1e-3, capacity=50_000, learn_start=1000, target_every=250, publish_every=10,
                           n_step=3) + (
         Option("flush", int, 50, "transitions an actor's local buffer holds before it goes to the replay", low=1),
     ) + WORKER_OPTIONS

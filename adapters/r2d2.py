@@ -417,12 +417,14 @@ class R2D2(Adapter):
     requires = ("gymnasium", "torch")
     options = dqn_options(batch=32, lr=1e-3, capacity=5_000, learn_start=100, target_every=200, publish_every=10,
                           n_step=5) + (
-        Option("seq_len", int, 40, "time steps per stored sequence (one more observation bootstraps)", low=2),
-        Option("burn_in", int, 10, "leading steps of a sequence unrolled without gradient (state only)"),
-        Option("overlap", int, 20, "steps consecutive sequences share (overlap = burn_in: the trained steps tile "
-               "the stream)"),
+        Option("seq_len", int, 20, "time steps per stored sequence (one more observation bootstraps; the paper's "
+               "Atari agent: 80)", low=2),
+        Option("burn_in", int, 5, "leading steps of a sequence unrolled without gradient, for the state only "
+               "(paper: 40)"),
+        Option("overlap", int, 5, "steps consecutive sequences share (paper: 40; overlap = burn_in: the trained "
+               "steps tile the stream)"),
         Option("eta", float, 0.9, "priority = eta max|TD| + (1 - eta) mean|TD| over a sequence", high=1),
-        Option("value_rescale", bool, False, "train on h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x of the returns"),
+        Option("value_rescale", bool, True, "train on h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x of the returns"),
     ) + WORKER_OPTIONS
 
     def supports(self, workload, options):
