@@ -233,14 +233,18 @@ class ApexSession:
     def _actors_alive(self):
         raise_if_exited(self.procs, "apex actor")
 
-    def _fill(self):
-        """Wait until the replay holds learn_start transitions (the first updates only)."""
+    def _fill(self) -> int:
+        """Take in what the actors wrote; the first updates wait until the replay holds learn_start items.
+        Returns the ns spent waiting."""
+        waited = 0
         while True:
             self.index.ingest()
             if self.index.added >= self.learn_start:
-                return
+                return waited
             self._actors_alive()
+            t0 = perf_counter_ns()
             time.sleep(WAIT_POLL_S)
+            waited += perf_counter_ns() - t0
 
     def _lags(self, kind, lags):
         acc = self.lag[kind]
@@ -252,7 +256,7 @@ class ApexSession:
         torch, stats, host, dev = self.torch, self.stats, self.host, self.device
         self._actors_alive()
         t0 = perf_counter_ns()
-        self._fill()
+        waited = self._fill()
         t1 = perf_counter_ns()
         idx, weights, seqs = self.index.sample(self.opts["batch"])
         self.index.gather(idx, seqs, host)
@@ -273,8 +277,8 @@ class ApexSession:
         if self.updates % self.opts["publish_every"] == 0:
             self.params.publish(self.net, self.updates)
         t5 = perf_counter_ns()
-        stats[WAIT_NS] += t1 - t0
-        stats[XFER_NS] += (t2 - t1) + (t4 - t3)
+        stats[WAIT_NS] += waited
+        stats[XFER_NS] += (t1 - t0 - waited) + (t2 - t1) + (t4 - t3)
         stats[LEARN_NS] += t3 - t2
         stats[SYNC_NS] += t5 - t4
         made = int(self.buf["steps"].sum())
