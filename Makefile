@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip check
 	touch $(STAMP)
 
-# Adapters that cannot share the main environment (Sample Factory, Reverb, Brax) get their own, pinned by
+# Adapters that cannot share the main environment (Sample Factory, Reverb, Brax, RLlib) get their own, pinned by
 # adapters/envs/<name>.txt and cached under $$RLBENCH_VENVS (default .venvs/). `rlbench run` builds a
 # missing one on first use; this builds them ahead (ENVS="sample-factory reverb" for a subset).
 ENVS ?=
