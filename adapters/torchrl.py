@@ -7,10 +7,22 @@ adds through `rb.add`. A sample is the TensorDict torchrl returns (a fresh gathe
 its "index" entry); the learner reads td["obs"] through a zero-copy numpy view.
 
 torch runs with the threads the cell gives it (OMP_NUM_THREADS); nothing here changes them.
+
+The PrioritizedSampler's sum and min trees are torchrl's C++ extension (torchrl._torchrl). torchrl's
+wheels link against one torch's C++ ABI: 0.12 and 0.13.x need a torch before 2.13 (torch::autograd::
+deleteNode), 0.14.x torch 2.14 (_wrap_outputs with its new last argument), so with this project's torch
+2.13.0 none loads ("undefined symbol"). The wheel ships the extension's sources (torchrl/csrc), so when
+its binary does not load they are compiled once against the running torch, as torchrl's own setup.py
+builds them (torch's cpp_extension, -O3, stripped), into torch's extension cache (TORCH_EXTENSIONS_DIR,
+default ~/.cache/torch_extensions; about 75 s of compiling, once, then reused), and handed to torchrl's sampler
+module: the trees sampled are torchrl's own code, built for this torch.
 """
 import ctypes
+import fcntl
 import mmap
+import os
 import shutil
+import sys
 import tempfile
 
 from rlbench.api import (
@@ -27,23 +39,70 @@ from rlbench.api import (
     scratch_dir,
 )
 
+TREES = ("SumSegmentTreeFp32", "SumSegmentTreeFp64", "MinSegmentTreeFp32", "MinSegmentTreeFp64")
+
 
 def _prioritized_sampler(capacity: int):
-    """torchrl's PrioritizedSampler, or Unsupported when its C++ segment trees do not load."""
+    """torchrl's PrioritizedSampler over its C++ segment trees (built for this torch when the wheel's do
+    not load), or Unsupported when they cannot be had."""
     import torch
     import torchrl
     from torchrl.data import PrioritizedSampler
-    try:
-        return PrioritizedSampler(capacity, alpha=PRIORITY_ALPHA, beta=PRIORITY_BETA)
-    except RuntimeError as exc:
+    trees = PrioritizedSampler._init.__globals__  # its module's names (the class says it is the package's)
+    if any(trees.get(name) is None for name in TREES):
         try:
-            import torchrl._torchrl  # noqa: F401  (the real reason, when it is an import failure)
-            why = str(exc)
-        except ImportError as err:
-            why = f"ImportError: {str(err)[:160]}"
-        raise Unsupported(f"torchrl {torchrl.__version__}'s PrioritizedSampler needs its C++ extension "
-                          f"(torchrl._torchrl segment trees), which does not load with torch {torch.__version__} "
-                          f"({why}); install a torchrl build matching this torch") from None
+            ext = segment_trees()
+        except Exception as exc:
+            raise Unsupported(f"torchrl {torchrl.__version__}'s PrioritizedSampler needs its C++ extension "
+                              f"(torchrl._torchrl segment trees), which does not load with torch "
+                              f"{torch.__version__} ({_load_error()}) and could not be built from torchrl's "
+                              f"sources: {type(exc).__name__}: {str(exc)[-300:]}") from None
+        trees.update({name: getattr(ext, name) for name in TREES})
+    return PrioritizedSampler(capacity, alpha=PRIORITY_ALPHA, beta=PRIORITY_BETA)
+
+
+def _load_error() -> str:
+    """Why torchrl's own extension does not import (its ImportError, cut)."""
+    try:
+        import torchrl._torchrl  # noqa: F401
+    except ImportError as err:
+        return f"ImportError: {str(err)[:160]}"
+    return "it imports, without the segment trees"
+
+
+def segment_trees():
+    """torchrl._torchrl compiled from the installed torchrl's own csrc against the running torch (once per
+    torchrl, torch and Python version; cached), imported and returned. Also registered as torchrl._torchrl.
+    Serialised by a lock file, so concurrent cells wait for one build; a stale lock left by a killed build
+    (torch's FileBaton) is removed while holding ours."""
+    import importlib.metadata
+    import importlib.util
+
+    import torch
+    from torch.utils import cpp_extension
+
+    if "torchrl._torchrl" in sys.modules and hasattr(sys.modules["torchrl._torchrl"], TREES[0]):
+        return sys.modules["torchrl._torchrl"]
+    csrc = os.path.join(os.path.dirname(importlib.util.find_spec("torchrl").origin), "csrc")
+    sources = sorted(os.path.join(csrc, f) for f in os.listdir(csrc) if f.endswith(".cpp"))
+    if not sources:
+        raise FileNotFoundError(f"no C++ sources in {csrc}")
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                                   "torch_extensions")
+    build = os.path.join(root, f"torchrl-{importlib.metadata.version('torchrl')}-torch-{torch.__version__}"
+                               f"-py{sys.version_info.major}{sys.version_info.minor}")
+    os.makedirs(build, exist_ok=True)
+    with open(build + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            os.remove(os.path.join(build, "lock"))  # cpp_extension's own baton, only ever stale here
+        except FileNotFoundError:
+            pass
+        # torchrl's setup.py: -O3 and a stripped link; the C++ standard is the one torch's build picks
+        ext = cpp_extension.load("_torchrl", sources, extra_cflags=["-O3"], extra_ldflags=["-Wl,-s"],
+                                 build_directory=build, verbose=False)
+    sys.modules["torchrl._torchrl"] = ext
+    return ext
 
 
 class TorchRLStore:
