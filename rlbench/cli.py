@@ -84,7 +84,8 @@ def parse_args(argv):
     cmp.add_argument("--threshold", default="10%", help="relative slowdown that counts (default 10%%)")
     cmp.add_argument("--alpha", type=float, default=0.05, help="significance level of the U test (default 0.05)")
     cmp.add_argument("--out", help="where compare.csv and compare.html go (default NEW_DIR)")
-    envs = sub.add_parser("envs", help="adapters' own environments (Sample Factory, Reverb, Brax, RLlib): state, or build")
+    envs = sub.add_parser("envs", help="adapters' own environments (Sample Factory, Reverb, Brax, RLlib): state, "
+                                       "or build")
     envs.add_argument("names", nargs="*", metavar="NAME", help="environment names (default: all)")
     envs.add_argument("--build", action="store_true", help="build the ones not built yet (make install-extras)")
     val = sub.add_parser("validate", parents=[common], help=f"run {VALIDATE_SUITE} and compare with published figures")

@@ -69,7 +69,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(toyenvs, tmp_path, capsys,
 def test_candidates_account_for_what_cannot_race(toyenvs):
     from rlbench.envs import planned_env_kwargs
     kw, skip = planned_env_kwargs("toyenvs:make_corridor", {"obs": "dict"})
-    cells, left = candidates(Workload("toyenvs:make_corridor", 1, PolicySpec(), 0, skip, kw),
+    cells, left, _ = candidates(Workload("toyenvs:make_corridor", 1, PolicySpec(), 0, skip, kw),
                              ["serial", "envpool-sync", "gymnasium-async"], 4, 2)
     assert {c.adapter for c in cells} == {"serial", "gymnasium-async"}
     assert sorted(c.workload.num_envs for c in cells if c.adapter == "serial") == [1, 2, 4]

@@ -6,10 +6,10 @@
     PYTHONPATH=examples rlbench tune --env toyenvs:make_corridor --policy toyenvs.policies:linear
 
 An agent walks a corridor of `length` cells towards a goal; `step_cost_us` burns CPU inside step() like a
-physics engine would, per frame (`frameskip` frames per step). `obs` picks the observation space (box, dict, tuple, discrete, multidiscrete,
-multibinary) and `act` the action space (discrete, box, multidiscrete, multibinary), so one env exercises
-every space an adapter may or may not carry. The dynamics depend only on the actions and the reset seed:
-the same seed and actions give the same transitions under every strategy.
+physics engine would, per frame (`frameskip` frames per step). `obs` picks the observation space (box, dict,
+tuple, discrete, multidiscrete, multibinary) and `act` the action space (discrete, box, multidiscrete,
+multibinary), so one env exercises every space an adapter may or may not carry. The dynamics depend only on
+the actions and the reset seed: the same seed and actions give the same transitions under every strategy.
 """
 import time
 

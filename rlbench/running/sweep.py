@@ -48,9 +48,10 @@ def skip_reason(cell, envs: dict):
     return ("unsupported", reason) if reason else None
 
 
-def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=None, done=()) -> ResultSet:
+def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=None, done=(), admit=None) -> ResultSet:
     """`envs`: adapter environment name -> adapter_envs.Prepared (what rlbench.cli's prepare step built).
     `done`: (cell_id, repeat, profiled) of the rows the folder already holds (a resumed run): not run again.
+    `admit(job)`: whether a job may still start (rlbench tune's budget); one refused is not run, no row.
     A row that cannot be written (rlbench.results.store.StoreError) stops the sweep."""
     envs = envs or {}
     done = set(done)
@@ -80,6 +81,9 @@ def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=
         runner = Runner(settings, out_dir, pythons=pythons, reaper=reaper)
         first = _next_log_index(out_dir)
         for i, job in enumerate(jobs, first):
+            if admit is not None and not admit(job):
+                progress.done += 1
+                continue
             progress.start(f"{job.cell.cell_id} r{job.repeat}")
             row = base_row(run_id, suite_name, job.cell, settings, job.repeat, job.profile)
             result = runner.run(job, i)

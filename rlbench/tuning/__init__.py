@@ -54,7 +54,7 @@ def tune(args) -> tuple:
     if max_envs < 1:
         raise UsageError(f"--max-envs {max_envs} must be >= 1")
     named = [a for item in (args.adapters or []) for a in item.split(",") if a]
-    cells, left = candidates(workload, named, max_envs, cpus)
+    cells, left, variants = candidates(workload, named, max_envs, cpus)
     if not cells:
         raise UsageError(f"no adapter can run {workload.env_id} here: "
                          + "; ".join(f"{x.adapter}: {x.reason}" for x in left[:6]))
@@ -69,7 +69,8 @@ def tune(args) -> tuple:
         t0 = time.monotonic()
         print(f"rlbench tune: profiling {label(workload)} in its own process", file=sys.stderr)
         profile = profile_env(workload)
-        race = Race(cells, SETTINGS, out_dir, run_id, budget_s - (time.monotonic() - t0), prepare(cells, env))
+        race = Race(cells, SETTINGS, out_dir, run_id, budget_s - (time.monotonic() - t0), prepare(cells, env),
+                    variants=variants)
         race.left_out = left
         interrupted = False
         try:

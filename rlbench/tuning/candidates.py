@@ -57,9 +57,10 @@ def stepping_adapters(named=None) -> list:
 
 
 def candidates(workload, named, max_envs: int, cpus: int) -> tuple:
-    """(cells to race, in a stable order; [Left]). An adapter that lives in its own environment is raced
-    only when named, as building that environment takes minutes."""
-    cells, left = [], []
+    """(cells to race, in a stable order; [Left]; cell_id -> its place in its adapter's tune_space, 0 for
+    the first setting). An adapter that lives in its own environment is raced only when named, as
+    building that environment takes minutes."""
+    cells, left, variants = [], [], {}
     for name in stepping_adapters(named):
         cls = registry.get(name)
         adapter = cls()
@@ -73,7 +74,7 @@ def candidates(workload, named, max_envs: int, cpus: int) -> tuple:
             continue
         seen = set()
         for n in sizes(max_envs):
-            for given in adapter.tune_space(n, cpus):
+            for variant, given in enumerate(adapter.tune_space(n, cpus)):
                 try:
                     cell = make_cell(f"tune: {name}", name, replace(workload, num_envs=n), given)
                 except UsageError as exc:
@@ -86,5 +87,6 @@ def candidates(workload, named, max_envs: int, cpus: int) -> tuple:
                 if reason:
                     left.append(Left(name, cell.cell_id, "unsupported", reason))
                     continue
+                variants[cell.cell_id] = variant
                 cells.append(replace(cell, index=len(cells)))
-    return cells, left
+    return cells, left, variants

@@ -6,7 +6,7 @@ import shlex
 import numpy as np
 
 from rlbench import registry
-from rlbench.report.format import rate
+from rlbench.report.format import rate, sig
 from rlbench.results.stats import ratio_ci, summarize
 from rlbench.workload import kv_label
 
@@ -38,7 +38,11 @@ def diagnosis(rows, profile: dict) -> str:
     kept busy, and the policy's share."""
     if not rows:
         return ""
-    per_step_us = float(np.median([r["env_s"] / r["env_steps"] * 1e6 for r in rows if r.get("env_steps")]))
+    outside = [((r.get("env_s") if r.get("env_s") is not None else r["seconds"] - (r.get("policy_s") or 0))
+                / r["env_steps"] * 1e6) for r in rows if r.get("env_steps") and r.get("seconds")]
+    if not outside:
+        return ""
+    per_step_us = float(np.median(outside))
     own_us = profile["step"]["median_us"]
     util = float(np.median([r.get("cpu_util") or 0 for r in rows]))
     cpus = rows[0].get("cpus") or 1
@@ -83,7 +87,8 @@ def decide(race, finalists, profile: dict, rows, workload) -> dict:
         ratio, low, high = ratio_ci(up.values, win.values)
         out["runner_up"] = {"cell_id": up.cell.cell_id, "config": config(up.cell), "steps_per_s": up.median,
                             "ratio": ratio, "ci_low": low, "ci_high": high,
-                            "lead": "significant" if high < 1 else "within the CI: not significant"}
+                            "lead": ("untested: fewer than 2 repeats on a side" if high != high else
+                                     "significant" if high < 1 else "within the CI: not significant")}
     out["strategies"] = strategies(race, win, profile, rows)
     return out
 
@@ -141,12 +146,12 @@ def lines(decision: dict, profile: dict, label: str) -> list:
     up = decision.get("runner_up")
     if up:
         ci = "" if up["ci_low"] != up["ci_low"] else f" [{up['ci_low']:.2f}, {up['ci_high']:.2f}]"
-        out.append(f"  runner-up: {up['config']} at {up['ratio']:.2f}x{ci} of it; the lead is {up['lead']}")
+        out.append(f"  runner-up: {up['config']} at {sig(up['ratio'])}x{ci} of it; the lead is {up['lead']}")
     out.append("\nWhy the others lost:")
     for s in decision["strategies"]:
         head = f"  {s['adapter']}: "
         if "best" in s:
-            head += f"best {s['config']} at {rate(s['steps_per_s'])} ({s['ratio_to_winner']:.2f}x); "
+            head += f"best {s['config']} at {rate(s['steps_per_s'])} ({sig(s['ratio_to_winner'])}x); "
         out.append(head + s["why"])
     out.append("\nUse it:")
     if win["snippet"]:

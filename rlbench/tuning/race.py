@@ -25,7 +25,8 @@ ALPHA = 0.05
 FIRST_REPEATS = 2
 FINAL_REPEATS = 5
 FINALISTS = 3
-CHUNK = 4          # cells per run_sweep call: the deadline is checked between chunks
+SPAWN_S = 0.3      # a job's cost beyond its process's own wall time (spawn, reaping, the row's write)
+REPORT_S = 15.0    # kept from the budget for the decision and the report
 FIRST_SHARE = 0.6  # the first round may use this share of the budget (the rest: later rounds, confirmation)
 
 
@@ -38,6 +39,7 @@ class Racer:
     round: int = 0                               # the round it left the race in
     why: str = ""
     p: float = float("nan")
+    variant: int = 0                             # its place in the adapter's tune_space (0: the first)
 
     @property
     def median(self) -> float:
@@ -49,25 +51,34 @@ class Racer:
 
 
 class Race:
-    def __init__(self, cells, settings, out_dir, run_id, budget_s, envs, stream=None):
-        self.racers = [Racer(c) for c in cells]
+    def __init__(self, cells, settings, out_dir, run_id, budget_s, envs, stream=None, variants=None):
+        self.racers = [Racer(c, variant=(variants or {}).get(c.cell_id, 0)) for c in cells]
+        self.reserve_s = 0.0                # kept for the confirmation while racing
         self.settings, self.out_dir, self.run_id, self.envs = settings, out_dir, run_id, envs
         self.budget_s, self.t0 = budget_s, time.monotonic()
-        self.deadline = self.t0 + budget_s
+        self.deadline = self.t0 + budget_s - REPORT_S
         self.done, self.walls = set(), {}   # (cell_id, repeat, profiled) run; adapter -> job wall times
         self.left_out = []                  # [Left] what was not raced: the candidates' and the budget's
         self.rounds = []                    # per round: repeats, racing before, dropped
         self.stream = stream or sys.stderr
 
     # -- budget ------------------------------------------------------------------------------------
-    def job_s(self, adapter: str) -> float:
-        """A job's expected wall time: the adapter's own so far, else any adapter's, else a guess."""
-        own = self.walls.get(adapter) or [w for ws in self.walls.values() for w in ws]
+    def job_s(self, racer_or_cell) -> float:
+        """A job's expected wall time: the cell's own so far; else the slowest of its adapter's (Ray and
+        JAX start slowly, and a process per env costs more the more envs); else any job's; else a guess."""
+        cell = getattr(racer_or_cell, "cell", racer_or_cell)
+        own = self.walls.get(cell.cell_id)
+        if own:
+            return float(np.median(own))
+        adapter = self.walls.get(cell.adapter)
+        if adapter:
+            return max(adapter)
+        every = [w for key, ws in self.walls.items() if "/" in key for w in ws]
         s = self.settings
-        return float(np.median(own)) if own else 1.5 + s.warmup_s + s.duration_s
+        return float(np.median(every)) if every else 1.5 + s.warmup_s + s.duration_s
 
     def cost_s(self, racers, repeats: int) -> float:
-        return sum(self.job_s(r.adapter) * max(repeats - r.repeats, 0) for r in racers)
+        return sum(self.job_s(r) * max(repeats - r.repeats, 0) for r in racers)
 
     def remaining_s(self) -> float:
         return self.deadline - time.monotonic()
@@ -78,27 +89,37 @@ class Race:
 
     # -- running -----------------------------------------------------------------------------------
     def run(self, racers, repeats: int) -> bool:
-        """Bring every racer to `repeats` repeats, a chunk of cells at a time, interleaved within the
-        chunk; False when the deadline stopped it first."""
+        """Bring every racer to `repeats` repeats, one level at a time (every racer's next repeat, in
+        order, before anyone's following one: repeats interleave); False when the deadline stopped it."""
         by_cell = {r.cell.cell_id: r for r in racers}
-        todo = [r for r in racers if r.repeats < repeats]
-        for start in range(0, len(todo), CHUNK):
-            chunk = todo[start:start + CHUNK]
-            if self.remaining_s() < min(self.job_s(r.adapter) for r in chunk):
-                return False
-            results = run_sweep(self.run_id, "tune", [r.cell for r in chunk], replace(self.settings, repeats=repeats),
-                                self.out_dir, envs=self.envs, done=self.done)
+        for level in range(1, repeats + 1):
+            todo = [r for r in racers if r.repeats < level and r.status in ("racing", "finalist")]
+            if not todo:
+                continue
+            if level > 1:  # when the budget runs short, the fastest so far are the ones retested
+                todo.sort(key=lambda r: -r.median)
+            results = run_sweep(self.run_id, "tune", [r.cell for r in todo], replace(self.settings, repeats=level),
+                                self.out_dir, envs=self.envs, done=self.done, admit=self.admit)
             for row in results.rows:
-                racer = by_cell[row["cell_id"]]
-                self.done.add((row["cell_id"], row["repeat"], bool(row.get("profiled"))))
-                racer.repeats += 1
-                if row.get("wall_s"):
-                    self.walls.setdefault(racer.adapter, []).append(float(row["wall_s"]))
-                if row["status"] == "ok" and row.get("steps_per_s"):
-                    racer.values.append(float(row["steps_per_s"]))
-                elif racer.status == "racing":
-                    racer.status, racer.why = "failed", f"{row['status']}: {(row.get('error') or '')[:200]}"
+                self.take(by_cell[row["cell_id"]], row)
+            if any(r.repeats < level and r.status in ("racing", "finalist") for r in todo):
+                return False
         return True
+
+    def admit(self, job) -> bool:
+        """A job starts only when it is expected to end before the deadline."""
+        return time.monotonic() + self.job_s(job.cell) <= self.deadline - self.reserve_s
+
+    def take(self, racer, row) -> None:
+        self.done.add((row["cell_id"], row["repeat"], bool(row.get("profiled"))))
+        racer.repeats += 1
+        if row.get("wall_s"):
+            for key in (racer.cell.cell_id, racer.adapter):
+                self.walls.setdefault(key, []).append(float(row["wall_s"]) + SPAWN_S)
+        if row["status"] == "ok" and row.get("steps_per_s"):
+            racer.values.append(float(row["steps_per_s"]))
+        elif racer.status in ("racing", "finalist"):
+            racer.status, racer.why = "failed", f"{row['status']}: {(row.get('error') or '')[:200]}"
 
     # -- the race ----------------------------------------------------------------------------------
     def racing(self) -> list:
@@ -110,29 +131,28 @@ class Race:
         return max(serial, key=lambda r: r.median, default=None)
 
     def fit_first_round(self) -> None:
-        """Leave out what the first round cannot afford, the rarest num_envs first (powers of four and
-        the extremes are kept longest); what is left out is accounted for as `budget`."""
-        allowed = FIRST_SHARE * self.budget_s
+        """Order the racers so that what the budget cuts is the least telling: the serial loop first, then
+        every adapter at num_envs 1, the largest and the powers of four, defaults before other settings,
+        then the sizes between. What the first round cannot afford by estimate is left out now, and
+        accounted for as `budget` (a slow adapter found out while running is cut by the deadline)."""
         racers = self.racing()
-        if self.cost_s(racers, FIRST_REPEATS) <= allowed:
-            return
         ns = sorted({r.cell.workload.num_envs for r in racers})
-        keep_first = {ns[0], ns[-1]} | {n for n in ns if math.log(n, 4).is_integer()}
-        ranked = sorted(racers, key=lambda r: (r.cell.workload.num_envs not in keep_first,
-                                               bool(r.cell.given_options), r.cell.workload.num_envs,
-                                               r.adapter not in BASELINES))
-        kept, spent = [], 0.0
-        for r in ranked:
-            cost = self.job_s(r.adapter) * FIRST_REPEATS
-            if spent + cost <= allowed or (r.adapter in BASELINES and r.cell.workload.num_envs == ns[0]):
-                kept.append(r)
-                spent += cost
+        telling = {ns[0], ns[-1]} | {n for n in ns if math.log(n, 4).is_integer()}
+        racers.sort(key=lambda r: (not (r.adapter in BASELINES and r.cell.workload.num_envs == ns[0]),
+                                   r.cell.workload.num_envs not in telling, r.variant > 0,
+                                   r.cell.workload.num_envs, r.adapter))
+        allowed, spent, kept = FIRST_SHARE * self.budget_s, 0.0, []
         for r in racers:
-            if r not in kept:
-                self.racers.remove(r)
-                self.left_out.append(Left(r.adapter, r.cell.cell_id, "budget",
-                                      f"not raced: the budget ({_clock(self.budget_s)}) fits "
+            cost = self.job_s(r) * FIRST_REPEATS
+            if kept and spent + cost > allowed:
+                break
+            kept.append(r)
+            spent += cost
+        for r in racers[len(kept):]:
+            self.left_out.append(Left(r.adapter, r.cell.cell_id, "budget",
+                                      f"not raced: the budget ({_clock(self.budget_s)}) fits about "
                                       f"{len(kept)} of {len(racers)} configurations"))
+        self.racers = kept
 
     def drop_slower(self, round_no: int) -> int:
         racers = [r for r in self.racing() if r.values]
@@ -152,32 +172,39 @@ class Race:
         return dropped
 
     def go(self) -> list:
-        """Race, then confirm; returns the finalists (best first)."""
+        """Race, then confirm; returns the finalists (best first). While racing, the confirmation's
+        expected cost is kept back from the budget."""
         self.fit_first_round()
         repeats, round_no = FIRST_REPEATS, 1
         while self.racing():
             racers = self.racing()
-            eta = self.cost_s(racers, repeats)
+            self.reserve_s = self.cost_s(self.finalists() or racers[:FINALISTS + 1], FINAL_REPEATS)
             self.say(f"round {round_no}: {len(racers)} configurations, {repeats} repeats each, about "
-                     f"{_clock(eta)} of runs")
+                     f"{_clock(self.cost_s(racers, repeats))} of runs")
             finished = self.run(racers, repeats)
             dropped = self.drop_slower(round_no)
             self.rounds.append({"round": round_no, "repeats": repeats, "racing": len(racers), "dropped": dropped,
                                 "finished": finished})
             still = self.racing()
-            reserve = self.cost_s(self.finalists(), FINAL_REPEATS)
+            self.reserve_s = self.cost_s(self.finalists(), FINAL_REPEATS)
             if (not finished or len(still) <= FINALISTS or repeats >= FINAL_REPEATS
-                    or self.cost_s(still, repeats + 1) + reserve > self.remaining_s()):
+                    or self.cost_s(still, repeats + 1) + self.reserve_s > self.remaining_s()):
                 break
             repeats, round_no = repeats + 1, round_no + 1
         finalists = self.finalists()
         for r in finalists:
             r.status = "finalist"
+        self.reserve_s = 0.0
         if finalists:
             self.say(f"confirming {len(finalists)} configurations with {FINAL_REPEATS} repeats each")
-            self.run(finalists, FINAL_REPEATS)
+            if not self.run(finalists, FINAL_REPEATS):
+                self.say("the budget ended the confirmation early: the finalists have fewer repeats")
         for r in self.racing():
-            r.status, r.why = "out", "not among the fastest when the race ended (not significantly slower)"
+            r.status = "out"
+            r.why = ("not retested: the budget ended the race first" if len(r.values) < 2 else
+                     f"not significantly slower than the leader (p={r.p:.2f}), but not among the "
+                     f"{FINALISTS} fastest confirmed" if r.p == r.p else
+                     f"not among the {FINALISTS} fastest confirmed")
         return sorted(finalists, key=lambda r: -r.median)
 
     def finalists(self) -> list:
