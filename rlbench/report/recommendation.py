@@ -23,6 +23,8 @@ def recommendation_section(env: dict) -> str:
         parts.append(f". Runner-up {_e(up['config'])} at {speedup(up['ratio'], up['ci_low'], up['ci_high'])} of it: "
                      f"the lead is {_e(up['lead'])}")
     parts.append(".</p>")
+    if tune.get("note"):
+        parts.append(f"<p>Note: {_e(tune['note'])}.</p>")
     code = "\n".join(filter(None, [win.get("snippet"), win.get("command")]))
     parts.append(f"<pre>{_e(code)}</pre>")
     rows = "".join(

@@ -80,7 +80,7 @@ def tune(args) -> tuple:
             finalists = race.finalists()
             print("rlbench tune: interrupted; deciding on what was measured", file=sys.stderr)
         results = ResultSet.load(out_dir)
-        decision = decide(race, finalists, profile, [r.to_row() for r in results.rows], workload)
+        decision = decide(race, finalists, profile, [r.to_row() for r in results.rows], workload, max_envs)
         record = tune_record(workload, budget_s, time.monotonic() - t0, max_envs, profile, race, decision)
         write_atomic(os.path.join(out_dir, TUNE_JSON), json.dumps(record, indent=2, default=str) + "\n")
         env.update(ended_at=now(), tune={"label": label(workload), **decision})

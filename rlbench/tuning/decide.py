@@ -61,7 +61,7 @@ def diagnosis(rows, profile: dict) -> str:
     return "; ".join(said)
 
 
-def decide(race, finalists, profile: dict, rows, workload) -> dict:
+def decide(race, finalists, profile: dict, rows, workload, max_envs: int = None) -> dict:
     """The decision tune.json keeps and the console prints (see `lines`)."""
     every = [r for r in race.racers if r.values]
     if not finalists:
@@ -90,6 +90,9 @@ def decide(race, finalists, profile: dict, rows, workload) -> dict:
                             "lead": ("untested: fewer than 2 repeats on a side" if high != high else
                                      "significant" if high < 1 else "within the CI: not significant")}
     out["strategies"] = strategies(race, win, profile, rows)
+    if max_envs and win.cell.workload.num_envs >= max_envs > 1:
+        out["note"] = (f"the winner runs the largest num_envs tried ({max_envs}): more envs may be faster still "
+                       f"(--max-envs {4 * max_envs})")
     return out
 
 
@@ -147,6 +150,8 @@ def lines(decision: dict, profile: dict, label: str) -> list:
     if up:
         ci = "" if up["ci_low"] != up["ci_low"] else f" [{up['ci_low']:.2f}, {up['ci_high']:.2f}]"
         out.append(f"  runner-up: {up['config']} at {sig(up['ratio'])}x{ci} of it; the lead is {up['lead']}")
+    if decision.get("note"):
+        out.append(f"  note: {decision['note']}")
     out.append("\nWhy the others lost:")
     for s in decision["strategies"]:
         head = f"  {s['adapter']}: "
