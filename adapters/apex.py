@@ -22,7 +22,6 @@ last replay) and the learner's. Acting, replay and learning overlap, so lags spa
 no per-update histogram is kept. Truncation (CartPole's 500 steps) bootstraps from the final observation.
 """
 import math
-import os
 import time
 from time import perf_counter_ns
 
@@ -30,43 +29,28 @@ import numpy as np
 from rlbench.adapters._kit.dqn import (
     Envs,
     NStep,
-    SharedParams,
     actor_epsilons,
     double_q_target,
     dqn_options,
     dqn_supports,
-    memory_check,
     q_net,
     q_net_params,
     wait_for_room,
 )
-from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, return_mean
+from rlbench.adapters._kit.learner_stats import Episodes
 from rlbench.adapters._kit.nets import obs_scale
-from rlbench.adapters._kit.prioritized import ReplayIndex, SharedReplay
 from rlbench.adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
-    LEARN_NS,
-    STAT_COLUMNS,
     SYNC_NS,
     WAIT_NS,
     WORKER_OPTIONS,
-    HelperProcesses,
     MasterWatch,
-    SharedArrays,
-    Window,
     pin,
-    raise_if_exited,
-    spaces,
-    start_process,
-    stop_processes,
-    worker_cpus,
 )
+from rlbench.adapters._kit.replay_learner import XFER_NS, ReplayLearner
 
-from rlbench.api import Adapter, Option, Unsupported, Workload, register
-
-XFER_NS, H2D_BYTES, STATS = STAT_COLUMNS, STAT_COLUMNS + 1, STAT_COLUMNS + 2  # columns past the shared ones
-WAIT_POLL_S = 1e-3   # the learner's poll while the replay fills to learn_start
+from rlbench.api import Adapter, Option, Workload, register
 
 
 def transition_fields(obs_space) -> dict:
@@ -159,131 +143,26 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
         envs.close()
 
 
-class ApexSession:
-    def __init__(self, workload, options):
-        import multiprocessing as mp
-        self.workload, self.opts = workload, options
-        self.procs, self.helpers = [], None
-        workers, B = options["workers"], options["batch"]
-        obs_space, act_space = spaces(workload)
-        if not hasattr(act_space, "n"):
-            raise Unsupported("apex acts epsilon-greedily: needs a Discrete action space")
-        fields = transition_fields(obs_space)
-        ctx = mp.get_context(options["context"])
-        if options["context"] != "fork":
-            self.helpers = HelperProcesses()
-        self.replay = SharedReplay(ctx, fields, options["capacity"], workers)
-        reason = memory_check("apex", self.replay.item_bytes, self.replay.capacity)
-        if reason:
-            raise Unsupported(reason)
-        if options["flush"] + options["n_step"] * (workload.num_envs // workers) > self.replay.per:
-            raise Unsupported(f"apex: capacity {options['capacity']} leaves each of {workers} actors fewer slots "
-                              f"({self.replay.per}) than one flush of its local buffer")
-        self.obs_size, self.n_actions = math.prod(obs_space.shape), int(act_space.n)
-        self.params = SharedParams(ctx, q_net_params(self.obs_size, workload.policy.hidden, self.n_actions))
-        self.shared = SharedArrays(ctx, {
-            "stats": ((workers + 1, STATS), np.float64), "steps": ((workers,), np.int64),
-            "returns": ((workers, -(-RETURN_WINDOW // workers)), np.float64), "episodes": ((workers,), np.int64),
-            "stop": ((1,), np.int64)})
-        self.buf = self.shared.views()
-        self.stats = self.buf["stats"][0]
-        self.window = Window(self.buf["stats"])
-        self.index = ReplayIndex(self.replay, workload.seed + 7)
-        self.learn_start = max(options["learn_start"], B)
-        self.updates = self.steps_seen = 0
-        self.lag = {"policy": [0, 0, 0], "priority": [0, 0, 0]}  # sum, count, max over the window
-        self.metrics = self
-        self.info = {"workers": workers, "batch_size": B, "item_bytes": self.replay.item_bytes,
-                     "capacity_items": self.replay.capacity}
-        try:
-            per = workload.num_envs // workers
-            flush = options["flush"] + options["n_step"] * per  # the most one flush writes
-            actor_opts = dict(options, slack=self.learn_start + workers * flush)
-            for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
-                start_process(ctx, self.procs, actor_main, f"apex-actor-{rank}",
-                              (rank, workload.to_dict(), rank * per, (rank + 1) * per, actor_opts, self.replay,
-                               self.params, self.shared, cpus, os.getpid()))
-            self._build_learner(fields)  # torch only after the fork
-        except BaseException:
-            self.close()
-            raise
+class ApexSession(ReplayLearner):
+    name = "apex"
+    actor_main = staticmethod(actor_main)
+    net_params = staticmethod(q_net_params)
+    make_net = staticmethod(q_net)
 
-    def _build_learner(self, fields):
-        import torch
-        policy = self.workload.policy
-        if policy.device.startswith("cuda") and not torch.cuda.is_available():
-            raise Unsupported("no CUDA device")
-        self.torch = torch
-        torch.set_num_threads(policy.threads)
-        torch.manual_seed(self.workload.seed)
-        self.device = torch.device(policy.device)
-        self.cuda = self.device.type == "cuda"
-        self.net = q_net(self.obs_size, policy.hidden, self.n_actions).to(self.device)
-        self.target = q_net(self.obs_size, policy.hidden, self.n_actions).to(self.device)
-        self.target.load_state_dict(self.net.state_dict())
-        self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
-        self.scale = obs_scale(fields["obs"][1])
-        B = self.opts["batch"]
-        self.host = {}
-        for k, (shape, dtype) in fields.items():
-            a = np.empty((B, *shape), dtype=dtype)
-            self.host[k] = torch.from_numpy(a).pin_memory().numpy() if self.cuda else a
-        self.params.publish(self.net, 0)
+    def fields(self, obs_space) -> dict:
+        return transition_fields(obs_space)
 
-    def _actors_alive(self):
-        raise_if_exited(self.procs, "apex actor")
+    def flush_items(self, per: int) -> int:
+        return self.opts["flush"] + self.opts["n_step"] * per
 
-    def _fill(self) -> int:
-        """Take in what the actors wrote; the first updates wait until the replay holds learn_start items.
-        Returns the ns spent waiting."""
-        waited = 0
-        while True:
-            self.index.ingest()
-            if self.index.added >= self.learn_start:
-                return waited
-            self._actors_alive()
-            t0 = perf_counter_ns()
-            time.sleep(WAIT_POLL_S)
-            waited += perf_counter_ns() - t0
+    def flush_what(self, per: int) -> str:
+        return "one flush of its local buffer"
 
-    def _lags(self, kind, lags):
-        acc = self.lag[kind]
-        acc[0] += int(lags.sum())
-        acc[1] += len(lags)
-        acc[2] = max(acc[2], int(lags.max()))
-
-    def step(self) -> int:
-        torch, stats, host, dev = self.torch, self.stats, self.host, self.device
-        self._actors_alive()
-        t0 = perf_counter_ns()
-        waited = self._fill()
-        t1 = perf_counter_ns()
-        idx, weights, seqs = self.index.sample(self.opts["batch"])
-        self.index.gather(idx, seqs, host)
-        self._lags("policy", self.updates - host["version"])
-        self._lags("priority", self.updates - self.index.priority_version[idx])
-        b = {k: torch.from_numpy(host[k]).to(dev, non_blocking=True) for k in ("obs", "next_obs", "act", "ret", "disc")}
-        w = torch.from_numpy(weights).to(dev, torch.float32)
-        if self.cuda:
-            stats[H2D_BYTES] += sum(host[k].nbytes for k in b) + weights.nbytes
-        t2 = perf_counter_ns()
-        td = self._learn(b, w)
-        t3 = perf_counter_ns()
-        self.index.update(idx, seqs, td, self.updates)
-        self.updates += 1
-        t4 = perf_counter_ns()
-        if self.updates % self.opts["target_every"] == 0:
-            self.target.load_state_dict(self.net.state_dict())
-        if self.updates % self.opts["publish_every"] == 0:
-            self.params.publish(self.net, self.updates)
-        t5 = perf_counter_ns()
-        stats[WAIT_NS] += waited
-        stats[XFER_NS] += (t1 - t0 - waited) + (t2 - t1) + (t4 - t3)
-        stats[LEARN_NS] += t3 - t2
-        stats[SYNC_NS] += t5 - t4
-        made = int(self.buf["steps"].sum())
-        made, self.steps_seen = made - self.steps_seen, made
-        return made
+    def upload(self, host: dict):
+        dev = self.device
+        b = {k: self.torch.from_numpy(host[k]).to(dev, non_blocking=True)
+             for k in ("obs", "next_obs", "act", "ret", "disc")}
+        return (b,), sum(host[k].nbytes for k in b)
 
     def _learn(self, b, w) -> np.ndarray:
         """One Adam step on the importance-weighted Huber loss of the n-step double-Q target; |TD| back."""
@@ -301,45 +180,6 @@ class ApexSession:
             torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.opts["max_grad_norm"])
         self.optim.step()
         return td.detach().abs().cpu().numpy()  # .cpu() waits for the device
-
-    # -- metrics over the timed window ------------------------------------------------------------------
-    def reset(self):
-        self.window.reset()
-        self.mark = (self.updates, int(self.buf["steps"].sum()))
-        self.lag = {"policy": [0, 0, 0], "priority": [0, 0, 0]}
-
-    def read(self, seconds):
-        updates, steps = self.updates - self.mark[0], int(self.buf["steps"].sum()) - self.mark[1]
-        delta = self.window.delta()
-        d = delta / (seconds * 1e9)
-        learner, actors = d[0], d[1:]
-        sampled = updates * self.opts["batch"]
-        pol, pri = self.lag["policy"], self.lag["priority"]
-        nan = float("nan")
-        return {"updates_per_s": updates / seconds, "samples_per_s": sampled / seconds,
-                "actor_steps_per_s": steps / seconds, "replay_ratio": sampled / steps if steps else nan,
-                "policy_lag_mean": pol[0] / pol[1] if pol[1] else nan, "policy_lag_max": pol[2] if pol[1] else nan,
-                "priority_lag_mean": pri[0] / pri[1] if pri[1] else nan,
-                "env_frac": float(actors[:, ENV_NS].mean()), "inference_frac": float(actors[:, INFER_NS].mean()),
-                "learn_frac": float(learner[LEARN_NS]), "wait_frac": float(learner[WAIT_NS]),
-                "transfer_frac": float(learner[XFER_NS]), "sync_frac": float(learner[SYNC_NS]),
-                "queue_wait_ms": float(delta[0, WAIT_NS]) / 1e6 / updates if updates else nan,
-                "h2d_mb_per_s": float(delta[0, H2D_BYTES]) / 1e6 / seconds,
-                "return_mean": self.return_mean()}
-
-    def return_mean(self) -> float:
-        """Mean return of about the last RETURN_WINDOW episodes (the last RETURN_WINDOW / workers of each actor,
-        whatever its exploration rate); nan before the first."""
-        return return_mean(self.buf["returns"], self.buf["episodes"])
-
-    def close(self):
-        if hasattr(self, "buf"):
-            self.buf["stop"][0] = 1
-        stop_processes(self.procs)
-        self.procs = []
-        if self.helpers is not None:
-            self.helpers.stop()
-            self.helpers = None
 
 
 @register

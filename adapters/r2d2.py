@@ -25,51 +25,35 @@ the sequences sampled. `mask_velocity=true` on CartPole-v1 zeroes both velocitie
 task recurrence exists for.
 """
 import math
-import os
 import time
 from time import perf_counter_ns
 
 import numpy as np
 from rlbench.adapters._kit.dqn import (
     Envs,
-    SharedParams,
     actor_epsilons,
     burn_in_unroll,
     dqn_options,
     dqn_supports,
-    memory_check,
     recurrent_q_net,
     recurrent_q_params,
     sequence_targets,
     wait_for_room,
 )
-from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, return_mean
+from rlbench.adapters._kit.learner_stats import Episodes
 from rlbench.adapters._kit.nets import obs_scale
-from rlbench.adapters._kit.prioritized import ReplayIndex, SharedReplay
 from rlbench.adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
-    LEARN_NS,
-    STAT_COLUMNS,
     SYNC_NS,
     WAIT_NS,
     WORKER_OPTIONS,
-    HelperProcesses,
     MasterWatch,
-    SharedArrays,
-    Window,
     pin,
-    raise_if_exited,
-    spaces,
-    start_process,
-    stop_processes,
-    worker_cpus,
 )
+from rlbench.adapters._kit.replay_learner import XFER_NS, ReplayLearner
 
-from rlbench.api import Adapter, Option, Unsupported, Workload, register
-
-XFER_NS, H2D_BYTES, STATS = STAT_COLUMNS, STAT_COLUMNS + 1, STAT_COLUMNS + 2  # columns past the shared ones
-WAIT_POLL_S = 1e-3
+from rlbench.api import Adapter, Option, Workload, register
 
 
 def sequence_fields(obs_space, seq_len: int, units: int) -> dict:
@@ -220,134 +204,33 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
         envs.close()
 
 
-class R2D2Session:
-    def __init__(self, workload, options):
-        import multiprocessing as mp
-        self.workload, self.opts = workload, options
-        self.procs, self.helpers = [], None
-        workers, B = options["workers"], options["batch"]
-        obs_space, act_space = spaces(workload)
-        if not hasattr(act_space, "n"):
-            raise Unsupported("r2d2 acts epsilon-greedily: needs a Discrete action space")
-        hidden = workload.policy.hidden
-        fields = sequence_fields(obs_space, options["seq_len"], hidden[-1])
-        ctx = mp.get_context(options["context"])
-        if options["context"] != "fork":
-            self.helpers = HelperProcesses()
-        self.replay = SharedReplay(ctx, fields, options["capacity"], workers)
-        reason = memory_check("r2d2", self.replay.item_bytes, self.replay.capacity)
-        if reason:
-            raise Unsupported(reason)
-        if workload.num_envs // workers > self.replay.per:
-            raise Unsupported(f"r2d2: capacity {options['capacity']} leaves each of {workers} actors fewer slots "
-                              f"({self.replay.per}) than its {workload.num_envs // workers} envs' sequences")
-        self.obs_size, self.n_actions = math.prod(obs_space.shape), int(act_space.n)
-        self.params = SharedParams(ctx, recurrent_q_params(self.obs_size, hidden, self.n_actions))
-        self.shared = SharedArrays(ctx, {
-            "stats": ((workers + 1, STATS), np.float64), "steps": ((workers,), np.int64),
-            "returns": ((workers, -(-RETURN_WINDOW // workers)), np.float64), "episodes": ((workers,), np.int64),
-            "stop": ((1,), np.int64)})
-        self.buf = self.shared.views()
-        self.stats = self.buf["stats"][0]
-        self.window = Window(self.buf["stats"])
-        self.index = ReplayIndex(self.replay, workload.seed + 7)
-        self.learn_start = max(options["learn_start"], B)
-        self.learned = options["seq_len"] - options["burn_in"]  # time steps trained on per sequence
-        self.updates = self.steps_seen = 0
-        self.lag = {"policy": [0, 0, 0], "priority": [0, 0, 0]}
-        self.metrics = self
-        self.info = {"workers": workers, "batch_size": B * self.learned, "item_bytes": self.replay.item_bytes,
-                     "capacity_items": self.replay.capacity}
-        try:
-            per = workload.num_envs // workers
-            actor_opts = dict(options, slack=self.learn_start + workers * per)
-            for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
-                start_process(ctx, self.procs, actor_main, f"r2d2-actor-{rank}",
-                              (rank, workload.to_dict(), rank * per, (rank + 1) * per, actor_opts, self.replay,
-                               self.params, self.shared, cpus, os.getpid()))
-            self._build_learner(fields)  # torch only after the fork
-        except BaseException:
-            self.close()
-            raise
+class R2D2Session(ReplayLearner):
+    name = "r2d2"
+    actor_main = staticmethod(actor_main)
+    net_params = staticmethod(recurrent_q_params)
+    make_net = staticmethod(recurrent_q_net)
 
-    def _build_learner(self, fields):
-        import torch
-        policy = self.workload.policy
-        if policy.device.startswith("cuda") and not torch.cuda.is_available():
-            raise Unsupported("no CUDA device")
-        self.torch = torch
-        torch.set_num_threads(policy.threads)
-        torch.manual_seed(self.workload.seed)
-        self.device = torch.device(policy.device)
-        self.cuda = self.device.type == "cuda"
-        self.net = recurrent_q_net(self.obs_size, policy.hidden, self.n_actions).to(self.device)
-        self.target = recurrent_q_net(self.obs_size, policy.hidden, self.n_actions).to(self.device)
-        self.target.load_state_dict(self.net.state_dict())
-        self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
-        self.scale = obs_scale(fields["obs"][1])
-        B = self.opts["batch"]
-        self.host = {}
-        for k, (shape, dtype) in fields.items():
-            a = np.empty((B, *shape), dtype=dtype)
-            self.host[k] = torch.from_numpy(a).pin_memory().numpy() if self.cuda else a
-        self.params.publish(self.net, 0)
+    def fields(self, obs_space) -> dict:
+        return sequence_fields(obs_space, self.opts["seq_len"], self.workload.policy.hidden[-1])
 
-    def _actors_alive(self):
-        raise_if_exited(self.procs, "r2d2 actor")
+    def flush_items(self, per: int) -> int:
+        return per  # a sequence per env
 
-    def _fill(self) -> int:
-        """Take in what the actors wrote; the first updates wait until the replay holds learn_start items.
-        Returns the ns spent waiting."""
-        waited = 0
-        while True:
-            self.index.ingest()
-            if self.index.added >= self.learn_start:
-                return waited
-            self._actors_alive()
-            t0 = perf_counter_ns()
-            time.sleep(WAIT_POLL_S)
-            waited += perf_counter_ns() - t0
+    def flush_what(self, per: int) -> str:
+        return f"its {per} envs' sequences"
 
-    def _lags(self, kind, lags):
-        acc = self.lag[kind]
-        acc[0] += int(lags.sum())
-        acc[1] += len(lags)
-        acc[2] = max(acc[2], int(lags.max()))
+    def learned_per_item(self) -> int:
+        return self.opts["seq_len"] - self.opts["burn_in"]  # time steps trained on per sequence
 
-    def step(self) -> int:
-        torch, stats, host, dev = self.torch, self.stats, self.host, self.device
-        self._actors_alive()
-        t0 = perf_counter_ns()
-        waited = self._fill()
-        t1 = perf_counter_ns()
-        idx, weights, seqs = self.index.sample(self.opts["batch"])
-        self.index.gather(idx, seqs, host)
-        self._lags("policy", self.updates - host["version"])
-        self._lags("priority", self.updates - self.index.priority_version[idx])
+    def upload(self, host: dict):
+        torch, dev = self.torch, self.device
         b = {k: torch.from_numpy(host[k]).to(dev, non_blocking=True).transpose(0, 1)
              for k in ("obs", "first", "act", "rew", "done")}  # time first
         state = tuple(torch.from_numpy(host[k]).to(dev, non_blocking=True) for k in ("h", "c"))
-        w = torch.from_numpy(weights).to(dev, torch.float32)
-        if self.cuda:
-            stats[H2D_BYTES] += sum(host[k].nbytes for k in (*b, "h", "c")) + weights.nbytes
-        t2 = perf_counter_ns()
-        priorities = self._learn(b, state, w)
-        t3 = perf_counter_ns()
-        self.index.update(idx, seqs, priorities, self.updates)
-        self.updates += 1
-        t4 = perf_counter_ns()
-        if self.updates % self.opts["target_every"] == 0:
-            self.target.load_state_dict(self.net.state_dict())
-        if self.updates % self.opts["publish_every"] == 0:
-            self.params.publish(self.net, self.updates)
-        t5 = perf_counter_ns()
-        stats[WAIT_NS] += waited
-        stats[XFER_NS] += (t1 - t0 - waited) + (t2 - t1) + (t4 - t3)
-        stats[LEARN_NS] += t3 - t2
-        stats[SYNC_NS] += t5 - t4
-        made = int(self.buf["steps"].sum())
-        made, self.steps_seen = made - self.steps_seen, made
-        return made
+        return (b, state), sum(host[k].nbytes for k in (*b, "h", "c"))
+
+    def extra_metrics(self, items: int, seconds: float) -> dict:
+        return {"sequence_mb_per_s": items * self.replay.item_bytes / 1e6 / seconds}
 
     def _learn(self, b, state, w) -> np.ndarray:
         """Burn-in, then one Adam step on the importance-weighted Huber loss of the n-step double-Q targets of
@@ -370,47 +253,6 @@ class R2D2Session:
             torch.nn.utils.clip_grad_norm_(self.net.parameters(), o["max_grad_norm"])
         self.optim.step()
         return sequence_priorities(torch, o["eta"], (target - q_sa).detach()).cpu().numpy()
-
-    # -- metrics over the timed window ------------------------------------------------------------------
-    def reset(self):
-        self.window.reset()
-        self.mark = (self.updates, int(self.buf["steps"].sum()))
-        self.lag = {"policy": [0, 0, 0], "priority": [0, 0, 0]}
-
-    def read(self, seconds):
-        updates, steps = self.updates - self.mark[0], int(self.buf["steps"].sum()) - self.mark[1]
-        delta = self.window.delta()
-        d = delta / (seconds * 1e9)
-        learner, actors = d[0], d[1:]
-        sequences = updates * self.opts["batch"]
-        sampled = sequences * self.learned
-        pol, pri = self.lag["policy"], self.lag["priority"]
-        nan = float("nan")
-        return {"updates_per_s": updates / seconds, "samples_per_s": sampled / seconds,
-                "actor_steps_per_s": steps / seconds, "replay_ratio": sampled / steps if steps else nan,
-                "sequence_mb_per_s": sequences * self.replay.item_bytes / 1e6 / seconds,
-                "policy_lag_mean": pol[0] / pol[1] if pol[1] else nan, "policy_lag_max": pol[2] if pol[1] else nan,
-                "priority_lag_mean": pri[0] / pri[1] if pri[1] else nan,
-                "env_frac": float(actors[:, ENV_NS].mean()), "inference_frac": float(actors[:, INFER_NS].mean()),
-                "learn_frac": float(learner[LEARN_NS]), "wait_frac": float(learner[WAIT_NS]),
-                "transfer_frac": float(learner[XFER_NS]), "sync_frac": float(learner[SYNC_NS]),
-                "queue_wait_ms": float(delta[0, WAIT_NS]) / 1e6 / updates if updates else nan,
-                "h2d_mb_per_s": float(delta[0, H2D_BYTES]) / 1e6 / seconds,
-                "return_mean": self.return_mean()}
-
-    def return_mean(self) -> float:
-        """Mean return of about the last RETURN_WINDOW episodes (the last RETURN_WINDOW / workers of each actor);
-        nan before the first."""
-        return return_mean(self.buf["returns"], self.buf["episodes"])
-
-    def close(self):
-        if hasattr(self, "buf"):
-            self.buf["stop"][0] = 1
-        stop_processes(self.procs)
-        self.procs = []
-        if self.helpers is not None:
-            self.helpers.stop()
-            self.helpers = None
 
 
 @register
