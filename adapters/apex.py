@@ -22,7 +22,6 @@ last replay) and the learner's. Acting, replay and learning overlap, so lags spa
 no per-update histogram is kept. Truncation (CartPole's 500 steps) bootstraps from the final observation.
 """
 import math
-import time
 from time import perf_counter_ns
 
 import numpy as np
@@ -93,13 +92,9 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
             return bool(stop[0]) or master.gone()
 
         t0 = perf_counter_ns()
-        held = None
-        while held is None:  # the learner's first parameters
-            held = params.load(net, 0, give_up)
-            if held is None:
-                if give_up():
-                    return
-                time.sleep(1e-3)
+        held = params.load_first(net, give_up)
+        if held is None:
+            return
         seq, version = held
         stats[WAIT_NS] += perf_counter_ns() - t0
         local, pending = [], 0

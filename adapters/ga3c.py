@@ -35,7 +35,7 @@ from collections import deque
 from time import perf_counter, perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.a2c import ACT, OBS, a2c_loss, sample_actions
+from rlbench.adapters._kit.a2c import a2c_loss, learner_supports, sample_actions
 from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
 from rlbench.adapters._kit.nets import actor_critic, obs_scale, obs_size
 from rlbench.adapters._kit.procs import (
@@ -58,7 +58,7 @@ from rlbench.adapters._kit.procs import (
     worker_cpus,
 )
 
-from rlbench.api import Adapter, Option, Unsupported, Workload, env_info, register, unsupported_spaces
+from rlbench.api import Adapter, Option, Unsupported, Workload, register
 
 XFER_NS, H2D_BYTES = STAT_COLUMNS - 2, STAT_COLUMNS - 1  # stats columns of our own (past LEARN_NS)
 QUICK_POLL_S = 0.05  # how often a blocked agent or learner thread looks whether the session is closing
@@ -439,15 +439,7 @@ class GA3C(Adapter):
     )
 
     def supports(self, workload, options):
-        if workload.policy.name != "mlp":
-            return f"ga3c trains the policy: needs policy mlp (got {workload.policy.name})"
-        agents = options["agents"]
-        if workload.num_envs % agents:
-            return (f"ga3c splits num_envs over agents: num_envs={workload.num_envs} "
-                    f"is not a multiple of agents={agents}")
-        if env_info(workload.env_id).family in ("mujoco", "replay"):
-            return f"ga3c samples a categorical policy: needs a Discrete action space ({workload.env_id} has none)"
-        return unsupported_spaces(workload, self.name, obs=OBS, act=ACT)
+        return learner_supports(self.name, workload, options, per="agents")
 
     def open(self, workload, options):
         return GA3CSession(workload, options)

@@ -25,7 +25,6 @@ the sequences sampled. `mask_velocity=true` on CartPole-v1 zeroes both velocitie
 task recurrence exists for.
 """
 import math
-import time
 from time import perf_counter_ns
 
 import numpy as np
@@ -151,13 +150,9 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
             return bool(stop[0]) or master.gone()
 
         t0 = perf_counter_ns()
-        held = None
-        while held is None:  # the learner's first parameters
-            held = params.load(net, 0, give_up)
-            if held is None:
-                if give_up():
-                    return
-                time.sleep(1e-3)
+        held = params.load_first(net, give_up)
+        if held is None:
+            return
         seq, version = held
         stats[WAIT_NS] += perf_counter_ns() - t0
         h, c = net.initial_state(n)

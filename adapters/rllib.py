@@ -190,16 +190,35 @@ def _cpus(*reserved) -> int:
     return max(len(os.sched_getaffinity(0)), math.ceil(sum(reserved)))
 
 
-# -- rllib-envrunner: RLlib's SingleAgentEnvRunners as Ray actors -------------------------------------------
+class _RLlibSession:
+    """What both sessions share: _open under a guard that closes what it had started, and close: the RLlib
+    object they hold (`held`: an EnvRunnerGroup or an Algorithm, both stopped with stop()), then Ray."""
+    held = ""
 
-class EnvRunnerSession:
     def __init__(self, workload, options):
-        self.group, self.runtime = None, None
+        setattr(self, self.held, None)
+        self.runtime = None
         try:
             self._open(workload, options)
         except BaseException:
             self.close()
             raise
+
+    def close(self):
+        try:
+            if getattr(self, self.held) is not None:
+                getattr(self, self.held).stop()
+                setattr(self, self.held, None)
+        finally:
+            if self.runtime is not None:
+                self.runtime.close()
+                self.runtime = None
+
+
+# -- rllib-envrunner: RLlib's SingleAgentEnvRunners as Ray actors -------------------------------------------
+
+class EnvRunnerSession(_RLlibSession):
+    held = "group"
 
     def _open(self, workload, o):
         n = o["num_env_runners"]
@@ -224,16 +243,6 @@ class EnvRunnerSession:
         rounds = synchronous_parallel_sample(worker_set=self.group, concat=False, random_actions=self.random,
                                              sample_timeout_s=None, _uses_new_env_runners=True)
         return sum(episode.env_steps() for episodes in rounds for episode in episodes)
-
-    def close(self):
-        try:
-            if self.group is not None:
-                self.group.stop()
-                self.group = None
-        finally:
-            if self.runtime is not None:
-                self.runtime.close()
-                self.runtime = None
 
 
 @register
@@ -276,14 +285,8 @@ class RLlibEnvRunner(Adapter):
 
 # -- rllib-ppo: RLlib's PPO, Algorithm.train() -------------------------------------------------------------
 
-class PPOSession:
-    def __init__(self, workload, options):
-        self.algo, self.runtime = None, None
-        try:
-            self._open(workload, options)
-        except BaseException:
-            self.close()
-            raise
+class PPOSession(_RLlibSession):
+    held = "algo"
 
     def _open(self, workload, o):
         n, learners = o["num_env_runners"], o["num_learners"]
@@ -354,16 +357,6 @@ class PPOSession:
                 "samples_per_s": (self.sampled - steps0) / seconds,
                 "return_mean": self.return_mean(), "time_to_target_s": self.time_to_target,
                 "steps_to_target": self.steps_to_target}
-
-    def close(self):
-        try:
-            if self.algo is not None:
-                self.algo.stop()
-                self.algo = None
-        finally:
-            if self.runtime is not None:
-                self.runtime.close()
-                self.runtime = None
 
 
 _BY_NAME = {o.name: o for o in LEARNER_OPTIONS}

@@ -16,7 +16,7 @@ from time import perf_counter_ns
 import numpy as np
 from rlbench.adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
 from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, return_mean
-from rlbench.adapters._kit.nets import actor_critic, obs_scale, obs_size
+from rlbench.adapters._kit.nets import actor_critic, learner_torch, obs_scale, obs_size
 from rlbench.adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
@@ -113,14 +113,9 @@ class SeedSession:
             raise
 
     def _build_learner(self, obs_space, act_space):
-        import torch
         policy = self.workload.policy
-        if policy.device.startswith("cuda") and not torch.cuda.is_available():
-            raise Unsupported("no CUDA device")
+        torch, self.device = learner_torch(policy, self.workload.seed)
         self.torch = torch
-        torch.set_num_threads(policy.threads)
-        torch.manual_seed(self.workload.seed)
-        self.device = torch.device(policy.device)
         self.cuda = self.device.type == "cuda"
         n_actions, size, T, B = int(act_space.n), obs_size(obs_space), self.T, self.B
         self.net = actor_critic(size, policy.hidden, n_actions).to(self.device)

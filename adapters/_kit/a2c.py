@@ -1,6 +1,6 @@
 """The n-step advantage actor-critic (A2C) that rlpyt-sync, seed and a3c train: its loss on a [T, B]
 rollout (n-step returns cut at episode ends, bootstrapped from the value of the observation after the
-rollout), action sampling from the logits, and the options and checks seed and a3c share.
+rollout), action sampling from the logits, and the options and checks seed and a3c share (the checks ga3c too).
 
 Truncation (CartPole's 500 steps) ends the return like termination. torch comes in as an argument,
 so importing this module imports no framework.
@@ -20,14 +20,15 @@ def learner_options(batch_T: int, lr: float) -> tuple:
     )
 
 
-def learner_supports(name: str, workload, options: dict):
-    """The reason a learner cannot train on this workload, or None; cheap (no env is built)."""
+def learner_supports(name: str, workload, options: dict, per: str = "workers"):
+    """The reason a learner cannot train on this workload, or None; cheap (no env is built). `per`: the option
+    that counts the processes num_envs is split over (ga3c: agents)."""
     if workload.policy.name != "mlp":
         return f"{name} trains the policy: needs policy mlp (got {workload.policy.name})"
-    workers = options["workers"]
+    workers = options[per]
     if workers < 1 or workload.num_envs % workers:
-        return (f"{name} splits num_envs over workers: num_envs={workload.num_envs} "
-                f"is not a multiple of workers={workers}")
+        return (f"{name} splits num_envs over {per}: num_envs={workload.num_envs} "
+                f"is not a multiple of {per}={workers}")
     family = env_info(workload.env_id).family
     if family in ("mujoco", "replay"):
         return f"{name} samples a categorical policy: needs a Discrete action space ({workload.env_id} has none)"

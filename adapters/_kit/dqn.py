@@ -317,6 +317,17 @@ class SharedParams:
         meta[1] = update
         meta[0] += 1
 
+    def load_first(self, net, give_up):
+        """Wait for the learner's first parameters and copy them into net: (sequence word, update), or None
+        when give_up() said stop first."""
+        while True:
+            held = self.load(net, 0, give_up)
+            if held is not None:
+                return held
+            if give_up():
+                return None
+            time.sleep(1e-3)
+
     def load(self, net, held_seq: int, give_up=None):
         """Copy newer parameters into net. Returns (sequence word, update) of what net holds now, or None
         when nothing newer was published (or give_up() said stop while the learner was writing)."""

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from rlbench.api import Unsupported
+
 
 def obs_size(observation_space) -> int:
     """Inputs of the network: the observation, flattened; a Dict or Tuple observation is its parts
@@ -78,3 +80,14 @@ def actor_critic(obs: int, hidden: tuple, n_actions: int):
             return self.pi(z), self.v(z).squeeze(-1)
 
     return ActorCritic()
+
+
+def learner_torch(policy, seed: int):
+    """torch for a learner process of `policy` (its threads, seeded): (torch, its device); Unsupported when
+    the policy's device is CUDA and there is none."""
+    import torch
+    if policy.device.startswith("cuda") and not torch.cuda.is_available():
+        raise Unsupported("no CUDA device")
+    torch.set_num_threads(policy.threads)
+    torch.manual_seed(seed)
+    return torch, torch.device(policy.device)

@@ -15,7 +15,7 @@ from time import perf_counter_ns
 import numpy as np
 from rlbench.adapters._kit.dqn import SharedParams, memory_check
 from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, return_mean
-from rlbench.adapters._kit.nets import obs_scale
+from rlbench.adapters._kit.nets import learner_torch, obs_scale
 from rlbench.adapters._kit.prioritized import ReplayIndex, SharedReplay
 from rlbench.adapters._kit.procs import (
     ENV_NS,
@@ -124,14 +124,9 @@ class ReplayLearner:
             raise
 
     def _build_learner(self, fields):
-        import torch
         policy = self.workload.policy
-        if policy.device.startswith("cuda") and not torch.cuda.is_available():
-            raise Unsupported("no CUDA device")
+        torch, self.device = learner_torch(policy, self.workload.seed)
         self.torch = torch
-        torch.set_num_threads(policy.threads)
-        torch.manual_seed(self.workload.seed)
-        self.device = torch.device(policy.device)
         self.cuda = self.device.type == "cuda"
         self.net = self.make_net(self.obs_size, policy.hidden, self.n_actions).to(self.device)
         self.target = self.make_net(self.obs_size, policy.hidden, self.n_actions).to(self.device)
