@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from rlbench import registry
 from rlbench.errors import UsageError
 from rlbench.planning.suite import make_cell
+from rlbench.workload import kv_label
 
 KIND = "vector_env"  # learners train as well: their env steps/s do not compete with a sampler's
 BASELINES = ("serial",)  # the one-process loop every speedup is over
@@ -19,6 +20,12 @@ class Left:
     cell_id: str
     status: str    # unavailable | unsupported | own-environment | budget
     reason: str
+
+
+def config(cell) -> str:
+    """How the answer names a configuration: the adapter, num_envs and the settings given."""
+    opts = f", {kv_label(cell.given_options).replace(',', ', ')}" if cell.given_options else ""
+    return f"{cell.adapter} (num_envs={cell.workload.num_envs}{opts})"
 
 
 def cpus_here() -> int:

@@ -8,12 +8,7 @@ import numpy as np
 from rlbench import registry
 from rlbench.report.format import rate, sig
 from rlbench.results.stats import ratio_ci, summarize
-from rlbench.workload import kv_label
-
-
-def config(cell) -> str:
-    opts = f", {kv_label(cell.given_options).replace(',', ', ')}" if cell.given_options else ""
-    return f"{cell.adapter} (num_envs={cell.workload.num_envs}{opts})"
+from rlbench.tuning.candidates import config
 
 
 def rlbench_command(cell) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 from rlbench.results.stats import slower_p
 from rlbench.running.progress import _clock
 from rlbench.running.sweep import run_sweep
-from rlbench.tuning.candidates import BASELINES, Left
+from rlbench.tuning.candidates import BASELINES, Left, config
 
 ALPHA = 0.05
 FIRST_REPEATS = 2
@@ -168,7 +168,7 @@ class Race:
             if r.p < ALPHA:
                 r.status, r.round, dropped = "dropped", round_no, dropped + 1
                 r.why = (f"dropped in round {round_no}: {r.median / leader.median:.2f}x the leader "
-                         f"{leader.cell.cell_id} (p={r.p:.3f})")
+                         f"{config(leader.cell)} (p={r.p:.3f})")
         return dropped
 
     def go(self) -> list:
@@ -210,6 +210,7 @@ class Race:
     def finalists(self) -> list:
         """The FINALISTS fastest still racing (or finalist), and the serial baseline beside them."""
         pool = [r for r in self.racers if r.status in ("racing", "finalist") and r.values]
-        top = sorted(pool, key=lambda r: -r.median)[:FINALISTS]
+        # the tested first: a configuration run once (the budget cut its retest) only fills what is left
+        top = sorted(pool, key=lambda r: (len(r.values) < FIRST_REPEATS, -r.median))[:FINALISTS]
         base = self.baseline(pool)
         return top + ([base] if base is not None and base not in top else [])
