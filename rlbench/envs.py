@@ -211,18 +211,9 @@ def user_env_kwargs(env_id: str, given: dict) -> dict:
     """The user's env takes what it takes (its build while planning says what it refuses); a value from
     the command line is read as TOML reads it (4 -> int, 0.5 -> float, true -> bool), else a string.
     `frameskip` is rlbench's accounting too: an integer >= 1."""
-    import tomllib
-
     from rlbench.errors import UsageError
-    out = {}
-    for key, raw in given.items():
-        value = raw
-        if isinstance(raw, str):
-            try:
-                value = tomllib.loads(f"v = {raw}")["v"]
-            except tomllib.TOMLDecodeError:
-                value = raw
-        out[key] = value
+    from rlbench.workload import literal
+    out = {key: literal(raw) for key, raw in given.items()}
     skip = out.get("frameskip", 1)
     if isinstance(skip, bool) or not isinstance(skip, int) or skip < 1:
         raise UsageError(f"frameskip={given.get('frameskip')!r} for {env_id} must be an integer >= 1")

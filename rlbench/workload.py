@@ -83,17 +83,25 @@ def _is_factory(raw: str) -> bool:
 
 def _kv(raw: str, rest: str) -> dict:
     """key=value pairs, each value read as TOML reads it (4 -> int, true -> bool), else a string."""
-    import tomllib
     out = {}
     for kv in filter(None, rest.split(",")):
         key, sep, value = kv.partition("=")
         if not sep or not key:
             raise UsageError(f"bad policy '{raw}' (expected module:function or module:function:key=value,...)")
-        try:
-            out[key] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            out[key] = value
+        out[key] = literal(value)
     return out
+
+
+def literal(raw):
+    """A command-line value read as TOML reads it (4 -> int, 0.5 -> float, true -> bool), else the string:
+    a user's env or policy argument, typed as the user's code expects without rlbench knowing its keys."""
+    import tomllib
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
 
 
 def user_policy(table: dict) -> PolicySpec:

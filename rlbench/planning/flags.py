@@ -50,7 +50,7 @@ def suite_from_flags(args) -> Suite:
     if any(n < 1 for n in sizes):
         raise UsageError(f"--num-envs {args.num_envs!r}: every size must be >= 1")
     policy = parse_policy(args.policy)
-    options, env_kwargs = _pairs("--opt", args.opt), _pairs("--env-kwarg", args.env_kwarg)
+    options, env_kwargs = pairs("--opt", args.opt), pairs("--env-kwarg", args.env_kwarg)
     cells = []
     for env_id in args.env:
         try:
@@ -67,7 +67,7 @@ def suite_from_flags(args) -> Suite:
 
 
 
-def _pairs(flag, items) -> dict:
+def pairs(flag, items) -> dict:
     out = {}
     for item in items:
         key, sep, value = item.partition("=")

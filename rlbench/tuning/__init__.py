@@ -14,6 +14,7 @@ from rlbench import registry
 from rlbench.envs import env_info, planned_env_kwargs
 from rlbench.errors import UsageError
 from rlbench.machine.fingerprint import fingerprint, now
+from rlbench.planning.flags import pairs
 from rlbench.planning.plan import Settings
 from rlbench.report.writer import write_atomic
 from rlbench.results.model import ResultSet
@@ -100,12 +101,7 @@ def label(workload) -> str:
 
 
 def plan_workload(args) -> Workload:
-    env_kwargs = {}
-    for item in args.env_kwarg:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--env-kwarg {item!r} must be KEY=VALUE")
-        env_kwargs[key] = value
+    env_kwargs = pairs("--env-kwarg", args.env_kwarg)
     info = env_info(args.env)
     if info.family in ("replay",) or registry.family_of_workload(args.env) is not None:
         raise UsageError(f"--env {args.env}: tune races env-stepping strategies; give an env, not a workload")
