@@ -9,10 +9,7 @@ steps it made.
 import importlib.util
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
-
-if TYPE_CHECKING:
-    from rlbench.workload import Workload
+from typing import Any, ClassVar, Protocol
 
 _TYPE_WORDS = {bool: "true or false", str: "a string"}  # numbers: Option.valid
 _BOOL = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -93,7 +90,9 @@ class Metrics(Protocol):
 
 
 class Adapter:
-    """Subclass, set the class attributes, implement `open`, decorate with `rlbench.api.register`."""
+    """Subclass, set the class attributes, implement `open`, decorate with `rlbench.api.register`. The
+    `workload` each method takes is an rlbench.workload.Workload (not imported here: the contract stays a
+    leaf, type-checking imports included)."""
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "vector_env"
     description: ClassVar[str] = ""
@@ -106,11 +105,11 @@ class Adapter:
         missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
         return f"package not installed: {', '.join(missing)}" if missing else None
 
-    def supports(self, workload: "Workload", options: dict):
+    def supports(self, workload, options: dict):
         """None when this adapter can host the workload, else the reason. Must stay cheap."""
         return None
 
-    def open(self, workload: "Workload", options: dict) -> Session:
+    def open(self, workload, options: dict) -> Session:
         raise NotImplementedError
 
     def tune_space(self, num_envs: int, cpus: int) -> list:
@@ -119,7 +118,7 @@ class Adapter:
         adapter's defaults only. Settings supports() refuses are left out by the tuner."""
         return [{}]
 
-    def snippet(self, workload: "Workload", options: dict) -> str:
+    def snippet(self, workload, options: dict) -> str:
         """The library call a user writes to get this configuration (`rlbench tune` prints the winner's);
         "" when the strategy is rlbench's own implementation of a design rather than a library's API."""
         return ""
@@ -156,13 +155,15 @@ class Family:
     info_keys: ClassVar[tuple] = ()       # what its sessions' `info` may carry into a results row
     identity_keys: ClassVar[tuple] = ()   # of those, what summary.csv repeats from a cell's first ok run
     summary_keys: ClassVar[tuple] = ()    # the summary.csv columns `summary_extras` adds
+    races: ClassVar[tuple] = ()           # of its kinds, those whose env steps/s `rlbench tune` races
+    metrics: ClassVar[tuple] = ()         # its figures (rlbench.results.metrics.Metric): CSV columns, formats, README
 
     def workload_info(self, env_id: str):
         """The rlbench.envs.EnvInfo of one of its own workloads (its env_kwargs, their choices and ranges);
         a UsageError naming the valid ones for an unknown one."""
         raise NotImplementedError
 
-    def check_workload(self, workload: "Workload") -> None:
+    def check_workload(self, workload) -> None:
         """Raise ValueError naming what is wrong with one of its own workloads (checked as a suite loads)."""
 
     def before_sweep(self, suite, out_dir: str, env: dict) -> None:
@@ -173,8 +174,8 @@ class Family:
         return {}
 
     def exports(self, results, out_dir: str) -> dict:
-        """Files of its own beside the report (replay.csv, validation.csv), name -> text: the report's one
-        writer writes them."""
+        """Files of its own beside the report (replay.csv, validation.csv), name -> bytes or text (text is
+        written as UTF-8): the report's one writer writes them."""
         return {}
 
     def section(self, results, out_dir: str) -> str:

@@ -4,6 +4,7 @@ summarize. Each stage is one call here; what it does lives in its own module.
 
 Exit codes: 0 every row ok or unsupported; 1 an error or timeout row (unless --allow-errors), or rows that
 could not be written (disk full); 2 bad input, nothing written; 130 interrupted."""
+import contextlib
 import os
 import signal
 import sys
@@ -14,7 +15,7 @@ from rlbench import registry
 from rlbench.errors import UsageError
 from rlbench.machine.fingerprint import fingerprint, now
 from rlbench.planning.drop import drop_impossible
-from rlbench.planning.flags import plan
+from rlbench.planning.flags import plan_from_args
 from rlbench.results.model import ResultSet
 from rlbench.results.store import ResultStore, StoreError
 from rlbench.running import rundir
@@ -33,29 +34,34 @@ def run(args, plan_args, resume: str = None) -> tuple:
     """(exit code, run folder). `plan_args`: the argument names plan.json keeps (to resume or rerun).
     Cells that cannot run anywhere (an adapter's supports() says why) leave the plan first; none left is a
     UsageError, before anything is written."""
-    suite, dropped = drop_impossible(plan(args))
-    resume = resume or getattr(args, "resume", None)
-    if resume and args.out and os.path.abspath(args.out) != os.path.abspath(resume):
-        raise UsageError(f"--out {args.out} and --resume {resume}: a resumed run writes into its own folder")
+    suite, dropped = drop_impossible(plan_from_args(args))
     run_id = rundir.new_run_id(suite.name)
-    out_dir = resume or args.out or os.path.join(rundir.REPORTS, run_id)
+    out_dir, resume = out_dir_of(args, run_id, resume or getattr(args, "resume", None))
     env = {**fingerprint(), "suite_path": suite.path, "suite_sha256": suite.sha256}  # the text it planned from
-    record = {**rundir.plan_record(args, suite, run_id, env, plan_args), "dropped": [d.to_dict() for d in dropped]}
+    record = {**rundir.plan_record(args, suite, run_id, env, plan_args),
+              "dropped": [d.to_dict() for d in dropped]}
     saved = rundir.check_resumable(resume, record) if resume else None  # before the lock: a refusal writes nothing
     lock = rundir.open_out_dir(out_dir, bool(resume))
     try:
         run_id, env, done = open_run(out_dir, suite, record, env, saved)
-        outcome = sweep(args, suite, run_id, out_dir, env, done)
-        try:
-            results = finish(out_dir, env)
-        except OSError as exc:
-            print(f"rlbench: error: cannot write the report: {exc.strerror or exc}; `rlbench report {out_dir}` "
-                  "rebuilds it from results.jsonl", file=sys.stderr)
-            return 130 if outcome.interrupted else 1, out_dir
+        outcome = Outcome()
+        with stops_early(outcome, out_dir):
+            envs = prepare(suite, out_dir, env, build=not args.no_build)
+            sweep(suite, run_id, out_dir, envs, done, args.profile)
+        results = export_run(out_dir, env)
     finally:
         lock.release()
-    summarize(results, out_dir)
+    if results is None:
+        return (130 if outcome.interrupted else 1), out_dir
+    print_summary(results, out_dir)
     return exit_code(outcome, results, getattr(args, "allow_errors", False)), out_dir
+
+
+def out_dir_of(args, run_id, resume) -> tuple:
+    """(the run folder, the folder resumed or None): --resume's folder, --out, or reports/<run-id>."""
+    if resume and args.out and os.path.abspath(args.out) != os.path.abspath(resume):
+        raise UsageError(f"--out {args.out} and --resume {resume}: a resumed run writes into its own folder")
+    return resume or args.out or os.path.join(rundir.REPORTS, run_id), resume
 
 
 def open_run(out_dir, suite, record, env, saved) -> tuple:
@@ -71,28 +77,21 @@ def open_run(out_dir, suite, record, env, saved) -> tuple:
         rundir.write_plan(out_dir, record)
         env.update(run_id=run_id, settings=suite.settings.__dict__, cells=len(suite.cells),
                    dropped=record["dropped"])
+    ResultStore(out_dir).close()  # interrupted in what follows, it is still a run (of no rows)
     rundir.write_env(out_dir, env)
     rundir.point_latest(out_dir)
+    todo = f" ({len(done)} rows kept, running the rest)" if done else ""
+    print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {out_dir}{todo}", file=sys.stderr)
     return run_id, env, done
 
 
-def sweep(args, suite, run_id, out_dir, env, done) -> Outcome:
-    """What each family needs first (the replay family: the machine's limits), adapters' own environments,
-    then every (cell, repeat) not done; Ctrl-C, SIGTERM, SIGHUP and a full disk end it early with every
-    finished row kept."""
-    from rlbench.running.sweep import run_sweep
-    todo = f" ({len(done)} rows kept, running the rest)" if done else ""
-    print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {out_dir}{todo}", file=sys.stderr)
-    outcome = Outcome()
+@contextlib.contextmanager
+def stops_early(outcome, out_dir):
+    """Ctrl-C, SIGTERM, SIGHUP and a full disk end the stages inside early, every finished row kept; the
+    outcome says which, for the exit code."""
     previous = _handle_signals()
     try:
-        ResultStore(out_dir).close()  # interrupted in what follows, it is still a run (of no rows)
-        for family in registry.families():
-            family.before_sweep(suite, out_dir, env)
-            rundir.write_env(out_dir, env)
-        envs = prepare(suite, not args.no_build, env)
-        rundir.write_env(out_dir, env)
-        run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, args.profile, envs, done)
+        yield
     except KeyboardInterrupt:
         outcome.interrupted = True
         print("rlbench: interrupted; every finished repeat is kept "
@@ -103,18 +102,43 @@ def sweep(args, suite, run_id, out_dir, env, done) -> Outcome:
               "runs the rest", file=sys.stderr)
     finally:
         _restore_signals(previous)
-    return outcome
 
 
-def finish(out_dir, env) -> ResultSet:
-    """env.json's end (and the Ray cluster the cells ran on), then the reports."""
+def prepare(suite, out_dir, env: dict, build: bool) -> dict:
+    """What each family needs first (the replay family: the machine's limits), then the environments of
+    adapters that cannot share this one, built once and cached; env.json records each one's interpreter and
+    package versions. A build that fails turns its cells into error rows."""
+    from rlbench.running import adapter_envs
+    for family in registry.families():
+        family.before_sweep(suite, out_dir, env)
+        rundir.write_env(out_dir, env)
+    prepared = adapter_envs.prepare({registry.get(c.adapter) for c in suite.cells}, build=build)
+    env["adapter_envs"] = {name: p.record or {"status": p.status, "reason": p.reason} for name, p in prepared.items()}
+    rundir.write_env(out_dir, env)
+    return prepared
+
+
+def sweep(suite, run_id, out_dir, envs, done, profile: bool) -> None:
+    """Every (cell, repeat) not done, a fresh process each, repeats interleaved (rlbench.running.sweep)."""
+    from rlbench.running.sweep import run_sweep
+    run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, profile, envs, done)
+
+
+def export_run(out_dir, env):
+    """env.json's end (and the Ray cluster the cells ran on), then the reports; None, with one line said,
+    when they cannot be written (`rlbench report` rebuilds them later from results.jsonl)."""
     env["ended_at"] = now()
     on_cluster = [r for r in ResultSet.load(out_dir).rows if r.get("cluster")]
     if on_cluster:  # the cluster as the last cell saw it, and where each cell's actors ran
         env["ray_cluster"] = {**on_cluster[-1]["cluster"],
                               "placements": {r["cell_id"]: r.get("placement") for r in on_cluster}}
-    rundir.write_env(out_dir, env)
-    return export(out_dir)
+    try:
+        rundir.write_env(out_dir, env)
+        return rebuild_report(out_dir)
+    except OSError as exc:
+        print(f"rlbench: error: cannot write the report: {exc.strerror or exc}; `rlbench report {out_dir}` "
+              "rebuilds it from results.jsonl", file=sys.stderr)
+        return None
 
 
 def exit_code(outcome: Outcome, results: ResultSet, allow_errors: bool) -> int:
@@ -130,16 +154,8 @@ def exit_code(outcome: Outcome, results: ResultSet, allow_errors: bool) -> int:
     return 0
 
 
-def prepare(suite, build: bool, env: dict) -> dict:
-    """Build (once, cached) the environments of adapters that cannot share this one; env.json records
-    each one's interpreter and package versions. A build that fails turns its cells into error rows."""
-    from rlbench.running import adapter_envs
-    prepared = adapter_envs.prepare({registry.get(c.adapter) for c in suite.cells}, build=build)
-    env["adapter_envs"] = {name: p.record or {"status": p.status, "reason": p.reason} for name, p in prepared.items()}
-    return prepared
-
-
-def export(out_dir):
+def rebuild_report(out_dir) -> ResultSet:
+    """Every file of the report, from results.jsonl alone (as `rlbench report` does)."""
     from rlbench import report
     results = ResultSet.load(out_dir)
     if results.skipped:
@@ -149,7 +165,7 @@ def export(out_dir):
     return results
 
 
-def summarize(results, out_dir) -> None:
+def print_summary(results, out_dir) -> None:
     """The medians table, the row count and the report's path, then the answer: each family's headline
     sentences (rlbench.contract.Family.headlines), last, as hyperfine ends on its summary."""
     from rlbench.report.console import medians_table

@@ -9,7 +9,7 @@ from test_report_html import results
 
 from rlbench.families.replay.report import bandwidth_figure
 from rlbench.report import charts, export
-from rlbench.report import compare as compare_report
+from rlbench.report import compare_page as compare_report
 from rlbench.report.html import export_html
 from rlbench.results.compare import compare
 

@@ -116,7 +116,7 @@ def test_out_directory_holding_a_run_is_refused(tmp_path, capsys, monkeypatch):
 
 
 def _plan(argv):
-    return flags.plan(cli.parse_args(["run", *argv]))
+    return flags.plan_from_args(cli.parse_args(["run", *argv]))
 
 
 def test_only_filters_cells_by_glob():

@@ -211,3 +211,19 @@ def test_ratio_without_a_ci_and_cells_without_a_ratio(tmp_path):
     assert rows["f/x/n=1/random"]["ratio"] == "" and ratio_label({"ratio": None}) == ""
     assert ratio_label({"ratio": None}) == "" and ratio_label({"ratio": 2.0, "ratio_ci_low": float("nan"),
                                                                 "ratio_ci_high": 3.0}) == "2.00x"
+
+
+def test_compare_page_and_csv_render_from_one_view_as_bytes(tmp_path):
+    from rlbench.report.compare_page import export_compare
+    from rlbench.report.view import CompareView
+    from rlbench.results.compare import COLUMNS, compare
+    from rlbench.results.model import ResultSet
+    b = write_run(tmp_path / "base", {"a/x/n=1/random": [100.0, 104, 97], "gone/x/n=1/random": [5.0, 5, 5]})
+    n = write_run(tmp_path / "new", {"a/x/n=1/random": [130.0, 125, 131]})
+    view = CompareView(compare(ResultSet.load(str(b)), ResultSet.load(str(n))), "base", "new")
+    assert list(view.rows.columns) == list(COLUMNS) and len(view.rows) == 2
+    files = export_compare(view)
+    assert set(files) == {"compare.csv", "compare.html"} and all(isinstance(v, bytes) for v in files.values())
+    assert files["compare.csv"].decode().splitlines()[0] == ",".join(COLUMNS)
+    page = files["compare.html"].decode()
+    assert "1.30x [" in page and "<td>0 / 0</td>" in page and ">-</td>" in page   # a missing figure shows "-"

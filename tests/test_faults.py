@@ -44,7 +44,7 @@ THE FAULT TABLE (fault -> exit code; rows; what else the run yields -> test)
       -> 2, naming the holder's pid; the first run finishes, its rows unmixed
       test_a_second_command_on_a_held_folder_names_the_holder
   ... a plain `run --out DIR` into it
-      -> 2, naming the holder's pid (XFAIL: refused as "already holds a run; resume it", no holder named)
+      -> 2, naming the holder's pid
       test_a_second_run_into_a_held_folder_names_the_holder
   SIGTERM mid-sweep, then `rlbench resume DIR`
       -> 130, then 0; exactly one row per (cell, repeat) in the end, the kept rows first, unchanged
@@ -661,12 +661,6 @@ def test_a_second_command_on_a_held_folder_names_the_holder(scene):
         assert f"is in use by another rlbench run (pid {first.pid} " in lines[0], f"{name}: {lines[0]}"
     _first_run_finishes_alone(scene, out, first)
     scene.assert_clean()
-
-
-HELD_RUN_BUG = ("rlbench.running.rundir.open_out_dir checks the folder (rundir.check_new) before the lock: a `run --out DIR` "
-                "into a folder a live run holds is refused as '--out DIR already holds a run; resume it with "
-                "`rlbench resume DIR`', naming no holder and suggesting a resume of a live run; only while the "
-                "first run has not written plan.json yet is the holder's pid named")
 
 
 def test_a_second_run_into_a_held_folder_names_the_holder(scene):

@@ -161,7 +161,7 @@ def test_session_metrics_cover_the_timed_window_only():
 
 def test_unknown_session_metrics_are_refused_with_the_valid_names():
     session = _Counted(names=("updates_per_second",))
-    with pytest.raises(ValueError, match=r"unknown metrics: updates_per_second \(valid: updates_per_s,"):
+    with pytest.raises(ValueError, match=r"unknown metrics: updates_per_second \(valid: .*\bupdates_per_s\b"):
         measure(session.step, TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=0.001, min_units=1), session)
 
 

@@ -73,3 +73,21 @@ def test_profile_run_writes_breakdown_csv_and_html(cli_run):
     assert sum(fracs) == pytest.approx(1.0)
     page = (run.out / "index.html").read_text()
     assert "Where the time goes" in page and rows[0]["profile"] in page
+
+
+def test_profiles_are_read_once_per_report_and_exported_as_bytes(tmp_path, monkeypatch):
+    from rlbench.report import profiles_section as section
+    from rlbench.report.view import RunView
+    from rlbench.results.model import ResultSet
+    speedscope(tmp_path / "p.speedscope.json", [[(CELL + [("step", "/x/gymnasium/core.py")], 0.75)]])
+    row = {"cell_id": "serial/x", "cell_index": 0, "adapter": "serial", "status": "ok", "steps_per_s": 10.0,
+           "profiled": True, "profile": "p.speedscope.json"}
+    reads = []
+    real = section.breakdown
+    monkeypatch.setattr(section, "breakdown", lambda path: (reads.append(path), real(path))[1])
+    view = RunView(ResultSet.from_rows([row], {}), str(tmp_path))
+    files = section.export_profiles(view)
+    html = section.profiles_section(view)
+    assert len(reads) == 1 and isinstance(files["profiles.csv"], bytes)
+    assert files["profiles.csv"].decode().startswith("cell_id,profile,") and "p.speedscope.json" in html
+    assert "<td data-v='0.75'>0.75</td>" in html

@@ -97,7 +97,8 @@ def test_sections_charts_and_learners(tmp_path):
     assert agents[-1]["x"] == [1, 8]
     assert [t["name"] for t in split] == ["env step", "inference", "learn"] and split[1]["text"] == ["50%"]
     assert "learn" in page and "[10, 20, 5]" in page and "Time split per stage" in page
-    assert "compile time apart from the rate" in page and "<td>2.50</td>" in page
+    assert "compile time apart from the rate" in page
+    assert re.search(r"<td data-v='2\.5'>2\.50?</td>", page)   # compile s, in the registry's format (or 0.2f)
 
 
 def test_points_carry_their_ci_and_hover_shows_median_ci_n_and_cv():
@@ -220,10 +221,154 @@ def test_one_set_of_number_formatters():
 
 def test_profiles_share_the_stage_colours_of_the_learners():
     from rlbench.families.learners.report import SPLIT
-    from rlbench.report.profiles import RUNNING, profiles_figure
+    from rlbench.report.profiles_section import RUNNING, profiles_figure
     row = {"cell_id": "serial/x", "profile": "p.json", **{f"{s}_s": 1.0 for s in RUNNING + ["setup"]},
            **{f"{s}_frac": 1 / len(RUNNING) for s in RUNNING}}
     fig = profiles_figure([row])
     colours = {t.name: t.marker.color for t in fig.data}
     assert colours["env step"] == dict((t, c) for _, t, c in SPLIT)["env step"] == charts.STAGE_COLOURS["env"]
     assert "py-spy: env step 1.00 s" in fig.data[0].customdata[0][1]
+
+
+# -- the view model, bytes out, one formatter for a ratio and its CI ------------------------------------
+
+def test_every_exporter_reads_one_view_and_returns_bytes(tmp_path, monkeypatch):
+    from rlbench.report import exporters, view
+    res = results()
+    built = []
+    real = view.RunView.__init__
+    monkeypatch.setattr(view.RunView, "__init__", lambda self, *a, **kw: (built.append(1), real(self, *a, **kw))[1])
+    paths = export(res, str(tmp_path))
+    assert len(built) == 1                                    # one view for every exporter
+    assert {p.rsplit("/", 1)[1] for p in paths} >= {"results.csv", "summary.csv", "index.html"}
+    v = view.RunView(res, str(tmp_path))
+    for render in exporters():
+        for name, content in render(v).items():
+            assert isinstance(content, bytes), name
+            assert (tmp_path / name).read_bytes() == content   # the writer wrote exactly those bytes
+    assert list(v.summaries.columns)[:3] == ["schema", "suite", "cell_id"] and len(v.summaries) == len(v.rows)
+    from rlbench.report.html import headlines
+    assert len(v.runs) == len(res.rows) and v.headlines == headlines(res) and v.headlines[0].startswith("CartPole-v1")
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_the_writer_writes_bytes_whole_and_text_as_utf8(tmp_path, monkeypatch):
+    from rlbench.report import writer
+    target = tmp_path / "f.csv"
+    writer.write_atomic(str(target), b"a,b\n1,2\n")
+    assert target.read_bytes() == b"a,b\n1,2\n"
+    writer.write_atomic(str(target), "x \u00b7 y\n")          # a family's text export
+    assert target.read_bytes() == "x \u00b7 y\n".encode()
+
+    def fail(fd):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(writer.os, "fsync", fail)
+    with pytest.raises(OSError):
+        writer.write_atomic(str(target), b"new")
+    assert target.read_bytes() == "x \u00b7 y\n".encode() and [p.name for p in tmp_path.iterdir()] == ["f.csv"]
+    with pytest.raises(TypeError):
+        writer.as_bytes(1.0)
+
+
+def test_a_ratio_and_its_ci_have_one_format():
+    from rlbench.report.format import with_ci
+    nan = float("nan")
+    assert with_ci(0.6667, 0.612, 0.7249) == "0.67 [0.61, 0.72]"
+    assert with_ci(0.67, nan, nan) == "0.67 [-]" and with_ci(0.67) == "0.67 [-]"   # n < 2: no CI
+    assert with_ci(None) == with_ci(nan, 0.1, 0.2) == "-"
+    assert with_ci(1.6, 1.52, 1.69, unit="x") == "1.60x [1.52, 1.69]" == speedup(1.6, 1.52, 1.69)
+    assert with_ci(0.8, 0.76, 0.84, fmt=lambda v: pct(v, 0)) == "80% [76%, 84%]"
+
+
+def test_a_column_takes_a_registered_figures_label_and_format_else_its_own():
+    from rlbench.report.format import figure
+    from rlbench.results.metrics import metric
+    assert figure("not_a_figure_anywhere", "mine", si) == ("mine", si)
+    header, fmt = figure("latency_p99_ms_median", "p99 ms", si)
+    m = metric("latency_p99_ms")
+    assert header == (getattr(m, "label", None) or "p99 ms") and fmt(1.23456) == m.format(1.23456)
+
+
+def test_parallel_efficiency_has_the_speedups_ci_over_the_cores():
+    res = results()
+    w = {x["num_envs"]: x for x in winners(res.summary_rows(), res)}[4]
+    assert w["efficiency_ci_low"] == pytest.approx(w["speedup_ci_low"] / 2)
+    assert w["efficiency_ci_low"] < w["efficiency"] < w["efficiency_ci_high"] == pytest.approx(w["speedup_ci_high"] / 2)
+    assert re.search(r"<td data-v='[\d.]+'>80% \[7\d%, 8\d%\]</td>", winners_table(_stepping(res), res))
+    assert "80% [-]</td>" in winners_table(_stepping(res))     # without the repeats: no CI
+
+
+def _replay_cell(store, item, rate_, repeat, workload="DQN-Qbert"):
+    return frames({"schema": 1, "run_id": "r", "suite": "hand", "cell_id": f"{store}/{workload}/{item}",
+                   "cell_index": 0, "adapter": store, "kind": "replay", "env": f"replay/{workload}",
+                   "env_kwargs": {"mode": "max-sample"}, "num_envs": 1, "frameskip": 1, "repeat": repeat,
+                   "profiled": False, "status": "ok", "error": None, "env_steps": int(rate_), "units": 1,
+                   "seconds": 1.0, "steps_per_s": rate_ * (1 + 0.02 * repeat), "latency_p50_ms": 0.1,
+                   "latency_p99_ms": 0.2, "cpu_util": 1.0, "peak_rss_mb": 50.0, "item_bytes": item,
+                   "bound": "memcpy_1core"})
+
+
+def test_replay_targets_and_fractions_have_bootstrap_cis():
+    from rlbench.families.replay.report import replay_csv, replay_section, targets
+    from rlbench.results.stats import median_ci, ratio_ci
+    runs = [_replay_cell(s, item, r, k) for k in range(5) for s, item, r in
+            (("shm-ring", 10**7, 800.0), ("sb3-replay", 10**7, 400.0))]
+    limits = {"memcpy_1core_gbps": {"median": 10.0}}
+    res = ResultSet.from_rows(runs, {"limits": limits})
+    rows = replay_rows(res)
+    ring = next(r for r in rows if r["store"] == "shm-ring")
+    fracs = [r["steps_per_s"] * 10**7 / 10e9 for r in res.benchmarks[ring["cell_id"]].ok_runs]
+    assert (ring["limit_frac"], ring["limit_frac_ci_low"], ring["limit_frac_ci_high"]) == pytest.approx(median_ci(fracs))
+    assert ring["limit_frac_ci_low"] < ring["limit_frac"] < ring["limit_frac_ci_high"]
+    peer_vs, share = targets(rows)
+    sb3 = next(r for r in rows if r["store"] == "sb3-replay")
+    assert (peer_vs["ratio"], peer_vs["ratio_ci_low"], peer_vs["ratio_ci_high"]) == \
+        pytest.approx(ratio_ci(ring["mb_per_s_repeats"], sb3["mb_per_s_repeats"]))
+    assert share["ratio"] == ring["limit_frac"] and share["ratio_ci_low"] == ring["limit_frac_ci_low"]
+    page = replay_section(res)
+    assert re.search(r">2\.0\d \[1\.\d\d, 2\.\d\d\]</td>", page) and "ratio [95% CI]" in page
+    assert re.search(r">8\d\.\d% \[8\d\.\d%, 8\d\.\d%\]</td>", page)   # the fraction of memcpy, with its CI
+    header = replay_csv(res)["replay.csv"].splitlines()[0]
+    assert "limit_frac,limit_frac_ci_low,limit_frac_ci_high" in header and "repeats" not in header
+
+
+def test_jax_share_of_device_copy_has_a_bootstrap_ci():
+    from rlbench.families.jax.report import jax_section
+    from rlbench.results.stats import median_ci
+    rows = [_row("purejaxrl-ppo", 4, rep, 5e4, kind="learner", compile_s=2.5, setup_s=3.0,
+                 state_gb_per_s=5.0 + rep, device_copy_gbps=20.0, state_bw_frac=(5.0 + rep) / 20.0)
+            for rep in range(4)]
+    section = jax_section(ResultSet.from_rows(rows, {}))
+    median, low, high = median_ci([(5.0 + rep) / 20.0 for rep in range(4)])
+    assert f">{pct(median)} [{pct(low)}, {pct(high)}]</td>" in section and "[95% CI]</th>" in section
+    one = jax_section(ResultSet.from_rows(rows[:1], {}))
+    assert f">{pct(0.25)} [-]</td>" in one                      # one repeat: the value, no CI
+
+
+def test_tune_strategies_show_their_share_of_the_winner_with_a_ci():
+    from test_tune import PROFILE, _Race, _racer
+
+    from rlbench.report.recommendation import of_winner, recommendation_section
+    from rlbench.results.stats import ratio_ci
+    from rlbench.tuning.decide import decide, lines
+    win = _racer("gymnasium-async", 4, [200, 205, 198, 202, 201])
+    serial = _racer("serial", 1, [100, 101, 99, 100, 102])
+    d = decide(_Race([win, serial]), [win, serial], PROFILE, [], None)
+    s = next(s for s in d["strategies"] if s["adapter"] == "serial")
+    ratio, low, high = ratio_ci(serial.values, win.values)
+    assert s["ratio_to_winner"] == pytest.approx(ratio) and (s["ratio_ci_low"], s["ratio_ci_high"]) == (low, high)
+    assert of_winner(s) == f"0.50x [{low:.2f}, {high:.2f}]"
+    assert of_winner({**s, "ratio_ci_low": float("nan")}) == "0.50x [-]" and of_winner({"adapter": "x"}) == ""
+    section = recommendation_section({"tune": {"label": "CartPole-v1", **d}})
+    assert "of the winner [95% CI]" in section and of_winner(s) in section
+    assert f"({of_winner(s)} of the winner)" in "\n".join(lines(d, PROFILE, "CartPole-v1"))
+
+
+def test_the_console_table_reads_the_view():
+    from rlbench.report.console import medians_table
+    from rlbench.report.view import RunView
+    res = results()
+    text = medians_table(res)
+    assert text == medians_table(RunView(res)) and text.splitlines()[0].startswith("cell")
+    serial = next(line for line in text.splitlines() if line.startswith("serial/CartPole-v1/n=1/random"))
+    assert "1.0%" in serial and "3.000" in serial and "1.01k" in serial

@@ -7,7 +7,7 @@ import pytest
 from conftest import TINY
 
 from rlbench import cli
-from rlbench.results.model import ResultSet, frames
+from rlbench.results.model import RUN_COLUMNS, ResultSet, frames
 from rlbench.results.store import ResultStore, read_rows
 
 
@@ -114,3 +114,42 @@ def test_winners_compare_like_with_like_policies_and_leave_runners_out():
     assert by_policy["random"]["winner"] == "rlpyt-gpu random"
     assert by_policy["random"]["speedup_over_serial"] == pytest.approx(1501.0 / 1001.0)
     assert by_policy["mlp64x64-cpu-t1"]["speedup_over_serial"] is None
+
+
+def _cell_row(repeat, rate, **extra):
+    row = {"schema": 1, "run_id": "r", "suite": "s", "cell_id": "c", "cell_index": 0, "adapter": "serial",
+           "kind": "vector_env", "env": "CartPole-v1", "env_kwargs": {"a": 1}, "num_envs": 4, "workers": 1,
+           "batch_size": None, "policy": "random", "device": "cpu", "options": {"x": True}, "frameskip": 1,
+           "seed": 0, "repeat": repeat, "profiled": False, "status": "ok", "error": None, "env_steps": int(rate),
+           "units": 10, "seconds": 1.0, "steps_per_s": rate, "latency_p50_ms": 0.1, "latency_p99_ms": 0.2,
+           "policy_s": 0.5, "cpu_util": 1.0, "peak_rss_mb": 50.0 + repeat, "affinity": [0, 1],
+           "placement": [{"pid": 1}], "updates_per_s": 2.0 * rate, "close_s": 0.01, "latency_mean_ms": 0.12}
+    return frames({**row, **extra})
+
+
+def test_runs_and_benchmarks_are_immutable_and_summarised_once():
+    results = ResultSet.from_rows([_cell_row(r, 100.0 * (r + 1)) for r in range(3)], {})
+    bench = results.benchmarks["c"]
+    run = bench.runs[0]
+    assert isinstance(bench.runs, tuple) and isinstance(bench.ok_runs, tuple)
+    with pytest.raises(AttributeError):
+        bench.runs = ()
+    with pytest.raises(TypeError):
+        results.benchmarks["d"] = bench
+    with pytest.raises(TypeError):
+        run["options"]["x"] = False
+    with pytest.raises(TypeError):
+        run.fields["status"] = "error"
+    assert run["affinity"] == (0, 1) and run["options"] == {"x": True}
+    assert json.dumps(run.to_row()) == json.dumps(_cell_row(0, 100.0))  # the row as it was read
+    assert run.counters["updates_per_s"] == 200.0 and run.info["affinity"] == (0, 1)
+    assert results.summaries["c"] is bench.summary is results.summaries["c"]  # computed once
+    with pytest.raises(TypeError):
+        bench.summary["n"] = 0
+    row = results.summary_rows()[0]
+    row["n"] = 99  # a copy: the cached summary is untouched
+    assert bench.summary["n"] == 3 and bench.summary["steps_per_s_median"] == 200.0
+    assert bench.summary["updates_per_s_median"] == 400.0 and bench.summary["peak_rss_mb_max"] == 52.0
+    assert bench.summary["policy_frac_median"] == 0.5 and bench.summary["ci_method"] == "student-t-log"
+    frame = results.runs_frame()
+    assert list(frame.columns) == list(RUN_COLUMNS) and frame["close_s"].tolist() == [0.01] * 3

@@ -141,3 +141,52 @@ def test_no_valid_value(values):
     assert s.n == 0 and s.ci_method == "none"
     assert all(math.isnan(v) for v in (s.median, s.mean, s.ci_low, s.ci_high, s.iqr, s.cv))
     assert s.warning == "no successful repeat"
+
+
+# -- slower_p against scipy's Welch test; the bootstrap CI of a median -----------------------------------
+
+@pytest.mark.parametrize("values, leader", [
+    ([90.0, 95.0, 99.0], [100.0, 110.0, 105.0]),                 # slower: a small p
+    ([100.0, 112.0, 104.0, 97.0], [101.0, 95.0, 108.0]),         # a tie
+    ([130.0, 120.0, 140.0, 125.0, 133.0], [100.0, 90.0, 110.0]),  # faster: p near 1
+    ([50.0, 80.0], [60.0, 75.0, 70.0, 90.0]),
+])
+def test_slower_p_is_scipys_one_sided_welch_test_on_logs_above_the_floor(values, leader):
+    """slower_p(values, leader) is small when `values` are lower: scipy's ttest_ind(log values, log leader,
+    equal_var=False, alternative='less'). They agree where both sides' log spreads exceed LOG_SD_FLOOR."""
+    import numpy as np
+    from scipy.stats import ttest_ind
+
+    from rlbench.results.stats import LOG_SD_FLOOR, slower_p
+    x, y = np.log(values), np.log(leader)
+    assert x.std(ddof=1) > LOG_SD_FLOOR and y.std(ddof=1) > LOG_SD_FLOOR
+    expected = ttest_ind(x, y, equal_var=False, alternative="less").pvalue
+    assert slower_p(values, leader) == pytest.approx(expected, rel=1e-9)
+    assert slower_p(leader, values) == pytest.approx(1 - expected, rel=1e-9)   # the other side
+
+
+def test_below_the_floor_slower_p_is_more_cautious_than_scipy():
+    """Repeats that agree to 0.1% by chance: scipy calls a 1% gap significant; the floor does not."""
+    import numpy as np
+    from scipy.stats import ttest_ind
+
+    from rlbench.results.stats import slower_p
+    values, leader = [99.0, 99.1, 98.95], [100.0, 100.1, 99.95]
+    assert ttest_ind(np.log(values), np.log(leader), equal_var=False, alternative="less").pvalue < 0.001
+    assert slower_p(values, leader) > 0.2
+    assert math.isnan(slower_p([1.0], leader)) and math.isnan(slower_p(values, [None, 2.0]))
+
+
+def test_median_ci_is_the_seeded_percentile_bootstrap_of_the_median():
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    from rlbench.results.stats import median_ci
+    values = [0.61, 0.70, 0.66, 0.72, 0.64, 0.69]
+    median, low, high = median_ci(values)
+    ref = bootstrap((np.asarray(values),), np.median, confidence_level=0.95, n_resamples=2000, method="percentile",
+                    random_state=np.random.default_rng(0)).confidence_interval
+    assert median == pytest.approx(0.675) and (low, high) == pytest.approx((ref.low, ref.high))
+    assert low <= median <= high and median_ci(values) == (median, low, high)     # seeded: the same each time
+    assert median_ci([0.5, None, float("nan")])[0] == 0.5 and all(map(math.isnan, median_ci([0.5])[1:]))
+    assert median_ci([0.4, 0.4, 0.4]) == (0.4, 0.4, 0.4) and all(map(math.isnan, median_ci([])))

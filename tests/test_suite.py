@@ -157,7 +157,7 @@ def test_empty_axes_and_untyped_env_kwargs_are_rejected_at_load(tmp_path, text, 
 
 def test_a_sweep_may_set_its_own_durations_and_the_command_line_still_wins(tmp_path):
     from rlbench.cli import parse_args
-    from rlbench.planning.flags import plan
+    from rlbench.planning.flags import plan_from_args as plan
     body = (sweep(["serial"]) + "protocol = { duration_s = 7.5, timeout_s = 300 }\n" + sweep(["serial"], num_envs=[2]))
     path = write_suite(tmp_path, body)
     suite = load_suite(str(path))

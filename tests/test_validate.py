@@ -1,5 +1,6 @@
 """Validation against published figures, computed from hand-made runs with known answers."""
 import math
+import re
 
 import pytest
 
@@ -121,3 +122,37 @@ def test_gymnax_readme_seconds_per_million_steps_and_their_ratio():
     assert ratio["measured"] == pytest.approx(100.0) and ratio["published"] == pytest.approx(46 / 0.43)
     assert ratio["verdict"] == "same order of magnitude"
     assert not any("A100" in q for q in got)   # only a gpu cell is set beside the A100 figure
+
+
+def test_measured_ratios_carry_a_bootstrap_ci_from_both_cells_repeats():
+    from rlbench.families.validation.report import validation_table, validation_text
+    from rlbench.results.stats import ratio_ci
+    rows = [dict(r, steps_per_s=r["steps_per_s"] * (1 + 0.01 * r["repeat"]),
+                 frames_per_s=r["frames_per_s"] * (1 + 0.01 * r["repeat"])) for r in _published_run().rows]
+    res = ResultSet.from_rows(rows)
+    checks = validation_rows(res)
+    ratio = next(r for r in checks if r["workers"] == 2 and r["quantity"] == "ratio envpool-sync / for-loop")
+    num, den = (next(b for b in res.benchmarks.values() if b.first["adapter"] == a and b.first["num_envs"] == 2)
+                for a in ("envpool-sync", "serial"))
+    expected = ratio_ci([r["frames_per_s"] for r in num.ok_runs], [r["frames_per_s"] for r in den.ok_runs])
+    assert (ratio["measured"], ratio["measured_ci_low"], ratio["measured_ci_high"]) == pytest.approx(expected)
+    assert ratio["measured_ci_low"] < ratio["measured"] < ratio["measured_ci_high"]
+    fps = next(r for r in checks if r["quantity"].startswith("frames/s"))
+    assert fps["measured_ci_low"] is None                        # not a ratio: no CI column
+    table, text = validation_table(checks), validation_text(checks)
+    assert "measured [95% CI]" in table and "measured [95% CI]" in text
+    assert re.search(r">\d\.\d+ \[\d\.\d+, \d\.\d+\]</td>", table)
+    one = validation_rows(ResultSet.from_rows([r for r in rows if r["repeat"] == 0]))
+    assert " [-]" in validation_table(one)                       # one repeat a side: the ratio, no CI
+
+
+def test_crossover_ratios_carry_their_cis():
+    rows = []
+    for cost, serial, sub in ((0.0, 1000.0, 500.0), (100.0, 800.0, 1200.0)):
+        kw = {"step_cost_us": cost}
+        rows += _cell("serial", "rlbench/Synthetic-v0", 4, serial, kw=kw) + _cell("gymnasium-async",
+                                                                                  "rlbench/Synthetic-v0", 4, sub, kw=kw)
+    rows = [dict(r, steps_per_s=r["steps_per_s"] * (1 + 0.01 * r["repeat"])) for r in rows]
+    [cross] = [r for r in validation_rows(ResultSet.from_rows(rows)) if r["check"] == "crossover"]
+    assert re.fullmatch(r"ratios: 0us 0\.50x \[0\.\d\d, 0\.\d\d\], 100us 1\.50x \[1\.\d\d, 1\.\d\d\]",
+                        cross["conditions"]), cross["conditions"]

@@ -14,7 +14,7 @@ FLAG_NAMES = {"repeats": "--repeats", "duration_s": "--duration", "warmup_s": "-
               "ray_address": "--ray-address"}
 
 
-def plan(args) -> Suite:
+def plan_from_args(args) -> Suite:
     if args.suite and args.adapter:
         raise UsageError("give either a suite file or --adapter/--env, not both")
     if args.suite:

@@ -1,8 +1,6 @@
-"""results.csv (tidy, one row per repeat) and summary.csv (one row per cell), from the result set's pandas
-views; every CSV of a report (profiles, validation, compare) is written by `to_csv` the same way."""
+"""results.csv (tidy, one row per repeat) and summary.csv (one row per cell), from the run view's pandas
+frames; every CSV of a report (profiles, validation, compare) is written by `frame_to_csv` the same way."""
 import json
-
-from rlbench import SCHEMA_VERSION
 
 
 def frame_to_csv(frame) -> str:
@@ -23,8 +21,6 @@ def _cell(v):
     return "" if v is None else v
 
 
-def export_csv(results, out_dir: str) -> dict:
-    """results.csv (one row per repeat) and summary.csv (one row per cell)."""
-    runs = results.runs_frame()
-    runs["schema"] = runs["schema"].where(runs["schema"].notna(), SCHEMA_VERSION)  # rows older than the field
-    return {"results.csv": frame_to_csv(runs), "summary.csv": frame_to_csv(results.summary_frame())}
+def export_csv(view) -> dict:
+    """results.csv (one row per repeat) and summary.csv (one row per cell), of a RunView (rlbench.report.view)."""
+    return {"results.csv": frame_to_csv(view.runs).encode(), "summary.csv": frame_to_csv(view.summaries).encode()}

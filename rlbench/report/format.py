@@ -77,6 +77,44 @@ def ci(low, high, fmt=si) -> str:
     return f"[{fmt(low)}, {fmt(high)}]" if is_num(low) and is_num(high) else "-"
 
 
+def plain(v) -> str:
+    """A ratio or fraction as a plain number: 0.67."""
+    return fixed(v, ".2f")
+
+
+def with_ci(value, low=None, high=None, fmt=plain, unit: str = "") -> str:
+    """A ratio (or fraction) and its bootstrap 95% CI in one format: '0.67 [0.61, 0.72]'; with unit='x',
+    '1.60x [1.52, 1.69]' (as `speedup`); with fmt=pct, '80% [76%, 84%]'. The value and '[-]' without a CI
+    (fewer than 2 repeats a side); '-' without a value."""
+    if not is_num(value):
+        return "-"
+    return f"{fmt(value)}{unit} {ci(low, high, fmt) if is_num(low) and is_num(high) else '[-]'}"
+
+
+def data_v(v) -> str:
+    """A table cell's sort key (its data-v attribute): the number itself, '' when missing."""
+    return str(v) if is_num(v) and not isinstance(v, bool) else ""
+
+
+def figure(name: str, header: str, fmt=si) -> tuple:
+    """(header, formatter) of a table column showing the registered figure `name` (a results.csv column such
+    as latency_p99_ms, or a summary.csv one such as latency_p99_ms_median or steps_per_s_ci_low): its label
+    and format from the one registry (rlbench.results.metrics.metric) where it has them, else `header` and
+    `fmt`. A NAME_median column the registry does not know is looked up as NAME."""
+    from rlbench.results import metrics
+    m = None
+    for candidate in dict.fromkeys((name, name.removesuffix("_median"))):
+        try:
+            m = metrics.metric(candidate)
+        except LookupError:
+            continue
+        if m is not None:
+            break
+    if m is None:
+        return header, fmt
+    return (getattr(m, "label", None) or header), (getattr(m, "format", None) or fmt)
+
+
 def speedup(ratio, low=None, high=None) -> str:
     """1.29x [1.10, 1.52]: a ratio with its CI when it has one; '-' without a ratio."""
     if not is_num(ratio):

@@ -5,11 +5,12 @@ import json
 
 from rlbench import SCHEMA_VERSION, registry
 from rlbench.report import charts
+from rlbench.report.format import data_v, figure, is_num, pct, reason_counts, si
 from rlbench.report.format import esc as _e
-from rlbench.report.format import is_num, pct, reason_counts, si
 from rlbench.report.points import env_label
-from rlbench.report.profiles import profiles_section
 from rlbench.report.recommendation import recommendation_section
+from rlbench.report.view import run_view
+from rlbench.report.writer import as_bytes
 from rlbench.results.metrics import SESSION_METRICS
 from rlbench.workload import kv_label
 
@@ -30,27 +31,22 @@ SORT_JS = """document.querySelectorAll('table.sortable').forEach(function(t){
   rows.forEach(function(r){t.tBodies[0].appendChild(r);});});});});"""
 
 
-def export_html(results, out_dir: str) -> dict:
-    """index.html: a headline, each family's section in its order (the py-spy profiles' before validation),
-    the summary table, the cells not run here and the machine."""
-    return {"index.html": page(results, out_dir)}
+def export_html(view) -> dict:
+    """index.html of a RunView (rlbench.report.view): a headline, each family's section in its order (the
+    py-spy profiles' before validation), the summary table, the cells not run here and the machine."""
+    return {"index.html": page(view).encode()}
 
 
-def page(results, out_dir: str) -> str:
-    rows = results.summary_rows()
-    parts = [f"<h1>rlbench report: {_e(_suite_name(rows))}</h1>", recommendation_section(results.env),
-             headlines_box(results), _headline(results.env)]
-    sections = [(f.order, f.name, lambda f=f: f.section(results, out_dir)) for f in registry.families()]
-    sections.append((PROFILES_ORDER, "profiles", lambda: profiles_section(results, out_dir)))
-    parts += [draw() for _, _, draw in sorted(sections, key=lambda s: s[:2])]
-    ran = [r for r in rows if r["n"] or r["status"] not in ("unsupported",)]
-    skipped = [r for r in rows if r not in ran]
-    parts += ["<h2>Summary (median of repeats; click a header to sort)</h2>", summary_table(ran)]
-    if skipped:
+def page(view) -> str:
+    parts = [f"<h1>rlbench report: {_e(view.suite)}</h1>", recommendation_section(view.env),
+             headlines_box(view.headlines), _headline(view.env)]
+    parts += [draw() for _, _, draw in view.sections()]
+    parts += ["<h2>Summary (median of repeats; click a header to sort)</h2>", summary_table(view.ran)]
+    if view.skipped:
         parts += ["<h2>Not run here</h2><ul>"] + [f"<li>{_e(r['cell_id'])}: {_e(r['error'])}</li>"
-                                                  for r in skipped] + ["</ul>"]
-    parts.append(dropped_note(results.env.get("dropped") or []))
-    parts += ["<h2>Machine and software</h2>", _fingerprint_table(results.env)]
+                                                  for r in view.skipped] + ["</ul>"]
+    parts.append(dropped_note(view.dropped))
+    parts += ["<h2>Machine and software</h2>", _fingerprint_table(view.env)]
     body = "".join(parts)
     return (f"<!doctype html><html><head><meta charset='utf-8'>"
             f"<meta name='rlbench-schema' content='{SCHEMA_VERSION}'><title>rlbench report</title>"
@@ -58,22 +54,21 @@ def page(results, out_dir: str) -> str:
             f"<body>{body}<script>{SORT_JS}</script></body></html>")
 
 
-def export_families(results, out_dir: str) -> dict:
-    """Each family's own files (replay.csv, validation.csv)."""
-    return {name: text for f in registry.families() for name, text in f.exports(results, out_dir).items()}
+def export_families(view) -> dict:
+    """Each family's own files (replay.csv, validation.csv), name -> bytes: a family's exports hook gives
+    text (rlbench.contract.Family.exports); it is made bytes here, the one place they are collected."""
+    return {name: as_bytes(content) for f in registry.families()
+            for name, content in f.exports(view.results, view.out_dir).items()}
 
 
-PROFILES_ORDER = 50  # the py-spy profiles' section: after the families' own, before validation
+def headlines(source) -> list:
+    """Every family's headline sentences, in family order (rlbench.contract.Family.headlines), of a ResultSet
+    or its view."""
+    return run_view(source).headlines
 
 
-def headlines(results) -> list:
-    """Every family's headline sentences, in family order (rlbench.contract.Family.headlines)."""
-    return [line for f in registry.families() for line in f.headlines(results)]
-
-
-def headlines_box(results) -> str:
+def headlines_box(lines) -> str:
     """The run's answer on top of the page: a sentence per workload, '' when no family has one."""
-    lines = headlines(results)
     if not lines:
         return ""
     return "<div class='headlines'><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul></div>"
@@ -88,10 +83,6 @@ def dropped_note(dropped) -> str:
     items = "".join(f"<li>{_e(d.get('cell_id', ''))}: {_e(d.get('reason', ''))}</li>" for d in dropped)
     return (f"<details class='dropped'><summary>{len(dropped)} planned cell{'s' if len(dropped) != 1 else ''} "
             f"left out, as they cannot run on any machine: {_e(summary)}</summary><ul>{items}</ul></details>")
-
-
-def _suite_name(rows) -> str:
-    return rows[0]["suite"] if rows else "(no results)"
 
 
 def _headline(env) -> str:
@@ -109,39 +100,48 @@ def _headline(env) -> str:
             "zoom, double-click to reset.</p>")
 
 
-SUMMARY_VIEW = (("adapter", "adapter"), ("env", "env_label"), ("num_envs", "num_envs"), ("workers", "workers"),
-                ("policy", "policy"), ("options", "options_label"), ("n", "n"),
-                ("steps/s median", "steps_per_s_median"),
-                ("CI low", "steps_per_s_ci_low"), ("CI high", "steps_per_s_ci_high"), ("CV", "steps_per_s_cv"),
-                ("frames/s", "frames_per_s_median"), ("p50 ms", "latency_p50_ms_median"),
-                ("p99 ms", "latency_p99_ms_median"), ("policy share", "policy_frac_median"),
-                ("CPU cores busy", "cpu_util_median"), ("peak RSS MB", "peak_rss_mb_max"), ("status", "status"))
+# (header, summary column, its format): a text column (format None), or a figure whose registered label and
+# format win where rlbench.results.metrics has them (rlbench.report.format.figure)
+SUMMARY_VIEW = (("adapter", "adapter", None), ("env", "env_label", None), ("num_envs", "num_envs", None),
+                ("workers", "workers", None), ("policy", "policy", None), ("options", "options_label", None),
+                ("n", "n", None), ("steps/s median", "steps_per_s_median", si), ("CI low", "steps_per_s_ci_low", si),
+                ("CI high", "steps_per_s_ci_high", si), ("CV", "steps_per_s_cv", pct),
+                ("frames/s", "frames_per_s_median", si), ("p50 ms", "latency_p50_ms_median", si),
+                ("p99 ms", "latency_p99_ms_median", si), ("policy share", "policy_frac_median", pct),
+                ("CPU cores busy", "cpu_util_median", si), ("peak RSS MB", "peak_rss_mb_max", si),
+                ("status", "status", None))
 
 
 def summary_view(rows) -> tuple:
-    """The fixed columns, plus a column per session metric (updates/s, lag, time split) some cell reported."""
-    reported = tuple((m.replace("_", " "), f"{m}_median") for m in SESSION_METRICS
-                     if any(is_num(r.get(f"{m}_median")) for r in rows))
-    return SUMMARY_VIEW[:-1] + reported + SUMMARY_VIEW[-1:]
+    """(header, key, format or None for text) of each column: the fixed ones, plus one per session metric
+    (updates/s, lag, time split) some cell reported."""
+    spec = SUMMARY_VIEW[:-1] + tuple(
+        (m.replace("_", " "), f"{m}_median", pct if m.endswith("_frac") else si) for m in SESSION_METRICS
+        if any(is_num(r.get(f"{m}_median")) for r in rows)) + SUMMARY_VIEW[-1:]
+    out = []
+    for header, key, fmt in spec:
+        if fmt is not None:
+            header, fmt = figure(key, header, fmt)
+        out.append((header, key, fmt))
+    return tuple(out)
 
 
 def summary_table(rows) -> str:
     view = summary_view(rows)
-    head = "".join(f"<th>{_e(h)}</th>" for h, _ in view)
+    head = "".join(f"<th>{_e(h)}</th>" for h, _, _ in view)
     body = []
     for r in rows:
         r = {**r, "env_label": env_label(r), "options_label": kv_label(r.get("options"))}
         cells = []
-        for _, key in view:
+        for _, key, fmt in view:
             v = r.get(key)
             if key == "status":
                 text = _e(v) + (f" <span class='warn'>{_e(r['warning'])}</span>" if r["warning"] else "")
                 text += f"<br><small>{_e(r['error'])}</small>" if r["error"] else ""
                 text += f" <a href='{_e(r['profile'])}'>profile</a>" if r.get("profile") else ""
                 cells.append(f"<td>{text}</td>")
-            elif isinstance(v, float):
-                shown = pct(v) if key == "steps_per_s_cv" or key.endswith("frac_median") else si(v)
-                cells.append(f"<td data-v='{'' if v != v else v}'>{shown}</td>")
+            elif fmt is not None and isinstance(v, float):
+                cells.append(f"<td data-v='{data_v(v)}'>{_e(fmt(v))}</td>")
             else:
                 cells.append(f"<td>{_e('' if v is None else v)}</td>")
         cls = "" if r["status"] == "ok" else " class='bad'"

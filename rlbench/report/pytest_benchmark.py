@@ -45,8 +45,8 @@ def to_json(results) -> str:
     """The pytest-benchmark JSON of a ResultSet (rlbench.results.model)."""
     env = results.env
     benchmarks, left_out = [], []
-    for b in sorted(results.benchmarks.values(), key=lambda b: b.first.get("cell_index", 0)):
-        summary = b.summary_row(env.get("limits"))
+    for cell_id, summary in results.summaries.items():  # computed once, in the suite's order
+        b = results.benchmarks[cell_id]
         rounds = [r for r in b.ok_runs if _positive(r.get(METRIC))]
         if not rounds:
             left_out.append({"cell_id": b.cell_id, "status": summary["status"], "error": summary["error"] or None})
@@ -64,9 +64,10 @@ def to_json(results) -> str:
     return json.dumps(_finite(doc), indent=4, ensure_ascii=True, allow_nan=False) + "\n"
 
 
-def export_pytest_benchmark(results, out_dir: str) -> dict:
-    """DIR/pytest-benchmark.json (`rlbench report DIR --format pytest-benchmark`)."""
-    return {FILENAME: to_json(results)}
+def export_pytest_benchmark(view) -> dict:
+    """DIR/pytest-benchmark.json (`rlbench report DIR --format pytest-benchmark`) of a RunView
+    (rlbench.report.view), as bytes."""
+    return {FILENAME: to_json(view.results).encode()}
 
 
 def _benchmark(cell_id: str, runs: list, summary: dict, settings: dict) -> dict:

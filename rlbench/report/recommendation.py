@@ -1,7 +1,7 @@
 """The Recommendation section on top of a `rlbench tune` run's page: the decision env.json keeps (as
 rlbench.tuning.decide made it), drawn; nothing is recomputed here."""
+from rlbench.report.format import data_v, rate, speedup, with_ci
 from rlbench.report.format import esc as _e
-from rlbench.report.format import rate, speedup
 
 
 def recommendation_section(env: dict) -> str:
@@ -29,14 +29,20 @@ def recommendation_section(env: dict) -> str:
     parts.append(f"<pre>{_e(code)}</pre>")
     rows = "".join(
         f"<tr><td>{_e(s['adapter'])}</td><td>{_e(s.get('config', ''))}</td>"
-        f"<td data-v='{s.get('steps_per_s') or ''}'>{rate(s['steps_per_s']) if s.get('steps_per_s') else ''}</td>"
-        f"<td>{_ratio(s.get('ratio_to_winner'))}</td>"
+        f"<td data-v='{data_v(s.get('steps_per_s'))}'>{rate(s['steps_per_s']) if s.get('steps_per_s') else ''}</td>"
+        f"<td data-v='{data_v(s.get('ratio_to_winner'))}'>{of_winner(s)}</td>"
         f"<td>{_e(s['why'])}</td></tr>" for s in tune.get("strategies", []))
-    head = "".join(f"<th>{h}</th>" for h in ("strategy", "its best configuration", "env steps/s", "of the winner",
+    head = "".join(f"<th>{h}</th>" for h in ("strategy", "its best configuration", "env steps/s",
+                                             "of the winner [95% CI]",
                                              "why it lost"))
     parts.append(f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
     return "".join(parts)
 
 
-def _ratio(v) -> str:
-    return "" if v is None or v != v else f"{v:.2f}x"
+def of_winner(strategy: dict) -> str:
+    """A strategy's best rate as a multiple of the winner's with its bootstrap 95% CI ('0.67x [0.61, 0.72]');
+    '[-]' when either side had fewer than 2 repeats (or a decision older than the CI); '' when it never ran."""
+    value = strategy.get("ratio_to_winner")
+    if value is None or value != value:
+        return ""
+    return with_ci(value, strategy.get("ratio_ci_low"), strategy.get("ratio_ci_high"), unit="x")

@@ -1,118 +1,245 @@
-"""The one registry of what rlbench measures, as pyperf's `_metadata` is for its runs: every figure a
-repeat can carry, with its unit, the family that reports it, how summary.csv aggregates it and one line
-saying what it means. The sessions' allowed names (SESSION_METRICS), the summary columns of session
-figures and the README's column reference are all read from here, so a new figure is added in one place.
+"""The one registry of what rlbench measures, as pyperf's `_metadata` is for its runs: every figure of a
+results.csv row or a summary.csv row, with its unit, display format, short label, the family that reports it,
+where it comes from, how summary.csv aggregates it and one line saying what it means. The sessions' allowed
+names (SESSION_METRICS), the CSV columns of figures (rlbench.results.model), table headers and formats
+(`metric(name)`, for summary columns too: `latency_p99_ms_median`, `steps_per_s_ci_low`, ...) and the
+README's column reference are all read from here, so a new figure is added in one place.
 
-A leaf: imports nothing of rlbench. `python -m rlbench.results.metrics` prints the README's reference table.
+The harness's own figures are defined here (HARNESS); each family defines its own in its package
+(`Family.metrics`, rlbench.families.*), and they are assembled on first use, in the order of
+rlbench.registry.families(): this module imports nothing of rlbench at import time, so a family module can
+import `Metric` from it. `python -m rlbench.results.metrics` prints the README's reference.
 """
 import math
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import cache
 
-_FORMAT = {"steps/s": ",.0f", "items/s": ",.0f", "updates/s": ",.1f", "MB/s": ",.1f", "GB/s": ".2f", "ms": ".3f",
-           "s": ".3g", "share": ".1%", "cores": ".2f", "MB": ",.0f", "count": ",.0f", "ratio": ".3g", "flag": ".0f",
+_FORMAT = {"steps/s": ",.0f", "frames/s": ",.0f", "units/s": ",.1f", "items/s": ",.0f", "updates/s": ",.1f",
+           "MB/s": ",.1f", "GB/s": ".2f", "ms": ".3f", "s": ".3g", "share": ".1%", "cores": ".2f", "MB": ",.0f",
+           "steps": ",.0f", "frames": ",.0f", "units": ",.0f", "count": ",.0f", "ratio": ".3g", "flag": ".0f",
            "return": ".1f", "versions": ".2f", "items": ".2f"}
+
+# Where a figure comes from: what the harness measures around every session (rlbench.running.timing, .runner,
+# .child), what a session reports over the timed window (Metrics.read) or in its `info`, what the summary
+# derives from a run's other fields, and what a family's summary_extras computes for a cell
+SOURCES = {"harness": "harness", "session": "session", "info": "session info", "derived": "derived",
+           "family": "family summary"}
+
+# summary.csv aggregates of a figure over a cell's ok repeats: column suffix, rlbench.results.stats.Summary field
+AGGREGATES = {"median": (("_median", "median"),), "ci": (("_ci_low", "ci_low"), ("_ci_high", "ci_high")),
+              "iqr": (("_iqr", "iqr"),), "cv": (("_cv", "cv"),), "min": (("_min", "minimum"),),
+              "max": (("_max", "maximum"),)}
+_AGG_WORDS = {"median": "median", "ci_low": "CI low", "ci_high": "CI high", "iqr": "IQR", "cv": "CV",
+              "minimum": "min", "maximum": "max"}
+_AGG_TEXT = {"median": "median over the cell's ok repeats of",
+             "ci_low": "lower bound of the 95% CI of the median of",
+             "ci_high": "upper bound of the 95% CI of the median of",
+             "iqr": "interquartile range over the repeats of",
+             "cv": "coefficient of variation (stdev / mean) over the repeats of",
+             "minimum": "smallest over the repeats of", "maximum": "largest over the repeats of"}
+CI_METHOD = "ci_method"  # text beside the CI columns: how the interval was computed (rlbench.results.stats)
 
 
 @dataclass(frozen=True)
 class Metric:
+    """One figure. `summary` names its summary.csv aggregates (AGGREGATES, in column order; () = none); a
+    `family`-sourced figure is one summary.csv column of its own name that its family computes."""
     name: str
     unit: str
-    family: str                # a family's name (rlbench.registry.families), or "all"
     description: str
-    session: bool = False      # a session's Metrics.read may report it (the rest the harness measures)
-    summary: str = "median"    # its summary.csv column: "median" -> NAME_median, "" -> none
+    source: str = "harness"
+    summary: tuple = ("median",)
+    label: str = ""                       # short column header; default: from the name
+    derive: Callable = None               # source "derived": run -> value (None when the run has none)
+    family: str = ""                      # set as the registry assembles: "all" (the harness) or a family's name
+    of: str = ""                          # a summary column: the figure it aggregates ...
+    stat: str = ""                        # ... and the rlbench.results.stats.Summary field it is
+
+    def __post_init__(self):
+        if self.source not in SOURCES:
+            raise ValueError(f"metric {self.name}: source {self.source!r} (valid: {', '.join(SOURCES)})")
+        if self.unit not in _FORMAT:
+            raise ValueError(f"metric {self.name}: unit {self.unit!r} (valid: {', '.join(_FORMAT)})")
+        unknown = [a for a in self.summary if a not in AGGREGATES]
+        if unknown:
+            raise ValueError(f"metric {self.name}: aggregate {unknown[0]!r} (valid: {', '.join(AGGREGATES)})")
+        if not self.label:
+            object.__setattr__(self, "label", _label(self.name))
+
+    @property
+    def session(self) -> bool:
+        """A session's Metrics.read may report it."""
+        return self.source == "session"
+
+    @property
+    def row(self) -> bool:
+        """A results.csv column: one value per repeat, as measured."""
+        return self.source in ("harness", "session", "info")
 
     def format(self, value) -> str:
         """Shown in tables: '-' for a missing value, else in the unit's usual precision."""
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return "-"
+        if not isinstance(value, (int, float)):
+            return str(value)
         return format(value, _FORMAT[self.unit])
 
+    def columns(self) -> tuple:
+        """Its summary.csv columns, in order (CI_METHOD follows a CI)."""
+        if self.source == "family":
+            return (self.name,)
+        names = []
+        for agg in self.summary:
+            names += [self.name + suffix for suffix, _ in AGGREGATES[agg]] + ([CI_METHOD] if agg == "ci" else [])
+        return tuple(names)
 
-def _m(name, unit, family, description, **kw) -> Metric:
-    return Metric(name, unit, family, description, **kw)
+    def summary_columns(self) -> tuple:
+        """A Metric per numeric summary.csv column (what `metric(column)` returns): its header, unit, format
+        and description."""
+        if self.source == "family":
+            return (self,)
+        out = []
+        for agg in self.summary:
+            for suffix, stat in AGGREGATES[agg]:
+                label = self.label if len(self.summary) == 1 else f"{self.label} {_AGG_WORDS[stat]}"
+                out.append(replace(self, name=self.name + suffix, label=label, summary=(), of=self.name,
+                                   unit="share" if stat == "cv" else self.unit, stat=stat, derive=None,
+                                   description=f"{_AGG_TEXT[stat]} {self.name} ({self.description})"))
+        return tuple(out)
 
 
-_HARNESS = (  # measured by the harness around every session (rlbench.running.timing), one value per repeat
-    _m("steps_per_s", "steps/s", "all", "env steps per second over the timed window (the figure strategies are "
-       "compared on)", summary=""),
-    _m("frames_per_s", "steps/s", "all", "steps_per_s x frameskip, to match published FPS"),
-    _m("latency_p50_ms", "ms", "all", "median time of one unit of work (a vector step, a rollout, a scan)"),
-    _m("latency_p99_ms", "ms", "all", "99th percentile of the unit time"),
-    _m("cpu_util", "cores", "all", "busy cores of the whole process tree over the timed window (1.0 = one core)"),
+def _label(name: str) -> str:
+    words = name.replace("_per_s", "/s").replace("_gbps", " GB/s").replace("_frac", " share").split("_")
+    return " ".join({"mb": "MB", "mb/s": "MB/s", "gb": "GB", "gb/s": "GB/s", "h2d": "H2D"}.get(w, w) for w in words)
+
+
+def _policy_frac(run):
+    policy_s, seconds = run.get("policy_s"), run.get("seconds")
+    return policy_s / seconds if policy_s is not None and seconds else None
+
+
+_M = Metric
+HARNESS = (  # measured by the harness around every session, one value per repeat (family "all")
+    _M("env_steps", "steps", "env steps made in the timed window, over all envs", summary=(), label="env steps"),
+    _M("frames", "frames", "env_steps x frameskip (Atari: 4)", summary=()),
+    _M("units", "units", "units of work in the timed window: step() calls (a vector step, a rollout, a scan)",
+      summary=()),
+    _M("seconds", "s", "length of the timed window, from the end of warm-up to the end of its last unit",
+      summary=()),
+    _M("steps_per_s", "steps/s", "env steps per second over the timed window, env_steps / seconds (the figure "
+      "strategies are compared on)", summary=("median", "ci", "iqr", "cv", "min", "max"), label="steps/s"),
+    _M("frames_per_s", "frames/s", "steps_per_s x frameskip, to match published FPS", label="frames/s"),
+    _M("units_per_s", "units/s", "units of work per second over the timed window", summary=(), label="units/s"),
+    _M("latency_p50_ms", "ms", "median time of one unit of work: for a 16-env vector step, the time of 16 env "
+      "steps", label="p50 ms"),
+    _M("latency_p95_ms", "ms", "95th percentile of the unit time", summary=(), label="p95 ms"),
+    _M("latency_p99_ms", "ms", "99th percentile of the unit time", label="p99 ms"),
+    _M("latency_p999_ms", "ms", "99.9th percentile of the unit time", summary=(), label="p99.9 ms"),
+    _M("latency_max_ms", "ms", "the slowest unit of the window", summary=(), label="max ms"),
+    _M("latency_mean_ms", "ms", "mean time of one unit of work", summary=(), label="mean ms"),
+    _M("policy_s", "s", "time inside the policy over the timed window, when it ran in the harness's process "
+      "(empty when the strategy acts inside its own workers)", summary=(), label="policy s"),
+    _M("env_s", "s", "seconds - policy_s: time outside the policy (env, transport, waiting)", summary=(),
+      label="env s"),
+    _M("policy_frac", "share", "policy_s / seconds: the share of the window inside the policy, the rest is env and "
+      "transport", source="derived", derive=_policy_frac, label="policy share"),
+    _M("cpu_util", "cores", "busy cores of the whole process tree over the timed window (1.0 = one core)",
+      label="CPU cores busy"),
+    _M("peak_rss_mb", "MB", "each process's peak resident set, summed over the tree (an upper bound of the tree's "
+      "peak)", summary=("max",), label="peak RSS MB"),
+    _M("setup_s", "s", "opening the session: imports, env construction, workers' start (compile_s and "
+      "runtime_init_s are inside it); never in a rate", summary=(), label="setup s"),
+    _M("close_s", "s", "closing the session", summary=(), label="close s"),
+    _M("runtime_init_s", "s", "starting or joining a framework runtime (Ray), inside setup_s", source="info",
+      summary=(), label="runtime init s"),
+    _M("wall_s", "s", "the whole repeat as the harness timed it: process start, setup, warm-up, timed window, "
+      "close and cleanup", summary=(), label="wall s"),
+    _M("warmup_units", "units", "units of work in the warm-up before the timed window", summary=(),
+      label="warm-up units"),
+    _M("warmup_steps", "steps", "env steps made in the warm-up", summary=(), label="warm-up steps"),
 )
 
-_SESSION = (  # reported by sessions (Metrics.read) over exactly the timed window
-    _m("updates_per_s", "updates/s", "learners", "optimiser updates per second", session=True),
-    _m("replay_ratio", "ratio", "learners", "samples consumed by updates / env steps added", session=True),
-    _m("policy_lag_mean", "versions", "learners", "parameter versions between acting and learning", session=True),
-    _m("policy_lag_max", "versions", "learners", "the largest such lag in the window", session=True),
-    _m("priority_lag_mean", "versions", "learners", "apex, r2d2: learner updates between the parameters that "
-       "computed a sampled item's priority (its actor's, or the learner's at its last replay) and the learner's",
-       session=True),
-    _m("sequence_mb_per_s", "MB/s", "learners", "r2d2: bytes of stored sequences (observations, actions, rewards, "
-       "recurrent state) the learner sampled", session=True),
-    _m("env_frac", "share", "learners", "time stepping envs (mean over the processes that do)", session=True),
-    _m("inference_frac", "share", "learners", "time selecting actions", session=True),
-    _m("learn_frac", "share", "learners", "time in forward/backward/optimiser step", session=True),
-    _m("wait_frac", "share", "learners", "time blocked on other processes", session=True),
-    _m("sync_frac", "share", "learners", "time copying or all-reducing parameters", session=True),
-    _m("return_mean", "return", "learners", "mean episodic return reached (purejaxrl-ppo: last 100 episodes, "
-       "mean over agents)", session=True),
-    _m("time_to_target_s", "s", "learners", "training wall time, compile excluded, until return_mean first "
-       "reached the target", session=True),
-    _m("steps_to_target", "count", "learners", "env steps per agent until then", session=True),
-    _m("time_per_agent_s", "s", "jax", "wall time per agent of one whole training run at the window's "
-       "aggregate rate", session=True),
-    _m("state_gb_per_s", "GB/s", "jax", "the compiled loop's carry read and written per second", session=True),
-    _m("device_copy_gbps", "GB/s", "jax", "the devices' measured copy rate", session=True),
-    _m("state_bw_frac", "share", "jax", "state_gb_per_s / device_copy_gbps", session=True),
-    _m("samples_per_s", "steps/s", "learners", "env steps (transitions) consumed by learner updates", session=True),
-    _m("actor_steps_per_s", "steps/s", "learners", "env steps the actors made (may run ahead of consumption: "
-       "queued, or dropped)", session=True),
-    _m("transfer_frac", "share", "learners", "time moving data between processes or host and device",
-       session=True),
-    _m("queue_wait_ms", "ms", "learners", "mean time the learner waited for its next batch", session=True),
-    _m("h2d_mb_per_s", "MB/s", "learners", "bytes copied host to device (0 on CPU)", session=True),
-    _m("prediction_queue_mean", "items", "learners", "ga3c: prediction requests waiting as a predictor came for "
-       "its next batch (mean over batches)", session=True),
-    _m("training_queue_mean", "items", "learners", "ga3c: experiences waiting as a trainer came for its next "
-       "batch (mean over updates)", session=True),
-    _m("predict_batch_mean", "items", "learners", "ga3c: prediction requests (one agent's envs each) per "
-       "forward pass (mean)", session=True),
-    _m("train_batch_mean", "items", "learners", "ga3c: experiences (t_max steps of one agent's envs) per update "
-       "(mean)", session=True),
-    _m("add_items_per_s", "items/s", "replay", "items written into the store (all actors)", session=True),
-    _m("add_mb_per_s", "MB/s", "replay", "bytes written into the store", session=True),
-    _m("sample_items_per_s", "items/s", "replay", "items sampled and read by the learner", session=True),
-    _m("sample_mb_per_s", "MB/s", "replay", "bytes sampled and read", session=True),
-    _m("sample_latency_p50_ms", "ms", "replay", "median time of one sample call", session=True),
-    _m("sample_latency_p99_ms", "ms", "replay", "99th percentile of it", session=True),
-    _m("sample_latency_p999_ms", "ms", "replay", "99.9th percentile of it", session=True),
-    _m("sample_latency_max_ms", "ms", "replay", "the slowest sample call", session=True),
-    _m("add_latency_p99_ms", "ms", "replay", "target mode: 99th percentile add time from each op's scheduled "
-       "start (no coordinated omission)", session=True),
-    _m("add_latency_max_ms", "ms", "replay", "target mode: the slowest add, from its scheduled start",
-       session=True),
-    _m("keeps_up", "flag", "replay", "target mode: 1 when neither the add nor the sample schedule fell behind, "
-       "else 0", session=True),
-)
 
-METRICS = {m.name: m for m in (*_HARNESS, *_SESSION)}
-SESSION_METRICS = tuple(m.name for m in _SESSION)
+@cache
+def _assembled() -> tuple:
+    """(metrics by name, summary columns by name): the harness's figures, then each family's in the order of
+    rlbench.registry.families(). A name given twice is refused."""
+    from rlbench import registry  # not at import time: the families import Metric from here
+    found = {}
+    for family, defined in (("all", HARNESS), *((f.name, f.metrics) for f in registry.families())):
+        for m in defined:
+            if m.name in found:
+                raise ValueError(f"metric {m.name} of {family} is already registered by {found[m.name].family}")
+            found[m.name] = replace(m, family=family)
+    ci = [m.name for m in found.values() if "ci" in m.summary]
+    if len(ci) > 1:
+        raise ValueError(f"only one figure can have a CI (its {CI_METHOD} column): {', '.join(ci)}")
+    columns = {c.name: c for m in found.values() for c in m.summary_columns()}
+    clash = set(columns) & {n for n, m in found.items() if m.source != "family"}
+    if clash:
+        raise ValueError(f"summary column(s) named like a figure: {', '.join(sorted(clash))}")
+    return found, columns
+
+
+def metrics() -> dict:
+    """Every figure, name -> Metric, in registry order."""
+    return dict(_assembled()[0])
 
 
 def metric(name: str) -> Metric:
-    return METRICS[name]
+    """The figure of a results.csv column, or the summary.csv column of one (`latency_p99_ms_median`,
+    `steps_per_s_ci_low`, `peak_rss_mb_max`, `limit_frac`): what tables read its header, unit, format and
+    description from. KeyError for a column that is no figure (cell_id, status, ci_method, ...)."""
+    found, columns = _assembled()
+    if name in columns:
+        return columns[name]
+    if name in found:
+        return found[name]
+    raise KeyError(f"no metric named {name!r} (rlbench.results.metrics)")
+
+
+def session_metrics() -> tuple:
+    """The names a session's Metrics.read may report, in registry order."""
+    return tuple(n for n, m in _assembled()[0].items() if m.session)
+
+
+def __getattr__(name):
+    # METRICS and SESSION_METRICS read like constants, assembled on first use (the families are plug-ins)
+    if name == "METRICS":
+        return metrics()
+    if name == "SESSION_METRICS":
+        return session_metrics()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _summary_text(m: Metric) -> str:
+    if m.source == "family":
+        return f"`{m.name}`"
+    if not m.summary:
+        return ""
+    if len(m.summary) == 1:
+        return f"`{m.columns()[0]}`"
+    first, *rest = m.columns()  # NAME_median, _ci_low, ...: the name once
+    return ", ".join([f"`{first}`", *(f"`{c[len(m.name):]}`" if c.startswith(m.name) else f"(`{c}`)" for c in rest)])
 
 
 def markdown() -> str:
-    """The README's column reference: summary.csv carries NAME_median of each (steps_per_s its own
-    median/CI columns); results.csv the per-repeat value."""
-    lines = ["| metric | unit | family | what it is |", "|---|---|---|---|"]
-    lines += [f"| `{m.name}` | {m.unit} | {m.family} | {m.description} |" for m in METRICS.values()]
-    return "\n".join(lines) + "\n"
+    """The README's column reference, a table per family: each figure's unit, whether results.csv has it
+    (one value per repeat), its summary.csv columns and what it is."""
+    from rlbench import registry
+    found = _assembled()[0]
+    where = {"all": "the harness, every cell (`rlbench.results.metrics`)",
+             **{f.name: f"family `{f.name}` (`{type(f).__module__}`)" for f in registry.families()}}
+    out = []
+    for family in dict.fromkeys(m.family for m in found.values()):
+        out += [f"**{where[family]}**", "", "| metric | unit | from | results.csv | summary.csv | what it is |",
+                "|---|---|---|---|---|---|"]
+        out += [f"| `{m.name}` | {m.unit} | {SOURCES[m.source]} | {'yes' if m.row else ''} | {_summary_text(m)} | "
+                f"{m.description} |" for m in found.values() if m.family == family]
+        out.append("")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

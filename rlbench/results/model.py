@@ -1,14 +1,17 @@
-"""Results model, as pyperf has it: Run (one repeat) -> Benchmark (one cell) -> ResultSet (a run dir),
-read from results.jsonl (rlbench.results.store), the source of truth; CSV and HTML are rebuilt from it."""
+"""Results model, as pyperf has it: Run (one repeat) -> Benchmark (one cell) -> ResultSet (a run dir), all
+immutable, read from results.jsonl (rlbench.results.store), the source of truth; CSV and HTML are rebuilt from
+it. A cell's summary is computed once, when first asked for, and every view (summary.csv, the HTML tables,
+exports) reads that one. Which figures a row and a summary carry comes from the metrics registry
+(rlbench.results.metrics); only the identity columns are listed here."""
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
 
 from rlbench import SCHEMA_VERSION, registry
-from rlbench.results.metrics import SESSION_METRICS
+from rlbench.results import metrics
 from rlbench.results.stats import Summary, summarize
 from rlbench.results.store import RESULTS, read_rows
 
@@ -20,25 +23,32 @@ FAMILY_INFO = tuple(k for f in registry.families() for k in f.info_keys)
 FAMILY_IDENTITY = tuple(k for f in registry.families() for k in f.identity_keys)
 FAMILY_SUMMARY = tuple(k for f in registry.families() for k in f.summary_keys)
 
-# results.csv columns, in order (tidy: one row per repeat)
-RUN_COLUMNS = (
-    "schema", "run_id", "suite", "cell_id", "cell_index", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers",
-    "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps",
-    "frames", "units", "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms",
-    "latency_p99_ms", "latency_p999_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s",
-    "runtime_init_s", *FAMILY_INFO, "wall_s", "omp_threads",
-    "torch_threads", "affinity", "cpus", "placement", *SESSION_METRICS,
-    "status", "error", "log", "profile", "started_at",
-)
-SUMMARY_COLUMNS = (
-    "schema", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers", "batch_size",
-    "policy", "device", "options", "frameskip", "omp_threads", "cpus", *FAMILY_IDENTITY, "n", "status",
-    "steps_per_s_median", "steps_per_s_ci_low",
-    "steps_per_s_ci_high", "ci_method", "steps_per_s_iqr", "steps_per_s_cv", "steps_per_s_min", "steps_per_s_max",
-    "frames_per_s_median", "latency_p50_ms_median", "latency_p99_ms_median", "policy_frac_median",
-    "cpu_util_median", "peak_rss_mb_max", *(f"{m}_median" for m in SESSION_METRICS), *FAMILY_SUMMARY,
-    "warning", "error", "profile",
-)
+METRICS = metrics.metrics()                 # every figure, in registry order: the harness's, then each family's
+SESSION_METRICS = metrics.session_metrics()
+
+# results.csv (tidy: one row per repeat): what ran, the harness's figures, what the families' sessions told
+# (their info: facts and figures), how the cell was placed, the sessions' figures, the outcome
+RUN_IDENTITY = ("schema", "run_id", "suite", "cell_id", "cell_index", "adapter", "kind", "env", "env_kwargs",
+                "num_envs", "workers", "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat",
+                "profiled")
+RUN_SETTINGS = ("omp_threads", "torch_threads", "affinity", "cpus", "placement")
+RUN_OUTCOME = ("status", "error", "log", "profile", "started_at")
+HARNESS_FIGURES = tuple(n for n, m in METRICS.items() if m.family == "all" and m.row)
+RUN_COLUMNS = (*RUN_IDENTITY, *HARNESS_FIGURES, *FAMILY_INFO, *RUN_SETTINGS, *SESSION_METRICS, *RUN_OUTCOME)
+
+# summary.csv (one row per cell): what ran (from its first ok run), n and status, each figure's aggregates
+# (Metric.columns: steps_per_s its median, CI, IQR, CV, min and max), the columns families compute, the outcome
+SUMMARY_IDENTITY = ("schema", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers",
+                    "batch_size", "policy", "device", "options", "frameskip", "omp_threads", "cpus")
+_SUMMARIZED = tuple(m for m in METRICS.values() if m.source != "family" and m.summary)
+SUMMARY_FIGURES = tuple(c for m in _SUMMARIZED for c in m.columns())
+FAMILY_FIGURES = tuple(n for n, m in METRICS.items() if m.source == "family")
+SUMMARY_COLUMNS = (*SUMMARY_IDENTITY, *FAMILY_IDENTITY, "n", "status", *SUMMARY_FIGURES, *FAMILY_FIGURES,
+                   *(k for k in FAMILY_SUMMARY if k not in FAMILY_FIGURES), "warning", "error", "profile")
+
+for _columns in (RUN_COLUMNS, SUMMARY_COLUMNS):
+    if len(set(_columns)) != len(_columns):
+        raise ValueError(f"a column twice: {sorted(c for c in set(_columns) if _columns.count(c) > 1)}")
 
 
 def frames(row: dict) -> dict:
@@ -49,22 +59,48 @@ def frames(row: dict) -> dict:
     return row
 
 
-# A run's own fields: what the harness records about every repeat (identity, protocol figures, outcome).
-# The session's figures are its counters (SESSION_METRICS, as google/benchmark's user counters); anything
-# else the cell reported (workers, placement, replay store facts, ...) is its info.
-RUN_FIELDS = (
-    "schema", "run_id", "suite", "cell_id", "cell_index", "adapter", "kind", "env", "env_kwargs", "num_envs",
-    "policy", "device", "options", "frameskip", "seed", "repeat", "profiled", "env_steps", "frames", "units",
-    "seconds", "steps_per_s", "frames_per_s", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms",
-    "latency_p999_ms", "latency_max_ms", "policy_s", "env_s", "cpu_util", "peak_rss_mb", "setup_s", "wall_s",
-    "status", "error", "log", "profile", "started_at",
-)
+# A run's own fields: what the harness records about every repeat (identity, its own figures, outcome). The
+# session's figures are its counters (SESSION_METRICS, as google/benchmark's user counters); anything else the
+# cell reported (workers, placement, replay store facts, compile time, ...) is its info.
+RUN_FIELDS = (*(k for k in RUN_IDENTITY if k not in ("workers", "batch_size")),
+              *(n for n in HARNESS_FIGURES if METRICS[n].source == "harness"), *RUN_OUTCOME)
+
+
+class FrozenDict(dict):
+    """A run's table values (env_kwargs, options, device_settings, ...): read as the dict it was (JSON, pandas,
+    ==), refused any change in place."""
+    __slots__ = ()
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("a run's values are read-only")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self):
+        return FrozenDict, (dict(self),)
+
+
+def _freeze(value):
+    if isinstance(value, dict):
+        return FrozenDict({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value):
+    if isinstance(value, dict):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
 class Run(Mapping):
-    """One repeat, immutable: its fields, counters and info, read as one mapping (`run["steps_per_s"]`,
-    `run.get("workers")`) in the row's key order, so it reads like the results.jsonl line it came from."""
+    """One repeat, immutable (its lists as tuples, its tables as FrozenDict): its fields, counters and info,
+    read as one mapping (`run["steps_per_s"]`, `run.get("workers")`) in the row's key order, so it reads like
+    the results.jsonl line it came from."""
     fields: Mapping
     counters: Mapping
     info: Mapping
@@ -72,9 +108,9 @@ class Run(Mapping):
 
     @classmethod
     def from_row(cls, row: Mapping) -> "Run":
-        fields = {k: v for k, v in row.items() if k in _FIELDS}
-        counters = {k: v for k, v in row.items() if k in _COUNTERS}
-        info = {k: v for k, v in row.items() if k not in _FIELDS and k not in _COUNTERS}
+        fields, counters, info = {}, {}, {}
+        for k, v in row.items():
+            (fields if k in _FIELDS else counters if k in _COUNTERS else info)[k] = _freeze(v)
         return cls(MappingProxyType(fields), MappingProxyType(counters), MappingProxyType(info), tuple(row))
 
     def __getitem__(self, key):
@@ -103,29 +139,39 @@ class Run(Mapping):
         return self.status == "ok" and not self.fields.get("profiled")
 
     def to_row(self) -> dict:
-        return {k: self[k] for k in self.order}
+        """The row as plain JSON-able values (lists and dicts again)."""
+        return {k: _thaw(self[k]) for k in self.order}
 
 
 _FIELDS, _COUNTERS = frozenset(RUN_FIELDS), frozenset(SESSION_METRICS)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Benchmark:
-    """All runs of one cell; its statistics are computed once, when first asked for."""
+    """All runs of one cell, fixed when it is built; its statistics and its summary row are computed once,
+    when first asked for. limits: the run's measured machine limits (env.json "limits",
+    rlbench.machine.limits), what a replay cell's rate is a fraction of."""
     cell_id: str
-    runs: list = field(default_factory=list)
+    runs: tuple
+    limits: Mapping = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "runs", tuple(self.runs))
 
     @cached_property
-    def ok_runs(self) -> list:
-        return [r for r in self.runs if r.ok]
+    def ok_runs(self) -> tuple:
+        return tuple(r for r in self.runs if r.ok)
 
     @property
     def first(self) -> Run:
         return self.runs[0]
 
     def stat(self, key: str) -> Summary:
+        """The statistics of one figure over the ok runs (a derived one, policy_frac, computed per run)."""
         if key not in self._stats:
-            self._stats[key] = summarize([r.get(key) for r in self.ok_runs])
+            m = METRICS.get(key)
+            value = m.derive if m is not None and m.derive is not None else (lambda r: r.get(key))
+            self._stats[key] = summarize([value(r) for r in self.ok_runs])
         return self._stats[key]
 
     @cached_property
@@ -139,48 +185,47 @@ class Benchmark:
             return "ok"
         return "ok+" + "+".join(sorted(statuses - {"ok"})) if "ok" in statuses else "+".join(sorted(statuses))
 
-    def summary_row(self, limits: dict = None) -> dict:
-        """limits: the run's env["limits"] (rlbench.machine.limits), what a replay cell's rate is a fraction of.
-        Cheap once computed: every statistic it reads is kept by `stat`."""
+    @cached_property
+    def summary(self) -> Mapping:
+        """Its summary.csv row (read-only), computed once: identity from its first ok run, each registered
+        figure's aggregates (Metric.columns), then what each family adds (Family.summary_extras)."""
         s = self.stat("steps_per_s")
         ok = self.ok_runs
         first = ok[0] if ok else self.first
-        policy_frac = summarize([r["policy_s"] / r["seconds"] for r in ok if r.get("policy_s") is not None])
         errors = sorted({r["error"] for r in self.runs if r.get("error") and r["status"] != "ok"})
-        profile = next((r["profile"] for r in self.runs if r.get("profile")), "")
-        row = {k: first.get(k) for k in ("schema", "suite", "cell_id", "adapter", "kind", "env", "env_kwargs",
-                                         "num_envs", "workers", "batch_size", "policy", "device", "options",
-                                         "frameskip", "omp_threads", "cpus", *FAMILY_IDENTITY)}
-        row.update(
-            n=s.n, status=self.status, steps_per_s_median=s.median, steps_per_s_ci_low=s.ci_low,
-            steps_per_s_ci_high=s.ci_high, ci_method=s.ci_method, steps_per_s_iqr=s.iqr, steps_per_s_cv=s.cv,
-            steps_per_s_min=s.minimum, steps_per_s_max=s.maximum,
-            frames_per_s_median=self.stat("frames_per_s").median,
-            latency_p50_ms_median=self.stat("latency_p50_ms").median,
-            latency_p99_ms_median=self.stat("latency_p99_ms").median,
-            policy_frac_median=policy_frac.median, cpu_util_median=self.stat("cpu_util").median,
-            peak_rss_mb_max=max((r["peak_rss_mb"] for r in ok), default=float("nan")),
-            **{f"{m}_median": self.stat(m).median for m in SESSION_METRICS},
-            warning=s.warning if ok else "", error="; ".join(errors), profile=profile, schema=SCHEMA_VERSION)
+        row = {k: first.get(k) for k in (*SUMMARY_IDENTITY, *FAMILY_IDENTITY)}
+        row.update(n=s.n, status=self.status)
+        for m in _SUMMARIZED:
+            stat = self.stat(m.name)
+            for agg in m.summary:
+                row.update({m.name + suffix: getattr(stat, field) for suffix, field in metrics.AGGREGATES[agg]})
+                if agg == "ci":
+                    row[metrics.CI_METHOD] = stat.ci_method
+        row.update(warning=s.warning if ok else "", error="; ".join(errors), schema=SCHEMA_VERSION,
+                   profile=next((r["profile"] for r in self.runs if r.get("profile")), ""))
         for family in registry.families():
-            row.update(family.summary_extras(self, row, limits or {}))
-        return row
+            row.update(family.summary_extras(self, row, self.limits or {}))
+        return MappingProxyType(row)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ResultSet:
-    """One run directory: its environment fingerprint and its benchmarks, in first-seen order."""
+    """One run directory: its environment fingerprint and its benchmarks (cell_id -> Benchmark, read-only, in
+    first-seen order), built once; each cell's summary is computed once and read by every view."""
     env: dict
-    benchmarks: dict
-    skipped: list = field(default_factory=list)  # line numbers of results.jsonl that are not rows
+    benchmarks: Mapping
+    skipped: tuple = ()  # line numbers of results.jsonl that are not rows
 
     @classmethod
-    def from_rows(cls, rows, env=None) -> "ResultSet":
-        benchmarks = {}
+    def from_rows(cls, rows, env=None, skipped=()) -> "ResultSet":
+        env = env or {}
+        grouped = {}
         for row in rows:
             run = row if isinstance(row, Run) else Run.from_row(row)
-            benchmarks.setdefault(run.cell_id, Benchmark(run.cell_id)).runs.append(run)
-        return cls(env or {}, benchmarks)
+            grouped.setdefault(run.cell_id, []).append(run)
+        limits = env.get("limits")
+        return cls(env, MappingProxyType({c: Benchmark(c, tuple(runs), limits) for c, runs in grouped.items()}),
+                   tuple(skipped))
 
     @classmethod
     def load(cls, run_dir: str) -> "ResultSet":
@@ -198,18 +243,19 @@ class ResultSet:
             from rlbench.errors import UsageError
             raise UsageError(f"{env_path} is not valid JSON ({exc})") from None
         skipped = []
-        results = cls.from_rows(read_rows(path, skipped), env if isinstance(env, dict) else {})
-        results.skipped = skipped
-        return results
+        rows = read_rows(path, skipped)
+        return cls.from_rows(rows, env if isinstance(env, dict) else {}, skipped)
+
+    @cached_property
+    def summaries(self) -> Mapping:
+        """cell_id -> its summary row (Benchmark.summary, computed once), in the order the suite lists its
+        cells: what every view of a cell's summary reads."""
+        ordered = sorted(self.benchmarks.values(), key=lambda b: b.first.get("cell_index", 0))
+        return MappingProxyType({b.cell_id: b.summary for b in ordered})
 
     def summary_rows(self) -> list:
         """One row per cell, in the order the suite lists its cells: a fresh copy of what is computed once."""
-        return [dict(row) for row in self._summary_rows]
-
-    @cached_property
-    def _summary_rows(self) -> list:
-        benchmarks = sorted(self.benchmarks.values(), key=lambda b: b.first.get("cell_index", 0))
-        return [b.summary_row(self.env.get("limits")) for b in benchmarks]
+        return [dict(row) for row in self.summaries.values()]
 
     def summary_frame(self):
         """The summaries as a pandas DataFrame, columns in summary.csv's order (the tabular view exporters

@@ -102,13 +102,37 @@ def ratio_ci(numerator, denominator, confidence: float = 0.95, seed: int = 0) ->
     return ratio, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def median_ci(values, confidence: float = 0.95, seed: int = 0) -> tuple:
+    """(median, low, high): the median of per-repeat values (a fraction each repeat measured, such as a replay
+    store's limit_frac or a compiled loop's state_bw_frac) with a percentile-bootstrap CI (scipy.stats.bootstrap;
+    seeded, so a report rebuilds the same). NaN without a finite value; NaN bounds with fewer than 2."""
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    nan = float("nan")
+    if len(x) == 0:
+        return nan, nan, nan
+    median = float(np.median(x))
+    if len(x) < 2:
+        return median, nan, nan
+    if np.ptp(x) == 0:
+        return median, median, median
+    from scipy.stats import bootstrap
+    res = bootstrap((x,), np.median, confidence_level=confidence, n_resamples=2000, method="percentile",
+                    vectorized=True, random_state=np.random.default_rng(seed))
+    return median, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
 LOG_SD_FLOOR = 0.02  # repeat-to-repeat noise of fresh processes is rarely below 2%: no test trusts less
 
 
 def slower_p(values, leader) -> float:
     """One-sided p-value that a cell's rates are lower than the leader's: Welch's t-test on the logs of
     each side's repeats (rates are positive and skewed), each side's spread floored at LOG_SD_FLOOR so two
-    repeats that agree by chance do not make a test overconfident. NaN with fewer than 2 values a side."""
+    repeats that agree by chance do not make a test overconfident. NaN with fewer than 2 values a side.
+
+    Hand-written rather than scipy.stats.ttest_ind(log values, log leader, equal_var=False, alternative="less")
+    because of that floor: scipy takes each side's variance as measured, and two or three fresh-process repeats
+    that happen to agree to 0.1% would make it call a 1% gap significant. Where both sides' spreads exceed the
+    floor the two agree (tests/test_stats.py checks it)."""
     from scipy.stats import t
     x = np.log(np.asarray([v for v in values if v and math.isfinite(v) and v > 0], dtype=float))
     y = np.log(np.asarray([v for v in leader if v and math.isfinite(v) and v > 0], dtype=float))

@@ -56,7 +56,7 @@ def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None) ->
     unknown = set(extra) - set(SESSION_METRICS)
     if unknown:
         raise ValueError(f"session reported unknown metrics: {', '.join(sorted(unknown))} "
-                         f"(valid: {', '.join(SESSION_METRICS)})")
+                         f"(valid: {', '.join(sorted(SESSION_METRICS))})")
     cpu = proctree.cpu_util(cpu0, proctree.cpu_seconds(me), seconds)
     lat_ms = lat[:units] / 1e6
     p50, p95, p99, p999 = np.percentile(lat_ms, [50, 95, 99, 99.9])

@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict
 
 from rlbench import registry
-from rlbench.envs import env_info, planned_env_kwargs
+from rlbench.envs import planned_env_kwargs
 from rlbench.errors import UsageError
 from rlbench.machine.fingerprint import fingerprint, now
 from rlbench.planning.flags import pairs
@@ -102,8 +102,7 @@ def label(workload) -> str:
 
 def plan_workload(args) -> Workload:
     env_kwargs = pairs("--env-kwarg", args.env_kwarg)
-    info = env_info(args.env)
-    if info.family in ("replay",) or registry.family_of_workload(args.env) is not None:
+    if registry.family_of_workload(args.env) is not None:
         raise UsageError(f"--env {args.env}: tune races env-stepping strategies; give an env, not a workload")
     kwargs, frameskip = planned_env_kwargs(args.env, env_kwargs)
     return Workload(args.env, 1, parse_policy(args.policy), 0, frameskip, kwargs)

@@ -9,7 +9,6 @@ from rlbench.errors import UsageError
 from rlbench.planning.suite import make_cell
 from rlbench.workload import kv_label
 
-KIND = "vector_env"  # learners train as well: their env steps/s do not compete with a sampler's
 BASELINES = ("serial",)  # the one-process loop every speedup is over
 
 
@@ -48,19 +47,24 @@ def sizes(max_envs: int) -> list:
     return out
 
 
+def raced_kinds() -> set:
+    """The adapter kinds whose env steps/s the families put in the race (rlbench.contract.Family.races)."""
+    return {kind for family in registry.families() for kind in family.races}
+
+
 def stepping_adapters(named=None) -> list:
     """The adapters to race: those named (--adapters), else every env-stepping adapter."""
-    every = registry.discover()
+    every, kinds = registry.discover(), raced_kinds()
     if named:
         for name in named:
             if name not in every:
                 raise UsageError(f"--adapters: unknown adapter '{name}' (valid: {', '.join(sorted(every))})")
-            if every[name].kind != KIND:
-                stepping = sorted(n for n, c in every.items() if c.kind == KIND)
+            if every[name].kind not in kinds:
+                stepping = sorted(n for n, c in every.items() if c.kind in kinds)
                 raise UsageError(f"--adapters: '{name}' is a {every[name].kind} adapter; tune races env-stepping "
                                  f"adapters (valid: {', '.join(stepping)})")
         return list(dict.fromkeys(named))
-    return sorted(n for n, c in every.items() if c.kind == KIND)
+    return sorted(n for n, c in every.items() if c.kind in kinds)
 
 
 def candidates(workload, named, max_envs: int, cpus: int) -> tuple:

@@ -6,7 +6,7 @@ import shlex
 import numpy as np
 
 from rlbench import registry
-from rlbench.report.format import rate, sig
+from rlbench.report.format import rate, sig, with_ci
 from rlbench.results.stats import ratio_ci, summarize
 from rlbench.tuning.candidates import config
 
@@ -116,9 +116,12 @@ def strategies(race, win, profile, rows) -> list:
             continue
         best = max(ran, key=lambda r: r.median)
         ratio = best.median / win.median if win is not None else float("nan")
+        # its bootstrap 95% CI from both sides' repeats (NaN bounds with fewer than 2 on a side)
+        _, low, high = ratio_ci(best.values, win.values) if win is not None else (ratio, ratio, ratio)
         fate = best.why or {"finalist": "confirmed among the finalists"}.get(best.status, best.status)
         out.append({"adapter": name, "best": best.cell.cell_id, "config": config(best.cell),
-                    "steps_per_s": best.median, "ratio_to_winner": ratio, "status": best.status,
+                    "steps_per_s": best.median, "ratio_to_winner": ratio, "ratio_ci_low": low,
+                    "ratio_ci_high": high, "status": best.status,
                     "why": "; ".join(filter(None, [fate, diagnosis(_cell_rows(rows, best.cell.cell_id), profile)]))})
     return sorted(out, key=lambda s: -(s.get("steps_per_s") or 0))
 
@@ -151,7 +154,8 @@ def lines(decision: dict, profile: dict, label: str) -> list:
     for s in decision["strategies"]:
         head = f"  {s['adapter']}: "
         if "best" in s:
-            head += f"best {s['config']} at {rate(s['steps_per_s'])} ({sig(s['ratio_to_winner'])}x); "
+            shown = with_ci(s["ratio_to_winner"], s.get("ratio_ci_low"), s.get("ratio_ci_high"), unit="x")
+            head += f"best {s['config']} at {rate(s['steps_per_s'])} ({shown} of the winner); "
         out.append(head + s["why"])
     out.append("\nUse it:")
     if win["snippet"]:

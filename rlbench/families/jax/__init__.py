@@ -1,12 +1,24 @@
 """Compiled programs (JAX: gymnax, EnvPool's XLA loop, Brax, PureJaxRL): whatever their kind, the cells
 that compiled ahead of time, with compile time kept out of every rate."""
 from rlbench.contract import Family
+from rlbench.results.metrics import Metric
 
 
 class Jax(Family):
     name = "jax"
     order = 20
     info_keys = ("compile_s", "device_settings")  # compile time inside setup_s; accelerator settings applied
+    metrics = (
+        Metric("compile_s", "s", "ahead-of-time compilation, inside setup_s and never in a rate", source="info",
+               summary=(), label="compile s"),
+        Metric("time_per_agent_s", "s", "wall time per agent of one whole training run at the window's aggregate "
+               "rate", source="session"),
+        Metric("state_gb_per_s", "GB/s", "the compiled loop's carry read and written per second", source="session"),
+        Metric("device_copy_gbps", "GB/s", "the devices' measured copy rate", source="session",
+               label="device copy GB/s"),
+        Metric("state_bw_frac", "share", "state_gb_per_s / device_copy_gbps", source="session",
+               label="state bandwidth share"),
+    )
 
     def section(self, results, out_dir: str) -> str:
         from rlbench.families.jax.report import jax_section

@@ -1,9 +1,10 @@
 """The compiled-programs section: compile time apart from every rate, the carry's bandwidth against the
 devices' copy rate, and aggregate env steps/s against agents trained at once."""
 from rlbench.report import charts
+from rlbench.report.format import data_v, figure, fixed, pct, rate, with_ci
 from rlbench.report.format import esc as _e
-from rlbench.report.format import fixed, pct, rate
 from rlbench.report.points import STAT_COLUMNS, env_label, stat_points
+from rlbench.results.stats import median_ci
 
 
 def agents_figure(rows):
@@ -15,27 +16,43 @@ def agents_figure(rows):
                           y_title="aggregate env steps/s") if points else None
 
 
+def _fixed(spec):
+    return lambda v: fixed(v, spec)
+
+
+# (figure, header and format when it is not registered (rlbench.report.format.figure)); the last one shown
+# with the bootstrap 95% CI of its median over the repeats
+COLUMNS = (("steps_per_s", "env steps/s", rate), ("compile_s", "compile s", _fixed(".2f")),
+           ("setup_s", "setup s", _fixed(".2f")), ("state_gb_per_s", "state GB/s", _fixed(".3g")),
+           ("device_copy_gbps", "device copy GB/s", _fixed(".3g")),
+           ("state_bw_frac", "of device copy", pct))
+
+
 def jax_section(results) -> str:
     """Compilation apart from every rate, and aggregate env steps/s against agents trained at once."""
     rows = results.summary_rows()
-    compiled = [(r, results.benchmarks[r["cell_id"]].stat("compile_s")) for r in rows if r["n"]]
-    compiled = [(r, c) for r, c in compiled if c.n]
+    compiled = [(r, results.benchmarks[r["cell_id"]]) for r in rows if r["n"]]
+    compiled = [(r, b) for r, b in compiled if b.stat("compile_s").n]
     if not compiled:
         return ""
-    body = "".join(f"<tr><td>{_e(r['cell_id'])}</td><td data-v='{r['steps_per_s_median']}'>"
-                   f"{rate(r['steps_per_s_median'])}</td><td>{c.median:.2f}</td>"
-                   f"<td>{results.benchmarks[r['cell_id']].stat('setup_s').median:.2f}</td>"
-                   f"<td>{fixed(r.get('state_gb_per_s_median'), '.3g')}</td>"
-                   f"<td>{fixed(r.get('device_copy_gbps_median'), '.3g')}</td>"
-                   f"<td>{pct(r.get('state_bw_frac_median'))}</td></tr>" for r, c in compiled)
+    shown = [(name, *figure(name, header, fmt)) for name, header, fmt in COLUMNS]
+    body = []
+    for r, bench in compiled:
+        frac = median_ci([run.get("state_bw_frac") for run in bench.ok_runs])
+        values = [r["steps_per_s_median"], bench.stat("compile_s").median, bench.stat("setup_s").median,
+                  r.get("state_gb_per_s_median"), r.get("device_copy_gbps_median"), frac[0]]
+        cells = [fmt(v) for (_, _, fmt), v in zip(shown[:-1], values)] + [with_ci(*frac, fmt=shown[-1][2])]
+        body.append(f"<tr><td>{_e(r['cell_id'])}</td>"
+                    + "".join(f"<td data-v='{data_v(v)}'>{_e(c)}</td>" for c, v in zip(cells, values)) + "</tr>")
+    head = "".join(f"<th>{_e(header)}</th>" for _, header, _ in shown[:-1]) + f"<th>{_e(shown[-1][1])} [95% CI]</th>"
     fig = agents_figure([r for r, _ in compiled])
     chart = charts.to_html(fig, charts.chart_id("jax", "agents")) if fig else ""
     return ("<h2>Compiled programs (JAX): compile time apart from the rate</h2>"
             "<p>compile_s is the ahead-of-time lowering and compilation inside setup; no rate includes it. "
             "state GB/s: the compiled loop's carry (env state, obs, keys, returns) read and written once per "
             "step, the least memory traffic it can make, against the same devices' own copy rate measured "
-            "in the cell (x + 1 over a buffer past the caches).</p>"
-            "<table class='sortable'><thead><tr><th>cell</th><th>env steps/s</th><th>compile s</th><th>setup s</th>"
-            "<th>state GB/s</th><th>device copy GB/s</th><th>of device copy</th>"
-            f"</tr></thead><tbody>{body}</tbody></table>"
+            "in the cell (x + 1 over a buffer past the caches); its share with a bootstrap 95% CI of the "
+            "median over the repeats.</p>"
+            f"<table class='sortable'><thead><tr><th>cell</th>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
+            "</table>"
             + (f"<h3>Agents trained at once: aggregate env steps/s vs num_agents</h3>{chart}" if chart else ""))

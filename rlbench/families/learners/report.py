@@ -3,7 +3,7 @@ cell's time went, from the session metrics every learner reports."""
 import json
 
 from rlbench.report import charts
-from rlbench.report.format import esc, fixed, is_num, rate
+from rlbench.report.format import data_v, esc, figure, fixed, is_num, rate
 
 SPLIT = tuple((f"{stage}_frac", text, charts.STAGE_COLOURS[stage])
               for stage, text in (("env", "env step"), ("inference", "inference"), ("learn", "learn"),
@@ -14,13 +14,22 @@ def _fixed(spec):
     return lambda v: fixed(v, spec)
 
 
-COLUMNS = (("env steps/s", "steps_per_s_median", rate), ("updates/s", "updates_per_s_median", _fixed(".1f")),
-           ("samples/s", "samples_per_s_median", rate), ("lag mean", "policy_lag_mean_median", _fixed(".2f")),
-           ("lag max", "policy_lag_max_median", _fixed(".0f")),
-           ("queue wait ms", "queue_wait_ms_median", _fixed(".2f")),
-           ("return (last 100)", "return_mean_median", _fixed(".1f")),
-           ("time to target s", "time_to_target_s_median", _fixed(".1f")),
-           ("steps to target", "steps_to_target_median", rate))
+# (header, summary column, format); a registered figure's label and format win (rlbench.report.format.figure)
+_COLUMNS = (("env steps/s", "steps_per_s_median", rate), ("updates/s", "updates_per_s_median", _fixed(".1f")),
+            ("samples/s", "samples_per_s_median", rate), ("lag mean", "policy_lag_mean_median", _fixed(".2f")),
+            ("lag max", "policy_lag_max_median", _fixed(".0f")),
+            ("queue wait ms", "queue_wait_ms_median", _fixed(".2f")),
+            ("return (last 100)", "return_mean_median", _fixed(".1f")),
+            ("time to target s", "time_to_target_s_median", _fixed(".1f")),
+            ("steps to target", "steps_to_target_median", rate),
+            ("priority lag", "priority_lag_mean_median", _fixed(".1f")),  # apex, r2d2
+            ("sequence MB/s", "sequence_mb_per_s_median", _fixed(",.1f")),  # r2d2
+            ("prediction queue", "prediction_queue_mean_median", _fixed(".1f")),  # ga3c, from here on
+            ("training queue", "training_queue_mean_median", _fixed(".1f")),
+            ("predict batch", "predict_batch_mean_median", _fixed(".1f")),
+            ("train batch", "train_batch_mean_median", _fixed(".1f")))
+# a column shows only where some cell reports it: the architecture-specific ones stay out of other runs' tables
+COLUMNS = tuple((label, key, fmt) for header, key, given in _COLUMNS for label, fmt in [figure(key, header, given)])
 
 
 def learners_section(results, kinds) -> str:
@@ -33,7 +42,7 @@ def learners_section(results, kinds) -> str:
     for r in rows:
         run = results.benchmarks[r["cell_id"]].ok_runs[0]
         hist = run.get("policy_lag_hist")
-        cells = "".join(f"<td data-v='{r[k] if is_num(r.get(k)) else ''}'>{fmt(r.get(k))}</td>"
+        cells = "".join(f"<td data-v='{data_v(r.get(k))}'>{esc(fmt(r.get(k)))}</td>"
                         for _, k, fmt in shown)
         body.append(f"<tr><td>{esc(r['cell_id'])}</td>{cells}"
                     f"<td>{esc(json.dumps(hist) if hist else '-')}</td></tr>")

@@ -6,6 +6,7 @@ import sys
 
 from rlbench import registry
 from rlbench.contract import Family
+from rlbench.results.metrics import Metric
 
 # KWARGS' ranges: 0 = the workload's own item_bytes / batch_size; replay_spec then checks that an item holds
 # its header and that max_mb holds a batch (max_mb=0 holds none), which depend on the workload
@@ -24,6 +25,30 @@ class Replay(Family):
     info_keys = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound", "bound_gbps")
     identity_keys = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound")
     summary_keys = ("limit_gbps", "limit_frac")
+    metrics = (
+        Metric("bound_gbps", "GB/s", "the limit the session measured itself (e.g. a host-to-device copy), used when "
+               "the run's limits have no figure named `bound`", source="info", summary=(), label="bound GB/s"),
+        Metric("add_items_per_s", "items/s", "items written into the store (all actors)", source="session"),
+        Metric("add_mb_per_s", "MB/s", "bytes written into the store", source="session"),
+        Metric("sample_items_per_s", "items/s", "items sampled and read by the learner", source="session"),
+        Metric("sample_mb_per_s", "MB/s", "bytes sampled and read", source="session"),
+        Metric("sample_latency_p50_ms", "ms", "median time of one sample call", source="session",
+               label="sample p50 ms"),
+        Metric("sample_latency_p99_ms", "ms", "99th percentile of it", source="session", label="sample p99 ms"),
+        Metric("sample_latency_p999_ms", "ms", "99.9th percentile of it", source="session", label="sample p99.9 ms"),
+        Metric("sample_latency_max_ms", "ms", "the slowest sample call", source="session", label="sample max ms"),
+        Metric("add_latency_p99_ms", "ms", "target mode: 99th percentile add time from each op's scheduled start "
+               "(no coordinated omission)", source="session", label="add p99 ms"),
+        Metric("add_latency_max_ms", "ms", "target mode: the slowest add, from its scheduled start",
+               source="session", label="add max ms"),
+        Metric("keeps_up", "flag", "target mode: 1 when neither the add nor the sample schedule fell behind, else 0",
+               source="session"),
+        Metric("limit_gbps", "GB/s", "the machine limit the cell is bound by: the run's measured figure named "
+               "`bound` (rlbench.machine.limits), else the session's bound_gbps", source="family",
+               label="limit GB/s"),
+        Metric("limit_frac", "share", "steps_per_s_median x item_bytes / limit_gbps: the share of that limit the "
+               "store reached", source="family", label="share of limit"),
+    )
 
     def workload_info(self, env_id: str):
         """What replay backends store and sample: one of the survey's workloads."""

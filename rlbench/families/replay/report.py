@@ -5,10 +5,11 @@ import io
 
 from rlbench.families.replay.driver import KWARGS, PREFIX, WORKLOADS
 from rlbench.report import charts
+from rlbench.report.format import data_v, figure, fixed, pct, size, with_ci
 from rlbench.report.format import esc as _e
 from rlbench.report.format import grouped as _num
 from rlbench.report.format import is_num as _ok
-from rlbench.report.format import size
+from rlbench.results.stats import median_ci, ratio_ci
 from rlbench.workload import kv_label
 
 OURS = ("numpy-ring", "shm-ring", "memmap")
@@ -18,14 +19,16 @@ LIMIT_LINES = (("memcpy_1core_gbps", "memcpy 1 core", charts.REFERENCE_COLOURS[0
                ("disk_random_read_1m_gbps", "disk 1 MiB random", charts.REFERENCE_COLOURS[2]))
 COLUMNS = ("workload", "mode", "store", "actors", "item_bytes", "capacity_items", "capacity_scale", "page_cache",
            "n", "status", "items_per_s", "mb_per_s", "add_items_per_s", "sample_items_per_s", "bound",
-           "limit_gbps", "limit_frac", "sample_latency_p99_ms", "sample_latency_p999_ms", "add_latency_p99_ms",
-           "keeps_up", "error")
+           "limit_gbps", "limit_frac", "limit_frac_ci_low", "limit_frac_ci_high", "sample_latency_p99_ms",
+           "sample_latency_p999_ms", "add_latency_p99_ms", "keeps_up", "error")
 
 
 def replay_rows(results) -> list:
     """One row per replay cell: what it sustained and against which limit (medians of repeats);
-    keeps_up counts the repeats that kept up, e.g. '3/3'. Beside replay.csv's columns: the cell id and the
-    95% CI and CV of its MB/s, for the chart."""
+    keeps_up counts the repeats that kept up, e.g. '3/3'; limit_frac has the bootstrap 95% CI of the median
+    of its repeats' fractions (rlbench.results.stats.median_ci). Beside replay.csv's columns: the cell id, the
+    95% CI and CV of its MB/s, for the chart, and each repeat's MB/s (mb_per_s_repeats), for the targets'
+    ratio CIs."""
     out = []
     kept = _kept_up_counts(results)
     for r in results.summary_rows():
@@ -34,6 +37,11 @@ def replay_rows(results) -> list:
         mode = (r.get("env_kwargs") or {}).get("mode", KWARGS["mode"])
         rate = r["steps_per_s_median"]
         item = r.get("item_bytes")
+        repeats = [run["steps_per_s"] * item / 1e6 for run in results.benchmarks[r["cell_id"]].ok_runs
+                   if item and _ok(run.get("steps_per_s"))]
+        gbps = r.get("limit_gbps")
+        _, frac_low, frac_high = (median_ci([mb / (gbps * 1e3) for mb in repeats])
+                                  if _ok(r.get("limit_frac")) and gbps else (None, None, None))
         out.append({
             "workload": r["env"][len(PREFIX):], "mode": mode, "store": store_label(r), "actors": r["num_envs"],
             "item_bytes": item, "capacity_items": r.get("capacity_items"), "capacity_scale": r.get("capacity_scale"),
@@ -41,12 +49,14 @@ def replay_rows(results) -> list:
             "items_per_s": rate, "mb_per_s": rate * item / 1e6 if item and _ok(rate) else None,
             "add_items_per_s": r.get("add_items_per_s_median"),
             "sample_items_per_s": r.get("sample_items_per_s_median"),
-            "bound": r.get("bound") or "", "limit_gbps": r.get("limit_gbps"), "limit_frac": r.get("limit_frac"),
+            "bound": r.get("bound") or "", "limit_gbps": gbps, "limit_frac": r.get("limit_frac"),
+            "limit_frac_ci_low": frac_low, "limit_frac_ci_high": frac_high,
             "sample_latency_p99_ms": r.get("sample_latency_p99_ms_median"),
             "sample_latency_p999_ms": r.get("sample_latency_p999_ms_median"),
             "add_latency_p99_ms": r.get("add_latency_p99_ms_median"),
             "keeps_up": kept.get(r["cell_id"], "") if mode == "target" else "", "error": r.get("error") or "",
             "adapter": r["adapter"], "cell_id": r["cell_id"], "cv": r.get("steps_per_s_cv"),
+            "mb_per_s_repeats": repeats,
             **{f"mb_per_s_ci_{b}": (r[f"steps_per_s_ci_{b}"] * item / 1e6
                                    if item and _ok(r.get(f"steps_per_s_ci_{b}")) else None) for b in ("low", "high")},
         })
@@ -69,7 +79,9 @@ def _kept_up_counts(results) -> dict:
 
 def targets(rows) -> list:
     """The issue's targets, from this run: our fastest store vs the fastest of sb3/tianshou/torchrl per
-    workload (max-sample), and the shared-memory ring's share of single-core memcpy on 10 MB items."""
+    workload (max-sample), and the shared-memory ring's share of single-core memcpy on 10 MB items; each
+    ratio with its bootstrap 95% CI (the first of both stores' repeats, rlbench.results.stats.ratio_ci; the
+    second limit_frac's)."""
     out = []
     sampled = [r for r in rows if r["mode"] == "max-sample" and _ok(r["mb_per_s"]) and r["n"]]
     for workload in WORKLOADS:
@@ -78,16 +90,23 @@ def targets(rows) -> list:
         peer = max((r for r in at if r["adapter"] in PEERS), key=lambda r: r["mb_per_s"], default=None)
         if ours and peer:
             ratio = ours["mb_per_s"] / peer["mb_per_s"]
+            _, low, high = ratio_ci(ours.get("mb_per_s_repeats") or [], peer.get("mb_per_s_repeats") or [])
             out.append({"target": f"{workload}: our fastest >= fastest peer", "ours": ours["store"],
-                        "figure": f"{ours['mb_per_s']:.0f} vs {peer['mb_per_s']:.0f} MB/s ({peer['store']})",
-                        "ratio": ratio, "met": ratio >= 1.0})
+                        "figure": f"{mb(ours['mb_per_s'])} vs {mb(peer['mb_per_s'])} MB/s ({peer['store']})",
+                        "ratio": ratio, "ratio_ci_low": low, "ratio_ci_high": high, "met": ratio >= 1.0})
     for r in sampled:
         if r["adapter"] == "shm-ring" and (r["item_bytes"] or 0) >= 10_000_000 and _ok(r["limit_frac"]) \
                 and r["bound"] == "memcpy_1core":
             out.append({"target": f"{r['workload']}: shm-ring sample bandwidth >= 0.7 x memcpy (1 core)",
-                        "ours": r["store"], "figure": f"{r['mb_per_s']:.0f} MB/s vs {r['limit_gbps'] * 1000:.0f} MB/s",
-                        "ratio": r["limit_frac"], "met": r["limit_frac"] >= 0.7})
+                        "ours": r["store"], "figure": f"{mb(r['mb_per_s'])} MB/s vs {mb(r['limit_gbps'] * 1000)} MB/s",
+                        "ratio": r["limit_frac"], "ratio_ci_low": r.get("limit_frac_ci_low"),
+                        "ratio_ci_high": r.get("limit_frac_ci_high"), "met": r["limit_frac"] >= 0.7})
     return out
+
+
+def mb(v) -> str:
+    """MB/s as the targets read them: 12,345."""
+    return fixed(v, ",.0f")
 
 
 def replay_csv(results) -> dict:
@@ -114,7 +133,9 @@ def replay_section(results) -> str:
              "batches as fast as it can and reads every byte; <i>max-add</i>: actors add as fast as they can; "
              "<i>max-both</i>: both at once; <i>target</i>: adds and samples on the workload's schedule, latency "
              "counted from each op's scheduled start. Fraction = MB/s over the machine limit named in "
-             "<i>bound</i>, measured in this run.</p>", _limits_table(limits)]
+             "<i>bound</i>, measured in this run, with the bootstrap 95% CI of the median of the repeats' "
+             "fractions; a target's ratio has the bootstrap 95% CI from both sides' repeats.</p>",
+             _limits_table(limits)]
     met = targets(rows)
     if met:
         parts += ["<h3>Targets</h3>", _targets_table(met)]
@@ -125,8 +146,8 @@ def replay_section(results) -> str:
         if at:
             w = WORKLOADS[workload]
             parts.append(f"<h3>{_e(workload)}: {_e(w.algorithm)} on {_e(w.env)}, {w.sampling}, items of "
-                         f"{_num(at[0]['item_bytes'])} bytes, {w.add_per_s:g} adds/s and {w.sample_per_s:g} "
-                         f"samples/s in batches of {w.batch_size}</h3>")
+                         f"{_num(at[0]['item_bytes'])} bytes, {fixed(w.add_per_s, 'g')} adds/s and "
+                         f"{fixed(w.sample_per_s, 'g')} samples/s in batches of {w.batch_size}</h3>")
             parts.append(_workload_table(at))
     return "".join(parts)
 
@@ -141,7 +162,7 @@ def _limits_table(limits) -> str:
                                         ("disk_random_read_4k_gbps", "disk, random 4 KiB reads (cold)", "")):
         fig = limits.get(key)
         if isinstance(fig, dict):
-            cells.append(f"<tr><td>{_e(label)}</td><td>{fig['median']:.3g} GB/s</td></tr>")
+            cells.append(f"<tr><td>{_e(label)}</td><td>{fixed(fig['median'], '.3g')} GB/s</td></tr>")
     where = f"{limits.get('disk_path', '?')} ({limits.get('fs_type', '?')}); page cache {limits.get('page_cache', '?')}"
     return (f"<table class='meta'><tr><th>machine limit</th><th>median</th></tr>{''.join(cells)}</table>"
             f"<p><small>disk: {_e(where)}</small></p>")
@@ -149,27 +170,34 @@ def _limits_table(limits) -> str:
 
 def _targets_table(rows) -> str:
     body = "".join(f"<tr{'' if t['met'] else ' class=bad'}><td>{_e(t['target'])}</td><td>{_e(t['ours'])}</td>"
-                   f"<td>{_e(t['figure'])}</td><td>{t['ratio']:.2f}</td><td>{'met' if t['met'] else 'missed'}</td></tr>"
-                   for t in rows)
-    head = "".join(f"<th>{h}</th>" for h in ("target", "our store", "figure", "ratio", "verdict"))
+                   f"<td>{_e(t['figure'])}</td><td data-v='{data_v(t['ratio'])}'>"
+                   f"{with_ci(t['ratio'], t.get('ratio_ci_low'), t.get('ratio_ci_high'))}</td>"
+                   f"<td>{'met' if t['met'] else 'missed'}</td></tr>" for t in rows)
+    head = "".join(f"<th>{h}</th>" for h in ("target", "our store", "figure", "ratio [95% CI]", "verdict"))
     return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+SAMPLE_P99 = figure("sample_latency_p99_ms", "sample p99 ms", _num)  # registered figures: their label and format
+ADD_P99 = figure("add_latency_p99_ms", "add p99 ms", _num)
+
+
 def _workload_table(rows) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("store", "mode", "actors", "items/s", "MB/s", "bound", "fraction",
-                                             "sample p99 ms", "add p99 ms", "keeps up", "capacity (scale)",
-                                             "page cache", "status"))
+    head = "".join(f"<th>{_e(h)}</th>" for h in ("store", "mode", "actors", "items/s", "MB/s", "bound",
+                                                 "fraction [95% CI]", SAMPLE_P99[0], ADD_P99[0], "keeps up",
+                                                 "capacity (scale)", "page cache", "status"))
     body = []
     for r in sorted(rows, key=lambda r: (r["mode"], -(r["mb_per_s"] or 0))):
         frac = r["limit_frac"]
-        cap = f"{_num(r['capacity_items'])} ({r['capacity_scale']:.3g})" if _ok(r["capacity_scale"]) else "-"
+        cap = (f"{_num(r['capacity_items'])} ({fixed(r['capacity_scale'], '.3g')})" if _ok(r["capacity_scale"])
+               else "-")
         status = _e(r["status"]) + (f"<br><small>{_e(r['error'])}</small>" if r["error"] else "")
         cells = [_e(r["store"]), _e(r["mode"]), _e(r["actors"]), _num(r["items_per_s"]), _num(r["mb_per_s"]),
-                 _e(r["bound"]), f"{frac:.1%}" if _ok(frac) else "-", _num(r["sample_latency_p99_ms"]),
-                 _num(r["add_latency_p99_ms"]), _e(r["keeps_up"]), cap, _e(r["page_cache"]), status]
+                 _e(r["bound"]), with_ci(frac, r.get("limit_frac_ci_low"), r.get("limit_frac_ci_high"), fmt=pct),
+                 _e(SAMPLE_P99[1](r["sample_latency_p99_ms"])), _e(ADD_P99[1](r["add_latency_p99_ms"])),
+                 _e(r["keeps_up"]), cap, _e(r["page_cache"]), status]
         vals = ["", "", r["actors"], r["items_per_s"], r["mb_per_s"], "", frac, r["sample_latency_p99_ms"],
                 r["add_latency_p99_ms"], "", r["capacity_items"], "", ""]
-        tds = "".join(f"<td data-v='{v if _ok(v) else ''}'>{c}</td>" if isinstance(v, (int, float)) else f"<td>{c}</td>"
+        tds = "".join(f"<td data-v='{data_v(v)}'>{c}</td>" if isinstance(v, (int, float)) else f"<td>{c}</td>"
                       for c, v in zip(cells, vals))
         bad = r["status"] != "ok" or r["keeps_up"].startswith("0/")
         body.append(f"<tr{' class=bad' if bad else ''}>{tds}</tr>")
@@ -187,7 +215,7 @@ def bandwidth_figure(rows, limits):
           for r in rows if r["mode"] == "max-sample" and _ok(r["mb_per_s"]) and r["mb_per_s"] > 0]
     if not ok:
         return None
-    lines = [(f"{label}: {limits[k]['median'] * 1000:,.0f} MB/s", limits[k]["median"] * 1000, colour)
+    lines = [(f"{label}: {mb(limits[k]['median'] * 1000)} MB/s", limits[k]["median"] * 1000, colour)
              for k, label, colour in LIMIT_LINES if isinstance(limits.get(k), dict) and _ok(limits[k].get("median"))]
     return charts.scaling(ok, x="item_bytes", y="mb_per_s", series="series", lo="mb_per_s_ci_low",
                           hi="mb_per_s_ci_high", n="n", cv="cv", label="label", x_title="item size",

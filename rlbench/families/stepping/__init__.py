@@ -7,6 +7,7 @@ class Stepping(Family):
     name = "stepping"
     order = 10
     kinds = ("vector_env", "runner")
+    races = ("vector_env",)  # runners train as well: their env steps/s do not compete with a sampler's
 
     def section(self, results, out_dir: str) -> str:
         from rlbench.families.stepping.report import stepping_section

@@ -3,8 +3,8 @@ steps/s vs workers where a strategy's worker count is swept, the fastest strateg
 speedup over the one-process loop, and the latency of one unit; and the run's headline, a sentence per
 workload naming its fastest cell, its speedup over the loop and how clear its lead is."""
 from rlbench.report import charts
+from rlbench.report.format import data_v, fixed, is_num, pct, rate, sig, speedup, with_ci
 from rlbench.report.format import esc as _e
-from rlbench.report.format import fixed, is_num, pct, rate, sig, speedup
 from rlbench.report.points import STAT_COLUMNS, env_label, group_by, series_label, stat_points
 from rlbench.results.stats import ratio_ci
 from rlbench.workload import kv_label
@@ -130,18 +130,22 @@ def winners(rows, results=None) -> list:
     the same workload, its parallel efficiency (speedup / the cores it had: 1.0 = every core ran as fast
     as the loop alone), and whether its lead is clear (its CI above the runner-up's) or within the noise.
     Runners also train, so their env steps/s do not compete here. Given the ResultSet, the speedup has a
-    bootstrap 95% CI from both cells' repeats (rlbench.results.stats.ratio_ci; NaN bounds without it)."""
+    bootstrap 95% CI from both cells' repeats (rlbench.results.stats.ratio_ci; NaN bounds without it), and
+    the efficiency the same CI over the cores."""
     out = []
     ranked = competing(rows)
     for n, policy in sorted({(r["num_envs"], r["policy"]) for r in ranked}):
         at = [r for r in ranked if (r["num_envs"], r["policy"]) == (n, policy)]
         win, runner = at[0], (at[1] if len(at) > 1 else None)
         ratio, low, high = speedup_over(win, baseline(at), results)
+        cpus = win.get("cpus") if ratio else None
         out.append({"num_envs": n, "policy": policy, "winner": series_label(win),
                     "steps_per_s": win["steps_per_s_median"], "speedup_over_serial": ratio,
                     "speedup_ci_low": low, "speedup_ci_high": high,
                     # the ideal: every core of the cell running the one-process loop's rate
-                    "efficiency": ratio / win["cpus"] if ratio and win.get("cpus") else None,
+                    "efficiency": ratio / cpus if cpus else None,
+                    "efficiency_ci_low": low / cpus if cpus else None,
+                    "efficiency_ci_high": high / cpus if cpus else None,
                     "runner_up": series_label(runner) if runner else "",
                     "lead": LEADS[lead(win, runner) if runner else True]})
     return out
@@ -203,16 +207,21 @@ def _repeats(results, row) -> list:
     return [r["steps_per_s"] for r in results.benchmarks[row["cell_id"]].ok_runs]
 
 
+def _whole_pct(v) -> str:
+    return pct(v, 0)
+
+
 def winners_table(rows, results=None) -> str:
     body = "".join(
         f"<tr><td>{w['num_envs']}</td><td>{_e(w['policy'])}</td><td>{_e(w['winner'])}</td>"
-        f"<td data-v='{w['steps_per_s']}'>{rate(w['steps_per_s'])}</td>"
-        f"<td data-v='{'' if w['speedup_over_serial'] is None else w['speedup_over_serial']}'>"
+        f"<td data-v='{data_v(w['steps_per_s'])}'>{rate(w['steps_per_s'])}</td>"
+        f"<td data-v='{data_v(w['speedup_over_serial'])}'>"
         f"{speedup(w['speedup_over_serial'], w['speedup_ci_low'], w['speedup_ci_high'])}</td>"
-        f"<td>{pct(w['efficiency'], 0)}</td>"
+        f"<td data-v='{data_v(w['efficiency'])}'>"
+        f"{with_ci(w['efficiency'], w['efficiency_ci_low'], w['efficiency_ci_high'], fmt=_whole_pct)}</td>"
         f"<td>{_e(w['runner_up'])}</td><td>{_e(w['lead'])}</td></tr>" for w in winners(rows, results))
     head = "".join(f"<th>{h}</th>" for h in ("num_envs", "policy", "fastest", "steps/s",
                                              "speedup over serial [95% CI]",
-                                             "parallel efficiency (speedup / cores)",
+                                             "parallel efficiency (speedup / cores) [95% CI]",
                                              "runner-up", "lead"))
     return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" if body else ""

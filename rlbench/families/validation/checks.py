@@ -3,11 +3,15 @@ check on CartPole, this machine's crossover step cost (synthetic env), and the g
 per 1M CartPole steps, all from a run's cells.
 
 A ratio measured in one run on one machine is the comparable quantity; absolute FPS are shown for
-context only (they depend on the CPU).
+context only (they depend on the CPU). Every measured ratio has a bootstrap 95% CI from both cells' repeats
+(rlbench.results.stats.ratio_ci), in measured_ci_low/high (NaN with fewer than 2 repeats a side; empty for a
+row that is not a ratio).
 """
 import math
 
 from rlbench.families.validation import reference
+from rlbench.report.format import fixed, with_ci
+from rlbench.results.stats import ratio_ci
 
 # EnvPool's column -> (adapter, does a summary row at `workers` belong to it)
 STRATEGIES = {
@@ -22,7 +26,18 @@ RATIOS = (("envpool-sync", "subprocess"), ("envpool-async", "subprocess"), ("env
           ("envpool-sync", "for-loop"), ("subprocess", "for-loop"), ("sample-factory", "subprocess"),
           ("envpool-sync", "sample-factory"))
 COLUMNS = ("check", "env", "workers", "quantity", "measured", "published", "measured_over_published",
-           "tolerance", "verdict", "cells", "conditions")
+           "measured_ci_low", "measured_ci_high", "tolerance", "verdict", "cells", "conditions")
+
+
+def no_repeats(row, key) -> list:
+    """Without the ResultSet: no repeats, so no CI."""
+    return []
+
+
+def _ci(num, den, key, repeats) -> tuple:
+    """(low, high): the bootstrap 95% CI of num's median `key` over den's, from both cells' repeats."""
+    _, low, high = ratio_ci(repeats(num, key), repeats(den, key))
+    return low, high
 
 
 def _ok(rows):
@@ -37,7 +52,7 @@ def best(rows, env, strategy, workers):
     return max(cands, key=lambda r: r["frames_per_s_median"], default=None)
 
 
-def envpool_table(rows) -> list:
+def envpool_table(rows, repeats=no_repeats) -> list:
     out = []
     for env, published in reference.ENVPOOL_LAPTOP_FPS.items():
         for workers in (1, 2):
@@ -54,11 +69,12 @@ def envpool_table(rows) -> list:
                     ok = abs(measured / pub - 1) <= reference.RATIO_TOLERANCE
                     out.append(_row("envpool-table", env, workers, f"ratio {num} / {den}", measured, pub,
                                     reference.RATIO_TOLERANCE, "within tolerance" if ok else "outside tolerance",
-                                    [cells[num], cells[den]]))
+                                    [cells[num], cells[den]],
+                                    ci=_ci(cells[num], cells[den], "frames_per_s", repeats)))
     return out
 
 
-def baselines_608(rows) -> list:
+def baselines_608(rows, repeats=no_repeats) -> list:
     ref = reference.BASELINES_608
     pairs = (("sb3-subproc", "sb3-dummy"), ("gymnasium-async", "gymnasium-sync"))
     out = []
@@ -71,12 +87,13 @@ def baselines_608(rows) -> list:
             out.append(_row("baselines-608", ref["env"], ref["num_envs"], f"ratio {sub} / {dummy}", measured,
                             ref["subproc_over_dummy"], None,
                             "same direction (< 1)" if measured < 1 else "opposite direction (>= 1)",
-                            list(got.values()), ref["source"]))
+                            list(got.values()), ref["source"], ci=_ci(got[sub], got[dummy], "steps_per_s", repeats)))
     return out
 
 
-def crossover(rows) -> list:
-    """Smallest synthetic step cost at which subprocesses beat the serial loop, per num_envs."""
+def crossover(rows, repeats=no_repeats) -> list:
+    """Smallest synthetic step cost at which subprocesses beat the serial loop, per num_envs; the ratio at each
+    cost with its bootstrap 95% CI in the conditions."""
     out = []
     synth = [r for r in _ok(rows) if r["env"] == "rlbench/Synthetic-v0" and r["policy"] == "random"]
     keys = sorted({(r["num_envs"], r["env_kwargs"].get("obs_bytes", 64)) for r in synth})
@@ -91,38 +108,42 @@ def crossover(rows) -> list:
         ratios = [(c, sub[c]["steps_per_s_median"] / serial[c]["steps_per_s_median"]) for c in costs]
         cross = next((i for i, (_, q) in enumerate(ratios) if q >= 1), None)
         if cross is None:
-            value, verdict = float("nan"), f"subprocess never overtook the loop up to {costs[-1]:g} us"
+            value, verdict = float("nan"), f"subprocess never overtook the loop up to {fixed(costs[-1], 'g')} us"
         elif cross == 0:
-            value, verdict = costs[0], f"subprocess already ahead at the smallest cost {costs[0]:g} us"
+            value, verdict = costs[0], f"subprocess already ahead at the smallest cost {fixed(costs[0], 'g')} us"
         else:
             value = _interpolate(ratios[cross - 1], ratios[cross])
-            verdict = f"between {ratios[cross - 1][0]:g} and {ratios[cross][0]:g} us (log-interpolated)"
+            low, high = ratios[cross - 1][0], ratios[cross][0]
+            verdict = f"between {fixed(low, 'g')} and {fixed(high, 'g')} us (log-interpolated)"
         cells = [serial[c] for c in costs] + [sub[c] for c in costs]
         out.append(_row("crossover", f"rlbench/Synthetic-v0 (obs_bytes={obs_bytes})", n,
                         "step cost (us) where gymnasium-async overtakes serial", value, None, None, verdict, cells,
-                        "ratios: " + ", ".join(f"{c:g}us {q:.2f}x" for c, q in ratios)))
+                        "ratios: " + ", ".join(f"{fixed(c, 'g')}us " + with_ci(
+                            q, *_ci(sub[c], serial[c], "steps_per_s", repeats), unit="x") for c, q in ratios)))
     return out
 
 
-def gymnax_readme(rows) -> list:
+def gymnax_readme(rows, repeats=no_repeats) -> list:
     """The gymnax README's seconds per 1M CartPole steps beside ours (always blocked), and its headline
     ratio, subprocesses over gymnax on the CPU, which one machine can check."""
-    out, got = [], {}
+    out, got, cells = [], {}, {}
     for what, adapter, n, platform, published in reference.GYMNAX_README_S_PER_1M:
         cell = next((r for r in _ok(rows) if r["adapter"] == adapter and r["env"] == "CartPole-v1"
                      and r["num_envs"] == n and r["policy"] == "random"
                      and (adapter != "gymnax" or (r.get("device") or "cpu").startswith(platform))), None)
         if cell:
-            got[what] = seconds = 1e6 / cell["steps_per_s_median"]
+            seconds = 1e6 / cell["steps_per_s_median"]
+            got[what], cells[what] = seconds, cell
             out.append(_row("gymnax-readme", "CartPole-v1", n, f"s per 1M steps: {what}", seconds, published,
                             None, "context only (machine-dependent)", [cell], reference.GYMNAX_SOURCE))
     (sub, _, _, _, sub_pub), (cpu, _, _, _, cpu_pub) = reference.GYMNAX_README_S_PER_1M[:2]
     if sub in got and cpu in got:
         measured, published = got[sub] / got[cpu], sub_pub / cpu_pub
+        # time per 1M steps is 1 / steps/s: subprocesses' time over gymnax's is gymnax's rate over theirs
         out.append(_row("gymnax-readme", "CartPole-v1", 10, "ratio subprocesses / gymnax CPU (time per 1M)",
                         measured, published, None,
                         "same order of magnitude" if 0.1 <= measured / published <= 10 else "different order",
-                        [], reference.GYMNAX_SOURCE))
+                        [], reference.GYMNAX_SOURCE, ci=_ci(cells[cpu], cells[sub], "steps_per_s", repeats)))
     return out
 
 
@@ -134,17 +155,26 @@ def _interpolate(lo, hi) -> float:
     return math.exp(math.log(c0) + t * (math.log(c1) - math.log(c0)))
 
 
-def _row(check, env, workers, quantity, measured, published, tolerance, verdict, cells, conditions=None):
+def _row(check, env, workers, quantity, measured, published, tolerance, verdict, cells, conditions=None, ci=None):
+    """ci: (low, high) of a measured ratio (NaN when unknown); None for a quantity that is not a ratio."""
     ratio = measured / published if published and measured == measured else None
+    low, high = ci if ci is not None else (None, None)
     return {"check": check, "env": env, "workers": workers, "quantity": quantity, "measured": measured,
-            "published": published, "measured_over_published": ratio, "tolerance": tolerance,
+            "published": published, "measured_over_published": ratio, "measured_ci_low": low,
+            "measured_ci_high": high, "tolerance": tolerance,
             "verdict": verdict, "cells": " | ".join(c["cell_id"] for c in cells),
             "conditions": conditions or (reference.ENVPOOL_CONDITIONS if check == "envpool-table" else "")}
 
 
 def validation_rows(results) -> list:
     rows = results.summary_rows()
-    out = envpool_table(rows) + baselines_608(rows) + crossover(rows) + gymnax_readme(rows)
+
+    def repeats(row, key) -> list:
+        """A cell's `key`, one value per successful repeat (what its median and the ratio CIs come from)."""
+        return [r.get(key) for r in results.benchmarks[row["cell_id"]].ok_runs]
+
+    out = (envpool_table(rows, repeats) + baselines_608(rows, repeats) + crossover(rows, repeats)
+           + gymnax_readme(rows, repeats))
     versions = measured_versions(results.env)
     for r in out:
         if r["check"] == "envpool-table" and versions:

@@ -4,7 +4,7 @@ import os
 
 from rlbench.report import charts
 from rlbench.report.csv_reporter import to_csv
-from rlbench.report.format import esc
+from rlbench.report.format import data_v, esc, fixed
 from rlbench.results.profiles import STAGES, breakdown
 
 COLOURS = {**charts.STAGE_COLOURS, "learner": charts.STAGE_COLOURS["learn"]}
@@ -14,9 +14,11 @@ RUNNING = [s for s in STAGES if s != "setup"]
 COLUMNS = ("cell_id", "profile", *(f"{s}_s" for s in STAGES), *(f"{s}_frac" for s in RUNNING))
 
 
-def profile_rows(results, out_dir: str) -> list:
+def profile_rows(summary_rows, out_dir: str) -> list:
+    """One row per cell with a py-spy profile under out_dir: its seconds per stage and their shares of the
+    seconds outside setup (a profile that cannot be read is left out)."""
     rows = []
-    for row in results.summary_rows():
+    for row in summary_rows:
         path = row.get("profile") and os.path.join(out_dir, row["profile"])
         if not path or not os.path.exists(path):
             continue
@@ -31,19 +33,22 @@ def profile_rows(results, out_dir: str) -> list:
     return rows
 
 
-def export_profiles(results, out_dir: str) -> dict:
-    """profiles.csv, for a run with --profile."""
-    rows = profile_rows(results, out_dir)
-    return {"profiles.csv": to_csv(rows, COLUMNS)} if rows else {}
+def export_profiles(view) -> dict:
+    """profiles.csv of a RunView (rlbench.report.view), for a run with --profile."""
+    return {"profiles.csv": to_csv(view.profiles, COLUMNS).encode()} if view.profiles else {}
 
 
-def profiles_section(results, out_dir: str) -> str:
-    rows = profile_rows(results, out_dir)
+def _seconds(v) -> str:
+    return fixed(v, ".2f")
+
+
+def profiles_section(view) -> str:
+    rows = view.profiles
     if not rows:
         return ""
     chart = charts.to_html(profiles_figure(rows), charts.chart_id("profiles", "stages"))
     table = "".join(f"<tr><td>{esc(r['cell_id'])}</td>"
-                    + "".join(f"<td>{r[f'{s}_s']:.2f}</td>" for s in STAGES)
+                    + "".join(f"<td data-v='{data_v(r[f'{s}_s'])}'>{_seconds(r[f'{s}_s'])}</td>" for s in STAGES)
                     + f"<td><a href='{esc(r['profile'])}'>speedscope</a></td></tr>" for r in rows)
     head = "".join(f"<th>{LABELS[s]} s</th>" for s in STAGES)
     return (f"<h2>Where the time goes (py-spy, every process of the cell)</h2>{chart}"
@@ -57,5 +62,5 @@ def profiles_figure(rows):
     """One stacked bar per profiled cell: the shares of its sampled seconds outside setup, per stage."""
     return charts.stacked_bars(
         [(r["cell_id"], {s: r[f"{s}_frac"] for s in RUNNING},
-          "py-spy: " + ", ".join(f"{LABELS[s]} {r[f'{s}_s']:.2f} s" for s in RUNNING)) for r in rows],
+          "py-spy: " + ", ".join(f"{LABELS[s]} {_seconds(r[f'{s}_s'])} s" for s in RUNNING)) for r in rows],
         [(s, LABELS[s], COLOURS[s]) for s in RUNNING])

@@ -1,0 +1,110 @@
+"""The view models exporters read, one per kind of export, each built once: `RunView` of a run directory's
+ResultSet (the CSVs, index.html, the families' files, the py-spy table, pytest-benchmark.json and the console
+table read it) and `CompareView` of a comparison (compare.csv and compare.html). An exporter takes the view
+and returns its files, {name: bytes}; rlbench.report.writer writes them.
+
+What a view holds is computed at most once, when first read: the runs and summaries as pandas DataFrames
+(results.csv's and summary.csv's columns), the summary rows the page's tables iterate, the headlines, the
+py-spy profiles' rows (each speedscope file parsed once), and what each family's section is drawn from (the
+ResultSet itself and the run directory: rlbench.contract.Family.section takes those)."""
+from functools import cached_property
+
+from rlbench import SCHEMA_VERSION, registry
+
+PROFILES_ORDER = 50  # the py-spy profiles' section: after the families' own, before validation
+
+
+class RunView:
+    """A run directory as its report shows it."""
+
+    def __init__(self, results, out_dir: str = ""):
+        self.results = results      # per-repeat values (bootstrap CIs) and the families' hooks read it
+        self.out_dir = out_dir      # where the report goes: profiles are found relative to it
+        self.env = results.env
+
+    @cached_property
+    def rows(self) -> list:
+        """One summary row (dict) per cell, in suite order."""
+        return self.results.summary_rows()
+
+    @cached_property
+    def summaries(self):
+        """summary.csv as a DataFrame: one row per cell, its columns."""
+        return self.results.summary_frame()
+
+    @cached_property
+    def runs(self):
+        """results.csv as a DataFrame: one row per repeat; rows older than the schema field get the current one."""
+        runs = self.results.runs_frame()
+        runs["schema"] = runs["schema"].where(runs["schema"].notna(), SCHEMA_VERSION)
+        return runs
+
+    @property
+    def suite(self) -> str:
+        return self.rows[0]["suite"] if self.rows else "(no results)"
+
+    @cached_property
+    def ran(self) -> list:
+        """The cells the summary table shows: measured, or tried and failed here."""
+        return [r for r in self.rows if r["n"] or r["status"] not in ("unsupported",)]
+
+    @cached_property
+    def skipped(self) -> list:
+        """The cells this machine could not run (unsupported, never measured)."""
+        return [r for r in self.rows if not r["n"] and r["status"] in ("unsupported",)]
+
+    @property
+    def dropped(self) -> list:
+        """The planned cells left out because no machine can run them (env.json's `dropped`)."""
+        return self.env.get("dropped") or []
+
+    @cached_property
+    def headlines(self) -> list:
+        """Every family's headline sentences, in family order (rlbench.contract.Family.headlines)."""
+        return [line for f in registry.families() for line in f.headlines(self.results)]
+
+    @cached_property
+    def profiles(self) -> list:
+        """One row per profiled cell: the seconds py-spy saw in each stage and their shares."""
+        from rlbench.report.profiles_section import profile_rows
+        return profile_rows(self.rows, self.out_dir)
+
+    def sections(self) -> list:
+        """(order, name, draw) of every section below the headlines, in page order: each family's (drawn from
+        the ResultSet and the run directory, as rlbench.contract.Family.section takes them) and the py-spy
+        profiles' (drawn from this view)."""
+        from rlbench.report.profiles_section import profiles_section
+        out = [(f.order, f.name, lambda f=f: f.section(self.results, self.out_dir)) for f in registry.families()]
+        out.append((PROFILES_ORDER, "profiles", lambda: profiles_section(self)))
+        return sorted(out, key=lambda s: s[:2])
+
+
+def run_view(source, out_dir: str = "") -> RunView:
+    """The view of a ResultSet (or the view itself, given one)."""
+    return source if isinstance(source, RunView) else RunView(source, out_dir)
+
+
+class CompareView:
+    """A comparison of two run directories as compare.csv and compare.html show it."""
+
+    def __init__(self, comparison, base_dir: str, new_dir: str):
+        self.comparison = comparison
+        self.base_dir, self.new_dir = base_dir, new_dir
+
+    @cached_property
+    def rows(self):
+        """One row per compared cell, compare.csv's columns (rlbench.results.compare.COLUMNS), as a DataFrame."""
+        import pandas as pd
+
+        from rlbench.results.compare import COLUMNS
+        return pd.DataFrame([dict(r) for r in self.comparison.rows], columns=list(COLUMNS), dtype=object)
+
+    @property
+    def records(self) -> list:
+        return self.rows.to_dict("records")
+
+    @property
+    def machines(self) -> list:
+        """(key, base, new) of each machine figure the comparison checked."""
+        c = self.comparison
+        return [(k, c.base_machine[k], c.new_machine[k]) for k in c.base_machine]
