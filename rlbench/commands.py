@@ -64,13 +64,13 @@ def cmd_report(args) -> int:
             paths = report.export(ResultSet.load(args.dir), args.dir, [export_pytest_benchmark])
             print(f"pytest-benchmark: {paths[0]}")
             return 0
-        results = pipeline.rebuild_report(args.dir)
+        view = pipeline.rebuild_report(args.dir)
     except OSError as exc:
         print(f"rlbench: error: cannot write the report: {exc.strerror or exc}", file=sys.stderr)
         return 1
     finally:
         lock.release()
-    pipeline.print_summary(results, args.dir)
+    pipeline.print_summary(view, args.dir)
     return 0
 
 

@@ -48,13 +48,13 @@ def run(args, plan_args, resume: str = None) -> tuple:
         with stops_early(outcome, out_dir):
             envs = prepare(suite, out_dir, env, build=not args.no_build)
             sweep(suite, run_id, out_dir, envs, done, args.profile)
-        results = export_run(out_dir, env)
+        view = export_run(out_dir, env)
     finally:
         lock.release()
-    if results is None:
+    if view is None:
         return (130 if outcome.interrupted else 1), out_dir
-    print_summary(results, out_dir)
-    return exit_code(outcome, results, getattr(args, "allow_errors", False)), out_dir
+    print_summary(view, out_dir)
+    return exit_code(outcome, view.results, getattr(args, "allow_errors", False)), out_dir
 
 
 def out_dir_of(args, run_id, resume) -> tuple:
@@ -154,29 +154,31 @@ def exit_code(outcome: Outcome, results: ResultSet, allow_errors: bool) -> int:
     return 0
 
 
-def rebuild_report(out_dir) -> ResultSet:
-    """Every file of the report, from results.jsonl alone (as `rlbench report` does)."""
+def rebuild_report(out_dir):
+    """Every file of the report, from results.jsonl alone (as `rlbench report` does); the run's view
+    (rlbench.report.view.RunView), built once, which the summary printed after it reads too."""
     from rlbench import report
+    from rlbench.report.view import run_view
     results = ResultSet.load(out_dir)
     if results.skipped:
         print(f"rlbench: warning: {out_dir}/results.jsonl: line(s) {', '.join(map(str, results.skipped[:10]))} "
               "are not results rows; left out", file=sys.stderr)
-    report.export(results, out_dir)
-    return results
+    view = run_view(results, out_dir)
+    report.export(view, out_dir)
+    return view
 
 
-def print_summary(results, out_dir) -> None:
+def print_summary(view, out_dir) -> None:
     """The medians table, the row count and the report's path, then the answer: each family's headline
     sentences (rlbench.contract.Family.headlines), last, as hyperfine ends on its summary."""
     from rlbench.report.console import medians_table
-    from rlbench.report.html import headlines
-    print(medians_table(results))
+    print(medians_table(view))
     counts = {}
-    for r in results.rows:
+    for r in view.results.rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
-    print(f"\n{len(results.rows)} rows ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})")
+    print(f"\n{len(view.results.rows)} rows ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})")
     print(f"report: {os.path.join(out_dir, 'index.html')}")
-    lines = headlines(results)
+    lines = view.headlines
     if lines:
         print("\nSummary")
         for line in lines:

@@ -97,22 +97,15 @@ def data_v(v) -> str:
 
 
 def figure(name: str, header: str, fmt=si) -> tuple:
-    """(header, formatter) of a table column showing the registered figure `name` (a results.csv column such
-    as latency_p99_ms, or a summary.csv one such as latency_p99_ms_median or steps_per_s_ci_low): its label
-    and format from the one registry (rlbench.results.metrics.metric) where it has them, else `header` and
-    `fmt`. A NAME_median column the registry does not know is looked up as NAME."""
+    """(header, formatter) of a table column showing `name` (a results.csv column such as latency_p99_ms, or a
+    summary.csv one such as latency_p99_ms_median or steps_per_s_ci_low): its label and format from the one
+    registry (rlbench.results.metrics.metric); `header` and `fmt` only for a column that is no registered figure."""
     from rlbench.results import metrics
-    m = None
-    for candidate in dict.fromkeys((name, name.removesuffix("_median"))):
-        try:
-            m = metrics.metric(candidate)
-        except LookupError:
-            continue
-        if m is not None:
-            break
-    if m is None:
+    try:
+        m = metrics.metric(name)
+    except KeyError:
         return header, fmt
-    return (getattr(m, "label", None) or header), (getattr(m, "format", None) or fmt)
+    return m.label, m.format
 
 
 def speedup(ratio, low=None, high=None) -> str:

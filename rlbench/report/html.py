@@ -116,7 +116,7 @@ def summary_view(rows) -> tuple:
     """(header, key, format or None for text) of each column: the fixed ones, plus one per session metric
     (updates/s, lag, time split) some cell reported."""
     spec = SUMMARY_VIEW[:-1] + tuple(
-        (m.replace("_", " "), f"{m}_median", pct if m.endswith("_frac") else si) for m in SESSION_METRICS
+        (m.replace("_", " "), f"{m}_median", si) for m in SESSION_METRICS
         if any(is_num(r.get(f"{m}_median")) for r in rows)) + SUMMARY_VIEW[-1:]
     out = []
     for header, key, fmt in spec:
