@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras browser bench lint test test-slow report compare ci-report check-overhead clean
+.PHONY: install install-extras browser bench lint test test-slow report compare ci-report check-overhead check-tune clean
 
 install: $(STAMP)
 
@@ -68,6 +68,11 @@ ci-report: install
 # The harness against a bare hand-written loop of the same library calls, side by side.
 check-overhead: install
 	$(PY) scripts/check_overhead.py
+
+# Is `rlbench tune` right? Its pick against an exhaustive sweep of the same candidates on a panel of synthetic
+# envs (a benchmark, not a test: ARGS="--budget 60s --sizes 2,4,8,16,32" and more, see the script).
+check-tune: install
+	$(PY) scripts/check_tune.py $(ARGS)
 
 clean:
 	rm -rf reports/2* reports/latest .pytest_cache

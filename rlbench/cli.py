@@ -63,10 +63,18 @@ def parse_args(argv):
     tun.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="env argument")
     tun.add_argument("--policy", default="random", help="random | fixed_cost:cost_us=100 | mlp:... | module:function")
     tun.add_argument("--budget", default="10m", help="wall-clock budget of the whole search (default 10m; 90s, 1h)")
-    tun.add_argument("--max-envs", type=positive_int, help="largest num_envs tried (default max(16, 4 x cores))")
+    tun.add_argument("--max-envs", type=positive_int, help="largest num_envs the search may climb to (default: "
+                                                           "what half the free memory holds, at most 4096)")
     tun.add_argument("--adapters", action="append", metavar="A,B", help="race only these adapters (default: every "
                                                                         "env-stepping adapter available here)")
     tun.add_argument("--out", help="run directory (default reports/<run-id>)")
+    cal = sub.add_parser("calibrate", help="measure each strategy's cost per env step on this machine (cached; "
+                                           "`rlbench tune` runs what is missing)")
+    cal.add_argument("--adapters", action="append", metavar="A,B", help="only these adapters (default: every "
+                                                                        "env-stepping adapter available here)")
+    cal.add_argument("--max-envs", type=positive_int, default=4096, help="largest num_envs calibrated (default: "
+                                                                         "8 per core)")
+    cal.add_argument("--force", action="store_true", help="measure again what the cache holds")
     sub.add_parser("env", help="print this machine's fingerprint (env.json)")
     cmp = sub.add_parser("compare", help="compare two runs; exit 1 when a cell is slower beyond the threshold "
                                          "and significantly so")
@@ -92,7 +100,8 @@ def parse_args(argv):
 
 
 COMMANDS = {"run": commands.cmd_run, "resume": commands.cmd_resume, "rerun": commands.cmd_rerun,
-            "tune": commands.cmd_tune, "list": commands.cmd_list, "report": commands.cmd_report,
+            "tune": commands.cmd_tune, "calibrate": commands.cmd_calibrate, "list": commands.cmd_list,
+            "report": commands.cmd_report,
             "compare": commands.cmd_compare, "validate": commands.cmd_validate, "envs": commands.cmd_envs,
             "env": commands.cmd_env, "limits": commands.cmd_limits}
 

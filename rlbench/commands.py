@@ -31,6 +31,29 @@ def cmd_tune(args) -> int:
     return tune(args)[0]
 
 
+def cmd_calibrate(args) -> int:
+    """Each strategy's env steps/s on the zero-cost synthetic env, cached for `rlbench tune`'s predictions."""
+    from rlbench.report.format import rate
+    from rlbench.tuning import calibrate
+    from rlbench.tuning.candidates import Space, cpus_here
+    from rlbench.workload import PolicySpec, Workload
+    named = [a for item in (args.adapters or []) for a in item.split(",") if a]
+    cpus = cpus_here()
+    space = Space(Workload(calibrate.ENV_ID, 1, PolicySpec()), named, args.max_envs, cpus)
+    ns = calibrate.sizes(cpus, args.max_envs)
+    from rlbench.tuning import prepare
+    envs = prepare(space.adapters, {})
+    figures, path, rows = calibrate.calibrate(space.adapters, ns, envs, force=args.force)
+    for adapter in space.adapters:
+        seen = figures.get(adapter, {})
+        cells = ", ".join(f"n={n}: {rate(seen.get(str(n), {}).get('steps_per_s'))}" for n in ns)
+        failed = next((r for r in rows if r["adapter"] == adapter and r["status"] != "ok"), None)
+        print(f"{adapter:<22} {cells}" + (f"  ({failed['status']}: {(failed.get('error') or '')[:80]})"
+                                          if failed else ""))
+    print(f"env steps/s on {calibrate.ENV_ID} (step_cost_us=0); {len(rows)} measured now; cache: {path}")
+    return 0
+
+
 def cmd_resume(args) -> int:
     rundir.check_run(args.dir, "resume")
     return run(saved_args(args.dir, args), resume=args.dir)[0]
@@ -132,7 +155,11 @@ def cmd_compare(args) -> int:
         raise UsageError(f"--alpha {args.alpha:g} must be between 0 and 1")
     base, new = ResultSet.load(args.base), ResultSet.load(args.new)
     result = compare(base, new, threshold, args.alpha)
-    paths = compare_report.write(result, args.base, args.new, args.out or args.new)
+    paths = compare_report.write(result, args.base, args.new, args.out or args.new, base, new)
+    from rlbench.report.view import CompareView
+    for label, b, n, changed in CompareView(result, args.base, args.new, base, new).winners:
+        if changed:
+            print(f"winner changed  {label}: base {b.winner.text}, new {n.winner.text}")
     for r in result.rows:
         if r["verdict"] not in ("same",):
             ratio = ratio_label(r)

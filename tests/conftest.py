@@ -1,8 +1,11 @@
 """Shared helpers: run the CLI (in this process or in a fresh one), read a run directory back, write
 suite files, and make sure no test leaves a process behind."""
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,6 +14,10 @@ import pytest
 
 from rlbench import cli
 from rlbench.results.store import read_rows
+
+# The tests' calibrations (rlbench tune, rlbench calibrate) go to a cache of their own, never the user's.
+CACHE = tempfile.mkdtemp(prefix="rlbench-test-cache-")
+os.environ["RLBENCH_CACHE"] = CACHE
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -142,6 +149,7 @@ def no_leaked_children():
 def pytest_sessionfinish(session, exitstatus):
     """Nothing a failed test left behind may hold the run open (a vector env's __del__ at exit waits on it)."""
     kill_tree(live_children())
+    shutil.rmtree(CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(session, config, items):

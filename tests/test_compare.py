@@ -227,3 +227,31 @@ def test_compare_page_and_csv_render_from_one_view_as_bytes(tmp_path):
     assert files["compare.csv"].decode().splitlines()[0] == ",".join(COLUMNS)
     page = files["compare.html"].decode()
     assert "1.30x [" in page and "<td>0 / 0</td>" in page and ">-</td>" in page   # a missing figure shows "-"
+
+
+def test_each_runs_verdict_is_its_headline_and_a_changed_winner_is_said(tmp_path, capsys):
+    from test_report_html import _row
+
+    from rlbench.families.stepping.report import headlines
+    from rlbench.report.compare_page import export_compare
+    from rlbench.report.view import CompareView
+    from rlbench.results.compare import compare
+    from rlbench.results.model import ResultSet
+
+    def run(path, rates):
+        rows = [{**_row(a, n, rep, r), "cell_index": i} for rep in range(3) for i, (a, n, r) in enumerate(rates)]
+        path.mkdir()
+        (path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (path / "env.json").write_text(json.dumps(MACHINE))
+        return ResultSet.load(str(path))
+
+    base = run(tmp_path / "base", [("serial", 1, 100.0), ("gymnasium-async", 4, 300.0), ("sb3-subproc", 4, 200.0)])
+    new = run(tmp_path / "new", [("serial", 1, 100.0), ("gymnasium-async", 4, 150.0), ("sb3-subproc", 4, 200.0)])
+    [(label, b, n, changed)] = CompareView(compare(base, new), "base", "new", base, new).winners
+    assert changed and (b.winner.adapter, n.winner.adapter) == ("gymnasium-async", "sb3-subproc")
+    assert [f"{label}: {b.sentence()}"] == headlines(base) and [f"{label}: {n.sentence()}"] == headlines(new)
+    page = export_compare(CompareView(compare(base, new), "base", "new", base, new))["compare.html"].decode()
+    assert "Fastest per workload" in page and "<td>yes</td>" in page
+    assert cli.main(["compare", str(tmp_path / "base"), str(tmp_path / "new"), "--out", str(tmp_path / "c")]) == 1
+    assert "winner changed  CartPole-v1 · random: base gymnasium-async (num_envs=4), new sb3-subproc (num_envs=4)" \
+        in capsys.readouterr().out

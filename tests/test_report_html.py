@@ -12,7 +12,7 @@ from rlbench.families.learners.report import split_figure
 from rlbench.families.replay.report import bandwidth_figure, replay_rows
 from rlbench.families.stepping.report import latency_figure, throughput_figure, winners, winners_table, workers_figure
 from rlbench.report import charts, export
-from rlbench.report.format import grouped, pct, rate, si, size, speedup
+from rlbench.report.format import esc, grouped, pct, rate, si, size, speedup
 from rlbench.report.html import export_html
 from rlbench.results.model import ResultSet, frames
 
@@ -345,22 +345,27 @@ def test_jax_share_of_device_copy_has_a_bootstrap_ci():
     assert f">{pct(0.25)} [-]</td>" in one                      # one repeat: the value, no CI
 
 
-def test_tune_strategies_show_their_share_of_the_winner_with_a_ci():
-    from test_tune import PROFILE, _Race, _racer
+def test_tune_strategies_show_their_share_of_the_winner_with_a_ci_and_the_search_as_a_chart():
+    from test_tune import PROFILE, _five, _searched
 
     from rlbench.report.recommendation import of_winner, recommendation_section
     from rlbench.results.stats import ratio_ci
+    from rlbench.tuning import chart_points
     from rlbench.tuning.decide import decide, lines
-    win = _racer("gymnasium-async", 4, [200, 205, 198, 202, 201])
-    serial = _racer("serial", 1, [100, 101, 99, 100, 102])
-    d = decide(_Race([win, serial]), [win, serial], PROFILE, [], None)
+    rates = {("serial", n): _five(100) for n in (1, 2, 4, 8)}
+    rates.update({("sb3-subproc", n): _five(r) for n, r in ((1, 80), (2, 150), (4, 200), (8, 190))})
+    search, res = _searched(rates, ["serial", "sb3-subproc"])
+    d = decide(search, res, PROFILE)
     s = next(s for s in d["strategies"] if s["adapter"] == "serial")
+    win = next(c for c in search.candidates if c.cell.cell_id == d["winner"]["cell_id"])
+    serial = next(c for c in search.candidates if c.cell.cell_id == s["best"])
     ratio, low, high = ratio_ci(serial.values, win.values)
     assert s["ratio_to_winner"] == pytest.approx(ratio) and (s["ratio_ci_low"], s["ratio_ci_high"]) == (low, high)
     assert of_winner(s) == f"0.50x [{low:.2f}, {high:.2f}]"
     assert of_winner({**s, "ratio_ci_low": float("nan")}) == "0.50x [-]" and of_winner({"adapter": "x"}) == ""
-    section = recommendation_section({"tune": {"label": "CartPole-v1", **d}})
-    assert "of the winner [95% CI]" in section and of_winner(s) in section
+    section = recommendation_section({"tune": {"label": "CartPole-v1", **d, "points": chart_points(search)}})
+    assert "of the winner [95% CI]" in section and of_winner(s) in section and esc(d["verdict"]) in section
+    assert "The search: env steps/s vs num_envs" in section and "winner: sb3-subproc (num_envs=4)" in section
     assert f"({of_winner(s)} of the winner)" in "\n".join(lines(d, PROFILE, "CartPole-v1"))
 
 

@@ -93,14 +93,16 @@ def test_report_rebuilds_a_real_run(cli_run, capsys):
 
 def test_html_names_the_fastest_strategy_per_size_and_its_speedup_over_serial():
     from rlbench.families.stepping.report import winners
-    rows = ResultSet.from_rows(
+    results = ResultSet.from_rows(
         [_row("serial", 0, r, rate=1000.0 + r) for r in range(3)]
         + [_row("envpool-async", 1, r, rate=3000.0 + 10 * r) for r in range(3)]
-        + [_row("gymnasium-async", 2, r, rate=2990.0 + 10 * r) for r in range(3)]).summary_rows()
-    [w] = winners(rows)
+        + [_row("gymnasium-async", 2, r, rate=2990.0 + 10 * r) for r in range(3)])
+    [w] = winners(results.summary_rows(), results)
     assert w["winner"] == "envpool-async random" and w["runner_up"] == "gymnasium-async random"
     assert w["speedup_over_serial"] == pytest.approx(3010.0 / 1001.0)
-    assert w["lead"] == "within the CIs of the runner-up"
+    assert w["lead"] == "lead not significant (the 95% CI includes 1x)"
+    [alone] = winners(results.summary_rows())  # without the repeats: no CI to tell
+    assert alone["lead"] == "lead untested (fewer than 2 repeats)"
 
 
 def test_winners_compare_like_with_like_policies_and_leave_runners_out():

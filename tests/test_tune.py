@@ -1,19 +1,22 @@
 """`rlbench tune` and the user's env and policy it starts from: inputs refused up front, the race's
 statistics, the decision, and a real tune on a tiny budget with every candidate accounted for."""
+import html
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+from test_report_html import _row
 
 from rlbench.cli import main
-from rlbench.planning.plan import Cell
+from rlbench.families.stepping.report import headlines
+from rlbench.results.model import ResultSet
 from rlbench.results.stats import slower_p
 from rlbench.tuning import parse_budget
-from rlbench.tuning.candidates import Left, candidates, sizes
+from rlbench.tuning.candidates import Space, default_max_envs
 from rlbench.tuning.decide import decide, lines
-from rlbench.tuning.race import Racer
+from rlbench.tuning.search import Search
 from rlbench.workload import PolicySpec, Workload
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -35,10 +38,20 @@ def test_budget_forms(raw, seconds):
         assert parse_budget(raw) == seconds
 
 
-def test_sizes_are_powers_of_two_up_to_the_limit():
-    assert sizes(16) == [1, 2, 4, 8, 16]
-    assert sizes(12) == [1, 2, 4, 8, 12]
-    assert sizes(1) == [1]
+def test_max_envs_is_what_memory_holds_not_a_multiple_of_the_cores():
+    assert default_max_envs({"rss_per_env_mb": 0.001}, memory_mb=8000) == 4096          # a trivial env: the cap
+    assert default_max_envs({"rss_per_env_mb": 100.0}, memory_mb=8000) == 40            # half of 8 GB / 100 MB
+    assert default_max_envs({"rss_per_env_mb": 1e6}, memory_mb=8000) == 1
+
+
+def test_neighbours_step_once_along_every_axis_the_strategy_names():
+    space = Space(Workload("CartPole-v1", 1, PolicySpec()), ["gymnasium-async", "rlpyt-cpu"], 64, 2)
+    near = {(axis, c.workload.num_envs, tuple(sorted(c.given_options.items())))
+            for axis, _, c in space.neighbours("gymnasium-async", 8, 0, {})}
+    assert near == {("num_envs x2", 16, ()), ("num_envs /2", 4, ()), ("shared_memory", 8, (("shared_memory", False),))}
+    near = {(axis, c.workload.num_envs, c.given_options.get("workers"))
+            for axis, _, c in space.neighbours("rlpyt-cpu", 64, 1, {"workers": 2})}
+    assert near == {("num_envs /2", 32, 2), ("workers", 64, 1)}   # 128 is past --max-envs
 
 
 def test_slower_p_separates_clear_gaps_only():
@@ -66,52 +79,82 @@ def test_bad_input_is_one_line_exit_2_nothing_written(toyenvs, tmp_path, capsys,
     assert not out.exists()
 
 
-def test_candidates_account_for_what_cannot_race(toyenvs):
+def test_the_space_accounts_for_what_cannot_race(toyenvs):
     from rlbench.envs import planned_env_kwargs
     kw, skip = planned_env_kwargs("toyenvs:make_corridor", {"obs": "dict"})
-    cells, left, _ = candidates(Workload("toyenvs:make_corridor", 1, PolicySpec(), 0, skip, kw),
-                             ["serial", "envpool-sync", "gymnasium-async"], 4, 2)
-    assert {c.adapter for c in cells} == {"serial", "gymnasium-async"}
-    assert sorted(c.workload.num_envs for c in cells if c.adapter == "serial") == [1, 2, 4]
-    assert any(x.adapter == "envpool-sync" and "no native toyenvs:make_corridor" in x.reason for x in left)
-
-
-def _racer(adapter, n, values, status="finalist"):
-    from rlbench import registry
-    cell = Cell(adapter, Workload("CartPole-v1", n), registry.get(adapter).resolve_options({}))
-    return Racer(cell, values=values, repeats=len(values), status=status)
-
-
-class _Race:
-    def __init__(self, racers):
-        self.racers, self.left_out = racers, [Left("envpool-sync", "", "unsupported", "envpool has no native X")]
-
-    def baseline(self, racers):
-        from rlbench.tuning.race import Race
-        return Race.baseline(self, racers)
+    space = Space(Workload("toyenvs:make_corridor", 1, PolicySpec(), 0, skip, kw),
+                  ["serial", "envpool-sync", "gymnasium-async"], 4, 2)
+    assert [c.workload.num_envs for _, c in space.settings("serial", 4)] == [4]
+    assert not space.settings("envpool-sync", 4) and not space.settings("serial", 8)   # 8 > --max-envs
+    assert any(x.adapter == "envpool-sync" and "no native toyenvs:make_corridor" in x.reason for x in space.left)
 
 
 PROFILE = {"step": {"median_us": 20.0, "p99_us": 30.0, "cv": 0.1}, "reset_share": 0.01, "obs_bytes": 16,
            "rss_per_env_mb": 0.1, "policy_us_per_batch": {"1": 5.0}}
 
 
-def test_decision_with_a_clear_winner_and_a_tie():
-    win = _racer("gymnasium-async", 4, [200, 205, 198, 202, 201])
-    serial = _racer("serial", 1, [100, 101, 99, 100, 102])
-    close = _racer("sb3-subproc", 4, [199, 204, 200, 201, 197])
-    d = decide(_Race([win, close, serial]), [win, close, serial], PROFILE, [], None)
-    assert d["winner"]["adapter"] == "gymnasium-async" and d["winner"]["n"] == 5
+class _Recorded:
+    """A Measurer replaying recorded rates: (adapter, num_envs) -> steps/s of each repeat."""
+
+    def __init__(self, rates):
+        self.rates, self.t = rates, 0.0
+
+    def elapsed(self):
+        return self.t
+
+    def job_s(self, cell):
+        return 1.0
+
+    def run(self, cells, level, admit):
+        out = []
+        for cell in cells:
+            values = self.rates.get((cell.adapter, cell.workload.num_envs))
+            if values and level <= len(values) and admit(cell):
+                self.t += 1
+                out.append({"cell_id": cell.cell_id, "status": "ok", "steps_per_s": values[level - 1]})
+        return out
+
+
+def _searched(rates, adapters):
+    """A search over CartPole-v1 on recorded rates, and the run folder's rows its repeats are."""
+    space = Space(Workload("CartPole-v1", 1, PolicySpec()), adapters, 8, 2)
+    search = Search(space, _Recorded(rates), 1e6, PROFILE, {}, 2, stream=open(os.devnull, "w"))
+    search.go()
+    rows = [{**_row(c.adapter, c.num_envs, i, v, cell_id=c.cell.cell_id, cell_index=c.cell.index,
+                    options=c.cell.given_options), "steps_per_s": v}
+            for c in search.candidates for i, v in enumerate(c.values)]
+    return search, ResultSet.from_rows(rows)
+
+
+def _five(x):
+    return [x, x * 1.01, x * 0.99, x * 1.005, x * 0.995]
+
+
+def test_tune_and_the_run_headline_give_one_verdict_in_the_same_words():
+    rates = {("serial", n): _five(r) for n, r in ((1, 99), (2, 100), (4, 101), (8, 98))}
+    rates.update({("gymnasium-async", n): _five(r) for n, r in ((1, 90), (2, 150), (4, 200), (8, 190))})
+    rates.update({("sb3-subproc", n): _five(r) for n, r in ((1, 90), (2, 140), (4, 199), (8, 180))})
+    search, results = _searched(rates, ["serial", "gymnasium-async", "sb3-subproc"])
+    d = decide(search, results, PROFILE)
+    [headline] = headlines(results)
+    assert headline == f"CartPole-v1 · random: {d['verdict']}"
+    assert d["winner"]["adapter"] == "gymnasium-async" and d["winner"]["num_envs"] == 4 and d["winner"]["n"] == 5
     sp = d["speedup_over_serial"]
-    assert sp["ci_low"] <= sp["ratio"] <= sp["ci_high"] and sp["ci_low"] > 1.9
-    assert d["runner_up"]["lead"].startswith("within the CI")
-    assert {s["adapter"] for s in d["strategies"]} == {"serial", "sb3-subproc", "envpool-sync"}
-    assert next(s for s in d["strategies"] if s["adapter"] == "envpool-sync")["why"].startswith("unsupported")
-    far = _racer("sb3-subproc", 4, [100, 104, 101, 99, 103])
-    d = decide(_Race([win, far, serial]), [win, far, serial], PROFILE, [], None)
-    assert d["runner_up"]["lead"] == "significant"
+    assert sp["ci_low"] <= sp["ratio"] <= sp["ci_high"] and 1.9 < sp["ci_low"] and sp["baseline"].startswith("serial/")
+    assert d["runner_up"]["lead"] == "not significant" and "lead not significant" in d["verdict"]
+    assert {s["adapter"] for s in d["strategies"]} >= {"serial", "sb3-subproc"}
     text = "\n".join(lines(d, PROFILE, "CartPole-v1 with policy random"))
-    assert "Fastest for CartPole-v1" in text and "the serial loop" in text and "rlbench run --adapter gymnasium-async" in text
+    assert "Fastest for CartPole-v1" in text and d["verdict"] in text and "rlbench run --adapter gymnasium-async" in text
     assert "gymnasium.vector.AsyncVectorEnv([lambda: gymnasium.make('CartPole-v1')] * 4" in text
+
+
+def test_a_clear_lead_is_significant_in_both():
+    rates = {("serial", n): _five(100) for n in (1, 2, 4, 8)}
+    rates.update({("sb3-subproc", n): _five(r) for n, r in ((1, 80), (2, 150), (4, 300), (8, 250))})
+    search, results = _searched(rates, ["serial", "sb3-subproc"])
+    d = decide(search, results, PROFILE)
+    assert d["runner_up"]["lead"] == "significant"
+    assert headlines(results) == [f"CartPole-v1 · random: {d['verdict']}"]
 
 
 def test_a_user_policy_runs_on_cpu_and_is_timed(toyenvs, tmp_path):
@@ -131,27 +174,29 @@ def test_tune_on_a_tiny_budget_decides_and_accounts_for_every_candidate(toyenvs,
     out = tmp_path / "tune"
     proc = subprocess.run([sys.executable, "-m", "rlbench.cli", "tune", "--env", "toyenvs:ToyCorridor-v0",
                            "--env-kwarg", "obs=dict", "--adapters", "serial,gymnasium-sync,gymnasium-async,envpool-sync",
-                           "--max-envs", "2", "--budget", "90s", "--out", str(out)],
+                           "--max-envs", "4", "--budget", "60s", "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Fastest for toyenvs:ToyCorridor-v0" in proc.stdout and "Why the others lost:" in proc.stdout
     record = json.loads((out / "tune.json").read_text())
-    assert record["used_s"] <= record["budget_s"] + 30   # one chunk may finish past the deadline
-    by_id = {c["cell_id"]: c for c in record["candidates"] if c["cell_id"]}
-    raced = {f"{a}/toyenvs:ToyCorridor-v0(obs=dict)/n={n}/random" for a in ("serial", "gymnasium-sync", "gymnasium-async")
-             for n in (1, 2)}
-    assert raced <= set(by_id)
-    statuses = {c["status"] for c in record["candidates"]}
-    assert statuses <= {"finalist", "dropped", "out", "failed", "unsupported", "budget"}
+    assert record["used_s"] <= record["budget_s"]
+    assert record["stop_reason"].startswith(("converged after", "budget spent after"))
+    assert record["decision"]["search"].startswith(record["stop_reason"])
+    # the first tune of this machine calibrated what it raced, within its budget
+    assert set(record["calibration"]["measured_now"]) <= {"serial", "gymnasium-sync", "gymnasium-async"}
+    by_id = {c["cell_id"]: c for c in record["candidates"]}
+    probed = {f"{a}/toyenvs:ToyCorridor-v0(obs=dict)/n={n}/random" for a in ("serial", "gymnasium-sync") for n in (2, 4)}
+    assert probed <= set(by_id)
+    assert {c["status"] for c in record["candidates"]} <= {"finalist", "dropped", "out", "failed", "pruned", "budget"}
     for c in record["candidates"]:
+        assert c["origin"].startswith(("probe: ", "neighbour of "))
         if c["status"] == "dropped":
-            assert c["p_slower_than_leader"] < 0.05 and c["round_out"] >= 1
-        if c["status"] == "finalist":
-            assert c["repeats"] == 5
-    assert any(c["adapter"] == "envpool-sync" and c["status"] == "unsupported" for c in record["candidates"])
-    winner = record["decision"]["winner"]
-    assert by_id[winner["cell_id"]]["status"] == "finalist"
-    assert record["profile"]["step"]["median_us"] > 0 and set(record["profile"]["policy_us_per_batch"]) == {"1", "8", "64"}
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert sum(c["repeats"] for c in record["candidates"]) == len(rows)
-    assert "Recommendation" in (out / "index.html").read_text()
+            assert (c["p_slower_than_leader"] or 1) < 0.05 or "after one repeat" in c["why"]
+        if c["status"] == "pruned":
+            assert c["repeats"] == 0 and "predicted at most" in c["why"] + "expected to hold"
+    assert any(x["adapter"] == "envpool-sync" and "no native" in x["reason"] for x in record["left_out"])
+    assert record["rounds"] and all({"added", "pruned", "dropped", "kind"} <= set(r) for r in record["rounds"])
+    # the run folder's own headline says what tune said, in the same words
+    env = json.loads((out / "env.json").read_text())
+    assert env["tune"]["verdict"] == record["decision"]["verdict"]
+    assert html.escape(record["decision"]["verdict"]) in (out / "index.html").read_text()

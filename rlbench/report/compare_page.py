@@ -15,10 +15,10 @@ COLOURS = {"slower": "#fbe3e3", "faster": "#e3f4e3", "not comparable": "#eeeeee"
            "failed": "#fbe3e3"}
 
 
-def write(comparison: Comparison, base_dir: str, new_dir: str, out_dir: str) -> list:
+def write(comparison: Comparison, base_dir: str, new_dir: str, out_dir: str, base=None, new=None) -> list:
     """compare.csv and compare.html into out_dir, through the one writer; the paths."""
     os.makedirs(out_dir, exist_ok=True)
-    return write_files(out_dir, export_compare(CompareView(comparison, base_dir, new_dir)))
+    return write_files(out_dir, export_compare(CompareView(comparison, base_dir, new_dir, base, new)))
 
 
 def export_compare(view: CompareView) -> dict:
@@ -37,6 +37,17 @@ def _row(r) -> str:
             f"<td>{r['base_n'] or 0} / {r['new_n'] or 0}</td><td>{_e(r['reason'] or '')}</td></tr>")
 
 
+def winners_table(view: CompareView) -> str:
+    """Each workload's verdict in base and in new (the runs' own headlines), the change of winner marked."""
+    rows = "".join(f"<tr style='background:{COLOURS['uncertain'] if changed else 'none'}'><td>{_e(label)}</td>"
+                   f"<td>{_e(b.sentence() if b else '-')}</td><td>{_e(n.sentence() if n else '-')}</td>"
+                   f"<td>{'yes' if changed else ''}</td></tr>" for label, b, n, changed in view.winners)
+    if not rows:
+        return ""
+    return ("<h2>Fastest per workload</h2><table><thead><tr><th>workload</th><th>base</th><th>new</th>"
+            f"<th>winner changed</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
 def page(view: CompareView) -> str:
     c = view.comparison
     head = ("<tr><th>cell</th><th>verdict</th><th>base steps/s</th><th>new steps/s</th><th>change %</th>"
@@ -48,6 +59,6 @@ def page(view: CompareView) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>rlbench compare</title><style>{CSS}</style>"
             f"</head><body><h1>rlbench compare</h1><p>base: {_e(view.base_dir)}<br>new: {_e(view.new_dir)}</p>"
             f"{verdict}<p>{_e(c.counts_label)}</p>"
-            f"<table class='sortable'><thead>{head}</thead><tbody>{body}</tbody></table>"
+            f"<table class='sortable'><thead>{head}</thead><tbody>{body}</tbody></table>{winners_table(view)}"
             f"<h2>Machines</h2><table class='meta'><tr><th>key</th><th>base</th><th>new</th></tr>{machines}</table>"
             f"<script>{SORT_JS}</script></body></html>")

@@ -1,7 +1,11 @@
 """The Recommendation section on top of a `rlbench tune` run's page: the decision env.json keeps (as
-rlbench.tuning.decide made it), drawn; nothing is recomputed here."""
-from rlbench.report.format import data_v, rate, speedup, with_ci
+rlbench.tuning.decide made it, its verdict in rlbench.report.ranking's words) and the search drawn as it
+went; nothing is recomputed here."""
+from rlbench.report import charts
+from rlbench.report.format import data_v, rate, with_ci
 from rlbench.report.format import esc as _e
+
+MEASURED, PREDICTED = "measured", "predicted at most (pruned)"
 
 
 def recommendation_section(env: dict) -> str:
@@ -13,16 +17,16 @@ def recommendation_section(env: dict) -> str:
     if not win:
         return "".join(parts) + f"<p>No answer: {_e(tune.get('why_none', ''))}</p>"
     parts.append(f"<p><b>{_e(win['config'])}</b>: {rate(win['steps_per_s'])} env steps/s "
-                 f"[95% CI {rate(win['ci_low'])}, {rate(win['ci_high'])}], n={win['n']}")
-    sp = tune.get("speedup_over_serial")
-    if sp:
-        parts.append(f"; {speedup(sp['ratio'], sp['ci_low'], sp['ci_high'])} the serial loop "
-                     f"({_e(sp['baseline'])})")
-    up = tune.get("runner_up")
-    if up:
-        parts.append(f". Runner-up {_e(up['config'])} at {speedup(up['ratio'], up['ci_low'], up['ci_high'])} of it: "
-                     f"the lead is {_e(up['lead'])}")
-    parts.append(".</p>")
+                 f"[95% CI {rate(win['ci_low'])}, {rate(win['ci_high'])}], n={win['n']}.</p>")
+    if tune.get("verdict"):
+        parts.append(f"<p>{_e(tune['verdict'])}.</p>")
+    if tune.get("search"):
+        parts.append(f"<p>Search: {_e(tune['search'])}.</p>")
+    fig = search_figure(tune)
+    if fig is not None:
+        parts.append("<h3>The search: env steps/s vs num_envs of every configuration tried (dotted: the "
+                     "prediction of one pruned unmeasured; the line across: the winner)</h3>")
+        parts.append(charts.to_html(fig, charts.chart_id("tune-search", tune.get("label", ""))))
     if tune.get("note"):
         parts.append(f"<p>Note: {_e(tune['note'])}.</p>")
     code = "\n".join(filter(None, [win.get("snippet"), win.get("command")]))
@@ -37,6 +41,20 @@ def recommendation_section(env: dict) -> str:
                                              "why it lost"))
     parts.append(f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
     return "".join(parts)
+
+
+def search_figure(tune: dict):
+    """Rate against num_envs per strategy: each configuration measured (its median) and each pruned one at
+    its prediction, the winner's rate as a line across; None when the decision holds no search."""
+    points = [{"series": p["strategy"], "variant": MEASURED if p["status"] != "pruned" else PREDICTED,
+               "x": p["num_envs"], "y": p["steps_per_s"], "n": p.get("n"), "label": p["config"]}
+              for p in tune.get("points") or []]
+    if not points:
+        return None
+    win = tune["winner"]
+    return charts.scaling(points, x="x", y="y", series="series", variant="variant", n="n", label="label",
+                          dashes={PREDICTED: "dot"}, x_title="num_envs", y_title="env steps/s",
+                          hlines=[(f"winner: {win['config']}", win["steps_per_s"], "#000000")])
 
 
 def of_winner(strategy: dict) -> str:

@@ -87,9 +87,26 @@ def run_view(source, out_dir: str = "") -> RunView:
 class CompareView:
     """A comparison of two run directories as compare.csv and compare.html show it."""
 
-    def __init__(self, comparison, base_dir: str, new_dir: str):
+    def __init__(self, comparison, base_dir: str, new_dir: str, base=None, new=None):
         self.comparison = comparison
         self.base_dir, self.new_dir = base_dir, new_dir
+        self.base, self.new = base, new   # the two ResultSets, for each side's verdict
+
+    @cached_property
+    def winners(self) -> list:
+        """(workload, base verdict, new verdict, whether the fastest strategy changed) of every workload of
+        either run, each side's verdict from rlbench.report.ranking (the run's own headline); None on a side
+        without that workload."""
+        from rlbench.report.ranking import verdicts
+        if self.base is None or self.new is None:
+            return []
+        base, new = verdicts(self.base), verdicts(self.new)
+        out = []
+        for key in list(dict.fromkeys([*base, *new])):
+            b, n = base.get(key), new.get(key)
+            changed = b is not None and n is not None and b.winner.strategy != n.winner.strategy
+            out.append((" · ".join(map(str, key)), b, n, changed))
+        return out
 
     @cached_property
     def rows(self):

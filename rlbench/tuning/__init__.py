@@ -19,13 +19,16 @@ from rlbench.planning.plan import Settings
 from rlbench.report.writer import write_atomic
 from rlbench.results.model import ResultSet
 from rlbench.running import rundir
-from rlbench.tuning.candidates import candidates, cpus_here, default_max_envs
+from rlbench.tuning import calibrate
+from rlbench.tuning.candidates import Space, available_mb, cpus_here, default_max_envs, stepping_adapters
 from rlbench.tuning.decide import decide, lines
-from rlbench.tuning.race import Race
+from rlbench.tuning.measure import SweepMeasurer
+from rlbench.tuning.search import Search, probe_sizes
 from rlbench.workload import Workload, kv_label, parse_policy
 
 TUNE_JSON = "tune.json"
 PROFILE_TIMEOUT_S = 300
+CALIBRATION_SHARE = 0.3   # of the budget, at most, for calibrating strategies this machine has not seen
 # every measurement: the normal protocol, shorter windows (the race repeats what matters)
 SETTINGS = Settings(warmup_s=0.2, warmup_units=2, duration_s=0.5, min_units=5, repeats=2, timeout_s=60.0)
 
@@ -48,43 +51,48 @@ def parse_budget(raw: str) -> float:
 
 def tune(args) -> tuple:
     """(exit code, run folder) of `rlbench tune`."""
+    t0 = time.monotonic()
     workload = plan_workload(args)
     budget_s = parse_budget(args.budget)
     cpus = cpus_here()
-    max_envs = args.max_envs or default_max_envs(cpus)
-    if max_envs < 1:
-        raise UsageError(f"--max-envs {max_envs} must be >= 1")
     named = [a for item in (args.adapters or []) for a in item.split(",") if a]
-    cells, left, variants = candidates(workload, named, max_envs, cpus)
-    if not cells:
+    stepping_adapters(named)  # unknown or non-stepping names: refused before anything runs
+    print(f"rlbench tune: profiling {label(workload)} in its own process", file=sys.stderr)
+    profile = profile_env(workload)
+    max_envs = args.max_envs or default_max_envs(profile)
+    space = Space(workload, named, max_envs, cpus)
+    runnable = [a for a in space.adapters if any(space.settings(a, n) for n in probe_sizes(cpus, max_envs))]
+    if not runnable:
         raise UsageError(f"no adapter can run {workload.env_id} here: "
-                         + "; ".join(f"{x.adapter}: {x.reason}" for x in left[:6]))
+                         + "; ".join(f"{x.adapter}: {x.reason}" for x in space.left[:6]))
     run_id = rundir.new_run_id("tune")
     out_dir = args.out or os.path.join(rundir.REPORTS, run_id)
     lock = rundir.open_out_dir(out_dir, False)
     try:
         env = {**fingerprint(), "run_id": run_id, "suite_path": None, "command": "tune",
-               "settings": SETTINGS.__dict__, "cells": len(cells)}
+               "settings": SETTINGS.__dict__, "budget_s": budget_s}
         rundir.write_env(out_dir, env)
         rundir.point_latest(out_dir)
-        t0 = time.monotonic()
-        print(f"rlbench tune: profiling {label(workload)} in its own process", file=sys.stderr)
-        profile = profile_env(workload)
-        race = Race(cells, SETTINGS, out_dir, run_id, budget_s - (time.monotonic() - t0), prepare(cells, env),
-                    variants=variants)
-        race.left_out = left
+        envs = prepare(space.adapters, env)
+        measurer = SweepMeasurer(run_id, SETTINGS, out_dir, envs, t0=t0)
+        calibration = calibrate_here(runnable, cpus, max_envs, envs, measurer, budget_s, out_dir)
+        search = Search(space, measurer, budget_s - report_s(budget_s), profile, calibration["adapters"], cpus,
+                        memory_mb=available_mb())
         interrupted = False
         try:
-            finalists = race.go()
+            search.go()
         except KeyboardInterrupt:
             interrupted = True
-            finalists = race.finalists()
+            search.stop_reason = "interrupted: deciding on what was measured"
+            search.finish()
             print("rlbench tune: interrupted; deciding on what was measured", file=sys.stderr)
         results = ResultSet.load(out_dir)
-        decision = decide(race, finalists, profile, [r.to_row() for r in results.rows], workload, max_envs)
-        record = tune_record(workload, budget_s, time.monotonic() - t0, max_envs, profile, race, decision)
+        decision = decide(search, results, profile, max_envs)
+        decision["search"] = f"{search.stop_reason}; {measurer.elapsed():.0f} s of the {budget_s:.0f} s budget used"
+        record = tune_record(workload, budget_s, measurer.elapsed(), max_envs, profile, calibration, search, decision)
         write_atomic(os.path.join(out_dir, TUNE_JSON), json.dumps(record, indent=2, default=str) + "\n")
-        env.update(ended_at=now(), tune={"label": label(workload), **decision})
+        env.update(ended_at=now(), cells=len(search.candidates),
+                   tune={"label": label(workload), **decision, "points": chart_points(search)})
         rundir.write_env(out_dir, env)
         from rlbench import report
         report.export(ResultSet.load(out_dir), out_dir)
@@ -92,7 +100,39 @@ def tune(args) -> tuple:
         lock.release()
     print("\n".join(lines(decision, profile, label(workload))))
     print(f"\nreport: {os.path.join(out_dir, 'index.html')}  decision: {os.path.join(out_dir, TUNE_JSON)}")
+    print(f"rlbench tune: {time.monotonic() - t0:.0f} s of the {budget_s:.0f} s budget used", file=sys.stderr)
     return (130 if interrupted else 0 if decision.get("winner") else 1), out_dir
+
+
+def report_s(budget_s: float) -> float:
+    """Kept from the budget for the decision and the report."""
+    return min(10.0, max(3.0, 0.05 * budget_s))
+
+
+def calibrate_here(adapters, cpus, max_envs, envs, measurer, budget_s, out_dir) -> dict:
+    """This machine's calibration of these adapters: reused from the cache, else measured now (in the run
+    folder's calibration/, within CALIBRATION_SHARE of the budget; an adapter not calibrated in time is
+    simply never pruned)."""
+    ns = calibrate.sizes(cpus, max_envs)
+    key = calibrate.machine_key()
+    have = calibrate.load(key)
+    todo = calibrate.missing(have, adapters, ns)
+    measured = {}
+    if todo:
+        print(f"rlbench tune: calibrating {len(todo)} strategies on this machine (cached for later tunes)",
+              file=sys.stderr)
+        limit = CALIBRATION_SHARE * budget_s
+
+        def admit(job):
+            return measurer.elapsed() + measurer.job_s(job.cell) <= limit
+
+        measured, _ = calibrate.measure(todo, ns, os.path.join(out_dir, "calibration"), envs, admit)
+        if measured:
+            calibrate.store(key, measured)
+            have = calibrate.load(key) or {**have, **measured}
+    measurer.learn({a: calibrate.wall_s(have, a) for a in adapters})
+    return {"path": calibrate.cache_path(key), "sizes": ns, "measured_now": sorted(measured),
+            "adapters": {a: have[a] for a in adapters if a in have}}
 
 
 def label(workload) -> str:
@@ -125,22 +165,38 @@ def profile_env(workload) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def prepare(cells, env: dict) -> dict:
+def prepare(adapters, env: dict) -> dict:
     """Adapter environments of the adapters named to race (built once, cached)."""
     from rlbench.running import adapter_envs
-    prepared = adapter_envs.prepare({registry.get(c.adapter) for c in cells}, build=True)
+    prepared = adapter_envs.prepare({registry.get(a) for a in adapters}, build=True)
     env["adapter_envs"] = {name: p.record or {"status": p.status, "reason": p.reason} for name, p in prepared.items()}
     return prepared
 
 
-def tune_record(workload, budget_s, used_s, max_envs, profile, race, decision) -> dict:
-    """tune.json: the profile, every candidate (raced or not, with its repeats and fate), the rounds and
-    the decision."""
-    raced = [{"cell_id": r.cell.cell_id, "adapter": r.adapter, "num_envs": r.cell.workload.num_envs,
-              "options": r.cell.given_options, "status": r.status, "repeats": r.repeats, "ok_repeats": len(r.values),
-              "steps_per_s_median": r.median if r.values else None, "round_out": r.round or None,
-              "p_slower_than_leader": None if r.p != r.p else r.p, "why": r.why} for r in race.racers]
-    left = [{**asdict(x), "repeats": 0} for x in race.left_out]
-    return {"schema": 1, "workload": workload.to_dict(), "budget_s": budget_s, "used_s": used_s, "max_envs": max_envs,
-            "settings": SETTINGS.__dict__, "profile": profile, "rounds": race.rounds,
-            "candidates": raced + left, "decision": decision}
+def chart_points(search) -> list:
+    """The search as the Recommendation chart draws it: each configuration measured (its median) or pruned
+    (its prediction), by strategy and num_envs."""
+    out = []
+    for c in search.candidates:
+        if c.values or (c.status == "pruned" and c.predicted):
+            out.append({"strategy": " ".join(filter(None, (c.adapter, kv_label(c.cell.given_options)))),
+                        "num_envs": c.num_envs, "steps_per_s": c.median if c.values else c.predicted,
+                        "status": c.status, "config": c.config, "n": len(c.values)})
+    return out
+
+
+def tune_record(workload, budget_s, used_s, max_envs, profile, calibration, search, decision) -> dict:
+    """tune.json: the profile, the calibration it read, every round of the search (what was added and why,
+    predicted and measured rates, drops with p-values, prunes with predictions), every candidate and its
+    fate, what could not race, the stop reason and the decision."""
+    cands = [{"cell_id": c.cell.cell_id, "config": c.config, "adapter": c.adapter, "num_envs": c.num_envs,
+              "options": c.cell.given_options, "origin": c.origin, "round_added": c.round,
+              "predicted_max_steps_per_s": c.predicted, "status": c.status, "repeats": c.repeats,
+              "ok_repeats": len(c.values), "steps_per_s": c.values,
+              "steps_per_s_median": c.median if c.values else None, "round_out": c.round_out or None,
+              "p_slower_than_leader": None if c.p != c.p else c.p, "why": c.why} for c in search.candidates]
+    left = [{**asdict(x), "repeats": 0} for x in search.space.left]
+    return {"schema": 2, "workload": workload.to_dict(), "budget_s": budget_s, "used_s": used_s,
+            "max_envs": max_envs, "settings": SETTINGS.__dict__, "profile": profile, "calibration": calibration,
+            "stop_reason": search.stop_reason, "converged": search.converged, "rounds": search.rounds,
+            "candidates": cands, "left_out": left, "decision": decision}

@@ -1,6 +1,6 @@
-"""The configurations `rlbench tune` races: every env-stepping adapter that can run the env here, at
-num_envs from 1 up to --max-envs in powers of two, with the parallelism settings its `tune_space` names
-for this machine. Each one left out is accounted for, with the reason."""
+"""The configurations `rlbench tune` may race: every env-stepping adapter that can run the env here, at
+any num_envs from 1 up to --max-envs, with the parallelism settings its `tune_space` names for this machine,
+and which of them are one step from a given one. Each one left out is accounted for, with the reason."""
 import os
 from dataclasses import dataclass, replace
 
@@ -8,8 +8,6 @@ from rlbench import registry
 from rlbench.errors import UsageError
 from rlbench.planning.suite import make_cell
 from rlbench.workload import kv_label
-
-BASELINES = ("serial",)  # the one-process loop every speedup is over
 
 
 @dataclass
@@ -31,20 +29,22 @@ def cpus_here() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def default_max_envs(cpus: int) -> int:
-    """Far enough past the cores for batched C++ pools and async waits to show their peak (EnvPool's
-    rule of thumb: num_envs of 2.5-3x the batch), within what one-process-per-env strategies can start."""
-    return min(max(16, 4 * cpus), 256)
+MAX_ENVS_CAP = 4096   # the largest num_envs tune climbs to, memory allowing
+MEMORY_SHARE = 0.5    # of the machine's available memory, what one configuration may expect to hold
 
 
-def sizes(max_envs: int) -> list:
-    out, n = [], 1
-    while n <= max_envs:
-        out.append(n)
-        n *= 2
-    if out[-1] != max_envs:
-        out.append(max_envs)
-    return out
+def available_mb() -> float:
+    import psutil
+    return psutil.virtual_memory().available / 2**20
+
+
+def default_max_envs(profile: dict, memory_mb: float = None) -> int:
+    """As many envs as fit in MEMORY_SHARE of the available memory at the profiled memory per env, up to
+    MAX_ENVS_CAP: the search climbs num_envs only while it pays, so the bound is what the machine can hold,
+    not a guess of where the peak is."""
+    per_env = max(profile.get("rss_per_env_mb") or 0.0, 1e-3)
+    fits = int(MEMORY_SHARE * (memory_mb if memory_mb is not None else available_mb()) / per_env)
+    return max(1, min(MAX_ENVS_CAP, fits))
 
 
 def raced_kinds() -> set:
@@ -67,37 +67,83 @@ def stepping_adapters(named=None) -> list:
     return sorted(n for n, c in every.items() if c.kind in kinds)
 
 
-def candidates(workload, named, max_envs: int, cpus: int) -> tuple:
-    """(cells to race, in a stable order; [Left]; cell_id -> its place in its adapter's tune_space, 0 for
-    the first setting). An adapter that lives in its own environment is raced only when named, as
-    building that environment takes minutes."""
-    cells, left, variants = [], [], {}
-    for name in stepping_adapters(named):
-        cls = registry.get(name)
-        adapter = cls()
-        if cls.environment and not named:
-            left.append(Left(name, "", "own-environment",
-                             f"runs in its own environment '{cls.environment}': name it in --adapters to race it"))
-            continue
-        reason = None if cls.environment else adapter.available()
-        if reason:
-            left.append(Left(name, "", "unavailable", reason))
-            continue
-        seen = set()
-        for n in sizes(max_envs):
-            for variant, given in enumerate(adapter.tune_space(n, cpus)):
-                try:
-                    cell = make_cell(f"tune: {name}", name, replace(workload, num_envs=n), given)
-                except UsageError as exc:
-                    left.append(Left(name, "", "unsupported", str(exc)))
-                    continue
-                if cell.cell_id in seen:
-                    continue
-                seen.add(cell.cell_id)
-                reason = adapter.supports(cell.workload, cell.options)
-                if reason:
-                    left.append(Left(name, cell.cell_id, "unsupported", reason))
-                    continue
-                variants[cell.cell_id] = variant
-                cells.append(replace(cell, index=len(cells)))
-    return cells, left, variants
+class Space:
+    """The configurations tune may race, built on demand: adapter x num_envs (1 to max_envs) x the settings
+    its `tune_space` names at that num_envs. Every adapter or configuration that cannot race is kept in
+    `left` with the reason, once."""
+
+    def __init__(self, workload, named, max_envs: int, cpus: int):
+        self.workload, self.max_envs, self.cpus = workload, max_envs, cpus
+        self.adapters, self.left, self._cells, self._instances = [], [], {}, {}
+        self.index = 0
+        for name in stepping_adapters(named):
+            cls = registry.get(name)
+            if cls.environment and not named:
+                self.left.append(Left(name, "", "own-environment",
+                                      f"runs in its own environment '{cls.environment}': name it in --adapters "
+                                      "to race it"))
+                continue
+            reason = None if cls.environment else cls().available()
+            if reason:
+                self.left.append(Left(name, "", "unavailable", reason))
+                continue
+            self.adapters.append(name)
+            self._instances[name] = cls()
+
+    def settings(self, adapter: str, num_envs: int) -> list:
+        """[(variant, cell)] of the adapter at num_envs that can race (variant: the place in its tune_space,
+        0 for the first); what cannot is added to `left`."""
+        key = (adapter, num_envs)
+        if key not in self._cells:
+            out, seen = [], set()
+            if 1 <= num_envs <= self.max_envs:
+                instance = self._instances[adapter]
+                for variant, given in enumerate(instance.tune_space(num_envs, self.cpus)):
+                    try:
+                        cell = make_cell(f"tune: {adapter}", adapter, replace(self.workload, num_envs=num_envs), given)
+                    except UsageError as exc:
+                        self.left.append(Left(adapter, "", "unsupported", str(exc)))
+                        continue
+                    if cell.cell_id in seen:
+                        continue
+                    seen.add(cell.cell_id)
+                    reason = instance.supports(cell.workload, cell.options)
+                    if reason:
+                        self.left.append(Left(adapter, cell.cell_id, "unsupported", reason))
+                        continue
+                    out.append((variant, cell))
+            self._cells[key] = out
+        return self._cells[key]
+
+    def numbered(self, cell):
+        """The cell with the next index: the report lists cells in the order the search found them."""
+        self.index += 1
+        return replace(cell, index=self.index - 1)
+
+    def probe_setting(self, adapter: str, num_envs: int) -> list:
+        """[(variant, cell)]: the setting a probe starts from, the adapter's defaults where its tune_space
+        has them (what the calibration measured), else its first."""
+        there = self.settings(adapter, num_envs)
+        defaults = registry.get(adapter).resolve_options({})
+        return [next((vc for vc in there if vc[1].options == defaults), there[0])] if there else []
+
+    def neighbours(self, adapter: str, num_envs: int, variant: int, given: dict) -> list:
+        """[(axis, variant, cell)] one step away along every axis: num_envs doubled (at most to --max-envs)
+        and halved (the same settings where that num_envs offers them, else the same place in tune_space,
+        else its first), and each other setting at this num_envs, the axis named by the options that differ."""
+        out = []
+        up = num_envs * 2 if num_envs * 2 <= self.max_envs else self.max_envs  # the last step up: --max-envs itself
+        for axis, n in (("num_envs x2", up if up > num_envs else 0),
+                        ("num_envs /2", num_envs // 2 if num_envs % 2 == 0 else 0)):
+            there = self.settings(adapter, n)
+            if not there:
+                continue
+            same = next((vc for vc in there if vc[1].given_options == given), None)
+            same = same or next((vc for vc in there if vc[0] == variant), None) or there[0]
+            out.append((axis, *same))
+        for v, cell in self.settings(adapter, num_envs):
+            if cell.given_options != given:
+                keys = sorted(k for k in set(cell.given_options) | set(given)
+                              if cell.given_options.get(k) != given.get(k))
+                out.append((", ".join(keys), v, cell))
+        return out

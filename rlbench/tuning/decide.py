@@ -6,7 +6,8 @@ import shlex
 import numpy as np
 
 from rlbench import registry
-from rlbench.report.format import rate, sig, with_ci
+from rlbench.report import ranking
+from rlbench.report.format import rate, with_ci
 from rlbench.results.stats import ratio_ci, summarize
 from rlbench.tuning.candidates import config
 
@@ -23,8 +24,9 @@ def rlbench_command(cell) -> str:
     return shlex.join(parts)
 
 
-def _cell_rows(rows, cell_id) -> list:
-    return [r for r in rows if r["cell_id"] == cell_id and r["status"] == "ok" and not r.get("profiled")]
+def _cell_rows(results, cell_id) -> list:
+    bench = results.benchmarks.get(cell_id)
+    return [dict(r) for r in bench.ok_runs if not r.get("profiled")] if bench else []
 
 
 def diagnosis(rows, profile: dict) -> str:
@@ -56,38 +58,33 @@ def diagnosis(rows, profile: dict) -> str:
     return "; ".join(said)
 
 
-def decide(race, finalists, profile: dict, rows, workload, max_envs: int = None) -> dict:
-    """The decision tune.json keeps and the console prints (see `lines`)."""
-    every = [r for r in race.racers if r.values]
-    if not finalists:
-        return {"winner": None, "why_none": "no configuration completed a repeat", "strategies": strategies(
-            race, None, profile, rows)}
-    win = finalists[0]
-    s = summarize(win.values)
-    out = {"winner": {"cell_id": win.cell.cell_id, "config": config(win.cell), "adapter": win.adapter,
-                      "num_envs": win.cell.workload.num_envs, "options": win.cell.given_options,
+def decide(search, results, profile: dict, max_envs: int = None) -> dict:
+    """The decision tune.json keeps and the console prints (see `lines`): rlbench.report.ranking's verdict
+    over the run's rows (the same a `rlbench run` headline of them gives), each strategy's fate in the search."""
+    v = ranking.verdict([ranking.entry(r, results) for r in ranking.competing(results.summary_rows())])
+    if v is None:
+        return {"winner": None, "why_none": "no configuration completed a repeat",
+                "strategies": strategies(search, None, profile, results)}
+    by_id = {c.cell.cell_id: c for c in search.candidates}
+    cell = by_id[v.winner.cell_id].cell
+    s = summarize(v.winner.values)
+    out = {"verdict": v.sentence(),
+           "winner": {"cell_id": cell.cell_id, "config": config(cell), "adapter": cell.adapter,
+                      "num_envs": cell.workload.num_envs, "options": cell.given_options,
                       "steps_per_s": s.median, "ci_low": s.ci_low, "ci_high": s.ci_high, "n": s.n,
-                      "snippet": snippet(win.cell), "command": rlbench_command(win.cell)}}
-    base = race.baseline(every)
-    if base is not None and base is not win:
-        ratio, low, high = ratio_ci(win.values, base.values)
-        out["speedup_over_serial"] = {"ratio": ratio, "ci_low": low, "ci_high": high, "baseline": base.cell.cell_id,
-                                      "baseline_steps_per_s": base.median}
-    elif base is win:
-        out["speedup_over_serial"] = {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "baseline": base.cell.cell_id,
-                                      "baseline_steps_per_s": base.median}
-    others = [r for r in finalists[1:] if r.adapter != win.adapter] or finalists[1:]
-    if others:
-        up = others[0]
-        ratio, low, high = ratio_ci(up.values, win.values)
-        out["runner_up"] = {"cell_id": up.cell.cell_id, "config": config(up.cell), "steps_per_s": up.median,
-                            "ratio": ratio, "ci_low": low, "ci_high": high,
-                            "lead": ("untested: fewer than 2 repeats on a side" if high != high else
-                                     "significant" if high < 1 else "within the CI: not significant")}
-    out["strategies"] = strategies(race, win, profile, rows)
-    if max_envs and win.cell.workload.num_envs >= max_envs > 1:
-        out["note"] = (f"the winner runs the largest num_envs tried ({max_envs}): more envs may be faster still "
-                       f"(--max-envs {4 * max_envs})")
+                      "snippet": snippet(cell), "command": rlbench_command(cell)}}
+    if v.baseline is not None:
+        out["speedup_over_serial"] = {"ratio": v.speedup.value, "ci_low": v.speedup.low, "ci_high": v.speedup.high,
+                                      "baseline": v.baseline.cell_id, "baseline_steps_per_s": v.baseline.median}
+    if v.runner_up is not None:
+        share = v.runner_share
+        out["runner_up"] = {"cell_id": v.runner_up.cell_id, "config": config(by_id[v.runner_up.cell_id].cell),
+                            "steps_per_s": v.runner_up.median, "ratio": share.value, "ci_low": share.low,
+                            "ci_high": share.high, "lead": v.lead}
+    out["strategies"] = strategies(search, by_id[v.winner.cell_id], profile, results)
+    if max_envs and cell.workload.num_envs >= max_envs > 1:
+        out["note"] = (f"the winner runs the largest num_envs allowed ({max_envs}): more envs may be faster still "
+                       f"(--max-envs {2 * max_envs})")
     return out
 
 
@@ -95,34 +92,39 @@ def snippet(cell) -> str:
     return registry.get(cell.adapter)().snippet(cell.workload, cell.options)
 
 
-def strategies(race, win, profile, rows) -> list:
-    """One line per strategy (adapter) that did not win: its best configuration and why it lost."""
-    out = []
-    by_adapter = {}
-    for r in race.racers:
-        by_adapter.setdefault(r.adapter, []).append(r)
-    for left in race.left_out:
+def strategies(search, win, profile, results) -> list:
+    """One line per strategy (adapter) that did not win: its best measured configuration and why it lost,
+    or, never measured, why not (pruned with its prediction, failed, unsupported, out of budget)."""
+    out, by_adapter = [], {}
+    for c in search.candidates:
+        by_adapter.setdefault(c.adapter, []).append(c)
+    for left in search.space.left:
         by_adapter.setdefault(left.adapter, [])
-    for name, racers in by_adapter.items():
+    for name, cands in by_adapter.items():
         if win is not None and name == win.adapter:
             continue
-        ran = [r for r in racers if r.values]
+        ran = [c for c in cands if c.values]
         if not ran:
-            failed = next((r for r in racers if r.status == "failed"), None)
-            left = next((x for x in race.left_out if x.adapter == name), None)
-            why = failed.why if failed else f"{left.status}: {left.reason}" if left else "not run"
-            out.append({"adapter": name, "status": failed.status if failed else left.status if left else "",
-                        "why": why})
+            fate = (next((c for c in cands if c.status == "failed"), None)
+                    or max((c for c in cands if c.status == "pruned"), key=lambda c: c.predicted or 0, default=None)
+                    or next(iter(cands), None))
+            left = next((x for x in search.space.left if x.adapter == name), None)
+            if fate is not None:
+                out.append({"adapter": name, "status": fate.status, "config": fate.config,
+                            "predicted_max_steps_per_s": fate.predicted, "why": fate.why or fate.status})
+            else:
+                out.append({"adapter": name, "status": left.status if left else "",
+                            "why": f"{left.status}: {left.reason}" if left else "not run"})
             continue
-        best = max(ran, key=lambda r: r.median)
+        best = max(ran, key=lambda c: c.median)
         ratio = best.median / win.median if win is not None else float("nan")
         # its bootstrap 95% CI from both sides' repeats (NaN bounds with fewer than 2 on a side)
         _, low, high = ratio_ci(best.values, win.values) if win is not None else (ratio, ratio, ratio)
-        fate = best.why or {"finalist": "confirmed among the finalists"}.get(best.status, best.status)
-        out.append({"adapter": name, "best": best.cell.cell_id, "config": config(best.cell),
+        rows = _cell_rows(results, best.cell.cell_id)
+        out.append({"adapter": name, "best": best.cell.cell_id, "config": best.config,
                     "steps_per_s": best.median, "ratio_to_winner": ratio, "ratio_ci_low": low,
                     "ratio_ci_high": high, "status": best.status,
-                    "why": "; ".join(filter(None, [fate, diagnosis(_cell_rows(rows, best.cell.cell_id), profile)]))})
+                    "why": "; ".join(filter(None, [best.why or best.status, diagnosis(rows, profile)]))})
     return sorted(out, key=lambda s: -(s.get("steps_per_s") or 0))
 
 
@@ -138,16 +140,9 @@ def lines(decision: dict, profile: dict, label: str) -> list:
     out.append(f"\nFastest for {label} on this machine: {win['config']}")
     out.append(f"  {rate(win['steps_per_s'])} env steps/s [95% CI {rate(win['ci_low'])}, {rate(win['ci_high'])}], "
                f"n={win['n']}")
-    sp = decision.get("speedup_over_serial")
-    if sp:
-        ci = "" if sp["ci_low"] != sp["ci_low"] else f" [{sp['ci_low']:.2f}, {sp['ci_high']:.2f}]"
-        out.append(f"  {sp['ratio']:.2f}x{ci} the serial loop ({sp['baseline']}: {rate(sp['baseline_steps_per_s'])})")
-    else:
-        out.append("  (the serial loop was not measured: no speedup)")
-    up = decision.get("runner_up")
-    if up:
-        ci = "" if up["ci_low"] != up["ci_low"] else f" [{up['ci_low']:.2f}, {up['ci_high']:.2f}]"
-        out.append(f"  runner-up: {up['config']} at {sig(up['ratio'])}x{ci} of it; the lead is {up['lead']}")
+    out.append(f"  {decision['verdict']}")
+    if decision.get("search"):
+        out.append(f"  search: {decision['search']}")
     if decision.get("note"):
         out.append(f"  note: {decision['note']}")
     out.append("\nWhy the others lost:")

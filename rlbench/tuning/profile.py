@@ -88,10 +88,13 @@ def policy_profile(workload, observation_space, action_space, obs, calls_s: floa
 def profile(spec: dict) -> dict:
     from functools import partial
 
+    import psutil
+
     from rlbench.envs import make_env
     from rlbench.policy import random_sampler
     from rlbench.workload import Workload
     workload = Workload.from_dict(spec["workload"])
+    process_rss_mb = psutil.Process().memory_info().rss / 2**20  # a worker process's own, before any env
     make = partial(make_env, workload.env_id, **workload.env_kwargs)
     t = time.perf_counter()
     env = make()
@@ -100,7 +103,7 @@ def profile(spec: dict) -> dict:
     sample = random_sampler(env.action_space, np.random.default_rng(workload.seed))
     out = {"env": workload.env_id, "env_kwargs": workload.env_kwargs, "policy": workload.policy.label,
            "observation_space": str(env.observation_space)[:300], "action_space": str(env.action_space)[:300],
-           "obs_bytes": nbytes(obs), "build_s": build_s}
+           "obs_bytes": nbytes(obs), "build_s": build_s, "process_rss_mb": process_rss_mb}
     out.update(step_profile(env, sample, spec.get("seconds", 1.0), workload.seed))
     out["rss_per_env_mb"] = rss_per_env_mb(make)
     out["policy_us_per_batch"] = policy_profile(workload, env.observation_space, env.action_space, obs)

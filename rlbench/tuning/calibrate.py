@@ -1,0 +1,193 @@
+"""What each strategy costs per env step on this machine, whatever the env: its env steps/s on the synthetic
+env with a zero-cost step (rlbench/Synthetic-v0, step_cost_us=0) at a few num_envs, measured by the normal
+protocol (a fresh process per measurement) and cached per machine under the user's cache dir. `rlbench tune`
+reads it to predict, before racing, the most a strategy can reach on the user's env (`ceiling`, `predict`)
+and prunes what cannot come within reach of the leader; `rlbench calibrate` runs it alone.
+
+The cache is keyed by the machine's fingerprint (CPU model, cores, RAM, the CPUs this process may use,
+Python and the stepping packages' versions): another machine, or the same one with other libraries, is
+calibrated anew. One file per machine, written atomically under a file lock, so tunes running side by side
+share it without tearing it."""
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from dataclasses import replace
+
+from rlbench.machine.fingerprint import fingerprint
+from rlbench.planning.plan import Settings
+from rlbench.synthetic import ENV_ID
+from rlbench.workload import PolicySpec, Workload
+
+VERSION = 1
+OBS_BYTES = 64       # a small observation: what the strategy costs, not what copying costs
+HEADROOM = 2.0       # a strategy's ceiling: this times its best calibrated rate (larger num_envs amortise more)
+SETTINGS = Settings(warmup_s=0.1, warmup_units=2, duration_s=0.3, min_units=3, repeats=1, timeout_s=60.0)
+
+
+def cache_dir() -> str:
+    """$RLBENCH_CACHE, else $XDG_CACHE_HOME/rlbench, else ~/.cache/rlbench."""
+    base = os.environ.get("RLBENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rlbench")
+    return os.path.join(base, "calibration")
+
+
+def sizes(cpus: int, max_envs: int) -> list:
+    """The num_envs calibrated: eight per core (the probe's larger size), within --max-envs. One size keeps
+    a first tune's calibration short (a Ray adapter's process takes ~20 s to start on 2 cores)."""
+    return [max(1, min(8 * cpus, max_envs))]
+
+
+def machine_key(env: dict = None) -> dict:
+    env = env or fingerprint()
+    packages = env.get("packages") or {}
+    return {"version": VERSION, "cpu_model": env.get("cpu_model"), "cores": env.get("cpu_logical_cores"),
+            "ram_gb": round(env.get("ram_gb") or 0), "cpus": len(os.sched_getaffinity(0)),
+            "python": platform.python_version(), "packages": {k: packages.get(k) for k in sorted(packages)}}
+
+
+def cache_path(key: dict) -> str:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return os.path.join(cache_dir(), f"{digest}.json")
+
+
+def load(key: dict) -> dict:
+    """adapter -> {num_envs (str): {"steps_per_s", "workers"}} measured on this machine; {} when none."""
+    try:
+        with open(cache_path(key)) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data.get("adapters", {}) if data.get("key") == key else {}
+
+
+def store(key: dict, measured: dict) -> str:
+    """Merge these adapters' figures into the machine's file (locked; atomic replace)."""
+    from filelock import FileLock
+
+    from rlbench.report.writer import write_atomic
+    path = cache_path(key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with FileLock(path + ".lock"):
+        merged = {**load(key)}
+        for adapter, by_n in measured.items():
+            merged[adapter] = {**merged.get(adapter, {}), **by_n}
+        write_atomic(path, json.dumps({"key": key, "measured_at": time.time(), "adapters": merged}, indent=1) + "\n")
+    return path
+
+
+def missing(calibration: dict, adapters, ns) -> list:
+    return [a for a in adapters if any(str(n) not in calibration.get(a, {}) for n in ns)]
+
+
+def cells(adapters, ns) -> list:
+    """The calibration's cells: each adapter's default settings at each size on the zero-cost synthetic env."""
+    from rlbench.planning.suite import make_cell
+    out = []
+    for adapter in adapters:
+        for n in ns:
+            workload = Workload(ENV_ID, n, PolicySpec(), 0, 1, {"step_cost_us": 0.0, "obs_bytes": OBS_BYTES})
+            try:
+                cell = make_cell("calibration", adapter, workload, {})
+            except Exception:  # noqa: BLE001 - an adapter that cannot take the synthetic env is left uncalibrated
+                continue
+            out.append(replace(cell, index=len(out)))
+    return out
+
+
+def measure(adapters, ns, out_dir: str, envs=None, admit=None) -> tuple:
+    """Run the calibration cells (one repeat each, interleaved) into out_dir: (adapter -> {n: figures} of
+    those that finished ok, every row)."""
+    from rlbench.running.sweep import run_sweep
+    measured = {}
+    os.makedirs(out_dir, exist_ok=True)
+    rows = [dict(r) for r in run_sweep("calibration", "calibration", cells(adapters, ns), SETTINGS, out_dir,
+                                       envs=envs, admit=admit).rows]
+    for row in rows:  # a failure is kept too (no rate: never a prediction), so it is not tried at every tune
+        ok = row["status"] == "ok" and row.get("steps_per_s")
+        figures = ({"steps_per_s": float(row["steps_per_s"]), "workers": row.get("workers") or 1} if ok else
+                   {"steps_per_s": None, "status": row["status"], "reason": (row.get("error") or "")[:300]})
+        # what one of its jobs costs (a timeout: the limit): the search's first estimate of its jobs
+        figures["wall_s"] = row.get("wall_s") or (SETTINGS.timeout_s if row["status"] == "timeout" else None)
+        measured.setdefault(row["adapter"], {})[str(row["num_envs"])] = figures
+    return measured, rows
+
+
+def calibrate(adapters, ns, envs=None, force: bool = False) -> tuple:
+    """(adapter -> figures of these adapters on this machine, cache path, the rows measured now): measures
+    those the cache lacks at these sizes (all of them when forced) in a temporary folder, and stores them."""
+    key = machine_key()
+    have = load(key)
+    todo = list(adapters) if force else missing(have, adapters, ns)
+    rows = []
+    if todo:
+        scratch = tempfile.mkdtemp(prefix="rlbench-calibrate-")
+        try:
+            measured, rows = measure(todo, ns, scratch, envs)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if measured:
+            store(key, measured)
+        have = load(key) or {**have, **measured}
+    return {a: have[a] for a in adapters if a in have}, cache_path(key), rows
+
+
+# -- what the calibration predicts ---------------------------------------------------------------------
+
+def ceiling(calibration: dict, adapter: str):
+    """The most env steps/s this strategy is expected to reach on any env here: HEADROOM times its best
+    calibrated rate on the zero-cost env; None when it was not calibrated."""
+    rates = [v["steps_per_s"] for v in calibration.get(adapter, {}).values() if v.get("steps_per_s")]
+    return HEADROOM * max(rates) if rates else None
+
+
+def workers_at(calibration: dict, adapter: str, num_envs: int, cpus: int) -> int:
+    """How many processes step its envs at num_envs: one per env where the calibration saw one per env,
+    else what it saw (at most the cores); the cores when not calibrated."""
+    seen = {n: v for n, v in calibration.get(adapter, {}).items() if v.get("steps_per_s")}
+    if not seen:
+        return cpus
+    per_env = any(int(n) > 1 for n in seen) and all(int(v["workers"]) >= int(n) for n, v in seen.items())
+    return num_envs if per_env else max(int(v["workers"]) for v in seen.values())
+
+
+def wall_s(calibration: dict, adapter: str):
+    """The longest calibration job of this adapter (seconds), None when none was timed."""
+    walls = [v["wall_s"] for v in calibration.get(adapter, {}).values() if v.get("wall_s")]
+    return max(walls) if walls else None
+
+
+def env_us(profile: dict) -> float:
+    """One env's own cost per step in one process, resets spread over the steps."""
+    step = profile["step"]["median_us"]
+    share = min(profile.get("reset_share") or 0.0, 0.99)
+    return step / (1 - share)
+
+
+def policy_us_per_step(profile: dict) -> float:
+    """The policy's cost per env step at its cheapest profiled batch."""
+    per = [us / int(b) for b, us in (profile.get("policy_us_per_batch") or {}).items()]
+    return min(per) if per else 0.0
+
+
+def predict(calibration: dict, adapter: str, num_envs: int, profile: dict, cpus: int):
+    """The most env steps/s (adapter, num_envs) can reach on the profiled env here, or None uncalibrated:
+    no faster than its ceiling, than its cores running the env's own step and the policy with no overhead
+    at all, whichever is lower. An upper bound, not an estimate: it prunes only what cannot win."""
+    top = ceiling(calibration, adapter)
+    if top is None:
+        return None
+    parallel = max(1, min(cpus, workers_at(calibration, adapter, num_envs, cpus), num_envs))
+    work_us = (env_us(profile) + policy_us_per_step(profile)) / parallel
+    return 1.0 / max(1.0 / top, work_us / 1e6) if work_us > 0 else top
+
+
+def memory_mb(calibration: dict, adapter: str, num_envs: int, profile: dict, cpus: int) -> float:
+    """The memory (adapter, num_envs) is expected to hold: every env's own, and a Python process per worker."""
+    per_env = profile.get("rss_per_env_mb") or 0.0
+    process = profile.get("process_rss_mb") or 0.0
+    workers = workers_at(calibration, adapter, num_envs, cpus) if calibration.get(adapter) else 1
+    return num_envs * per_env + max(workers - 1, 0) * process

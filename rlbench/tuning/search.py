@@ -1,0 +1,373 @@
+"""The search `rlbench tune` runs: adaptive, on the normal protocol (every measurement a fresh process,
+repeats of what is racing interleaved, the one-sided Welch drop test).
+
+1. Probe: each strategy's first setting at a few sizes (PROBE_SIZES), the serial loops first so the rest
+   have a reference. A strategy the calibration predicts cannot come within PRUNE_BELOW of the leader is
+   pruned, with its prediction and the reason, before it runs.
+2. Climb: the TOP configurations (and the best serial loop, every speedup's baseline) have their neighbours
+   added, one step along every axis the strategy's tune_space names (num_envs doubled and halved, workers,
+   batch size, shared memory, ...). A new configuration runs START_REPEATS; one significantly slower than
+   the leader is dropped, so an axis is climbed while the steps along it keep the configuration on top.
+3. Race: the top configurations (and the baseline) are retested to FINAL_REPEATS, then, while the leader's
+   lead over the runner-up is not significant, both up to MAX_REPEATS.
+
+It stops when it has converged (no untested neighbour of the top configurations, the contenders
+confirmed) or when the budget is spent: a job starts only when it is expected to end before the deadline,
+its wall time estimated from those already run (its own, else its adapter's slowest, else any's). Ties in
+the median go to the configuration found first (the order the report lists them in).
+
+The measurements come from a Measurer (rlbench.tuning.measure runs real cells); tests give a simulated
+one, so the search is checked on known curves without running an env."""
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from rlbench.report.format import rate
+from rlbench.report.ranking import BASELINES
+from rlbench.results.stats import slower_p
+from rlbench.tuning import calibrate
+from rlbench.tuning.candidates import MEMORY_SHARE, config
+
+ALPHA = 0.05
+START_REPEATS = 2    # a new configuration's repeats (the drop test needs two a side)
+FINAL_REPEATS = 5    # a contender's, confirmed
+MAX_REPEATS = 10     # a tied leader's and runner-up's, at most
+TOP = 3              # configurations whose neighbourhoods are searched
+PRUNE_BELOW = 0.5    # pruned: predicted at most this share of the leader's measured rate
+PROBE_PER_CORE = (1, 8)  # probe sizes: this many envs per core
+
+
+@dataclass
+class Candidate:
+    cell: object
+    variant: int                  # its place in its adapter's tune_space (0: the first setting)
+    origin: str                   # why it was added: probe, neighbour of X along axis Y, ...
+    round: int                    # the round it was added in
+    predicted: Optional[float]    # the most env steps/s the calibration allows it, None uncalibrated
+    values: list = field(default_factory=list)   # env steps/s of each ok repeat
+    repeats: int = 0              # repeats run (ok or not)
+    status: str = "racing"        # racing | dropped | failed | pruned | budget | finalist | out
+    why: str = ""
+    p: float = float("nan")       # one-sided p that it is slower than the leader, at its last test
+    round_out: int = 0
+    source_median: float = 0.0    # a neighbour's: the rate of the configuration it neighbours
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.values)) if self.values else 0.0
+
+    @property
+    def adapter(self) -> str:
+        return self.cell.adapter
+
+    @property
+    def num_envs(self) -> int:
+        return self.cell.workload.num_envs
+
+    @property
+    def config(self) -> str:
+        return config(self.cell)
+
+    @property
+    def tested(self) -> bool:
+        return len(self.values) >= START_REPEATS
+
+
+def priority(c) -> tuple:
+    """The order new configurations run in: the neighbours of the fastest first (the climb), then the
+    probes by their prediction (uncalibrated last); retests, the fastest first."""
+    if c.tested:
+        return 0, -c.median
+    if c.source_median:
+        return 1, -c.source_median
+    return 2, -(c.predicted or 0.0)
+
+
+def probe_sizes(cpus: int, max_envs: int) -> list:
+    return sorted({max(1, min(k * cpus, max_envs)) for k in PROBE_PER_CORE})
+
+
+class Search:
+    def __init__(self, space, measurer, deadline_s: float, profile: dict, calibration: dict, cpus: int,
+                 memory_mb: float = None, stream=None):
+        self.space, self.measurer, self.deadline_s = space, measurer, deadline_s
+        self.profile, self.calibration, self.cpus = profile, calibration or {}, cpus
+        self.memory_mb = memory_mb
+        self.stream = stream or sys.stderr
+        self.candidates, self.known, self.expanded = [], set(), set()
+        self.rounds, self.round_no, self.stop_reason, self.converged = [], 0, "", False
+        self.reserve_s, self.confirming = 0.0, set()
+        self._trace = None
+
+    # -- what there is -------------------------------------------------------------------------------
+    def racing(self) -> list:
+        return [c for c in self.candidates if c.status == "racing"]
+
+    def ranked(self) -> list:
+        """Racing (or, once finished, finalist) configurations with START_REPEATS, fastest first (ties: found
+        first)."""
+        return sorted((c for c in self.candidates if c.status in ("racing", "finalist") and c.tested),
+                      key=lambda c: -c.median)
+
+    def leader(self):
+        ranked = self.ranked()
+        return ranked[0] if ranked else None
+
+    def baseline(self):
+        """The fastest measured serial loop, racing or not: never dropped, every speedup is over it."""
+        loops = [c for c in self.candidates if c.adapter in BASELINES and c.tested and c.status != "failed"]
+        return max(loops, key=lambda c: c.median, default=None)
+
+    def contenders(self) -> list:
+        """The TOP racing configurations and the baseline: what is retested and confirmed."""
+        out = self.ranked()[:TOP]
+        base = self.baseline()
+        return out + ([base] if base is not None and base not in out else [])
+
+    @property
+    def left(self) -> list:
+        return self.space.left
+
+    # -- adding --------------------------------------------------------------------------------------
+    def add(self, variant: int, cell, origin: str, source=None):
+        """A configuration, unless known: racing, or pruned when predicted below reach or past memory."""
+        if cell.cell_id in self.known:
+            return None
+        self.known.add(cell.cell_id)
+        predicted = calibrate.predict(self.calibration, cell.adapter, cell.workload.num_envs, self.profile, self.cpus)
+        c = Candidate(self.space.numbered(cell), variant, origin, self.round_no, predicted,
+                      source_median=source.median if source is not None else 0.0)
+        self.candidates.append(c)
+        self._log("added").append(self._brief(c, origin=origin))
+        lead = self.leader() or self.baseline()
+        if cell.adapter in BASELINES:
+            return c
+        if predicted is not None and lead is not None and predicted < PRUNE_BELOW * lead.median:
+            c.status = "pruned"
+            c.why = (f"pruned: predicted at most {rate(predicted)} env steps/s ({_prediction(self, c)}), below "
+                     f"{PRUNE_BELOW:g}x the leader {lead.config} at {rate(lead.median)}")
+        elif self.memory_mb is not None:
+            need = calibrate.memory_mb(self.calibration, cell.adapter, cell.workload.num_envs, self.profile, self.cpus)
+            if need > MEMORY_SHARE * self.memory_mb:
+                c.status = "pruned"
+                c.why = (f"pruned: expected to hold {need:.0f} MB, over {MEMORY_SHARE:.0%} of the "
+                         f"{self.memory_mb:.0f} MB available")
+        if c.status == "pruned":
+            self._log("pruned").append(self._brief(c, why=c.why))
+        return c
+
+    def probe(self, adapters) -> None:
+        for name in adapters:
+            for n in probe_sizes(self.cpus, self.space.max_envs):
+                for variant, cell in self.space.probe_setting(name, n):
+                    self.add(variant, cell, f"probe: {name} at num_envs={n}")
+
+    def strategy_best(self, adapter: str):
+        """An adapter's fastest tested configuration, dropped or not."""
+        mine = [c for c in self.candidates if c.adapter == adapter and c.tested and c.status in
+                ("racing", "dropped", "finalist", "out")]
+        return max(mine, key=lambda c: c.median, default=None)
+
+    def promising(self, best) -> bool:
+        """Whether a strategy's climb goes on past its best configuration though the leader is faster: its
+        calibrated prediction one step further up still reaches the leader; uncalibrated, while its best
+        is the largest num_envs it has tried (its curve still rising) and within PRUNE_BELOW of the leader."""
+        lead = self.leader()
+        if lead is None or best is lead:
+            return True
+        predicted = calibrate.predict(self.calibration, best.adapter, 2 * best.num_envs, self.profile, self.cpus)
+        if predicted is not None:
+            return predicted >= lead.median
+        tried = [c.num_envs for c in self.candidates if c.adapter == best.adapter and c.values]
+        return best.num_envs >= max(tried) and best.median >= PRUNE_BELOW * lead.median
+
+    def expand(self) -> None:
+        """Neighbours of the top configurations, of the best serial loop, and of every strategy's best while
+        it is promising (its climb may still overtake the leader), each configuration expanded once."""
+        sources = self.contenders()
+        for adapter in self.space.adapters:
+            best = self.strategy_best(adapter)
+            if best is not None and best not in sources and self.promising(best):
+                sources.append(best)
+        for src in sources:
+            if src.cell.cell_id in self.expanded:
+                continue
+            self.expanded.add(src.cell.cell_id)
+            for axis, variant, cell in self.space.neighbours(src.adapter, src.num_envs, src.variant,
+                                                             src.cell.given_options):
+                self.add(variant, cell, f"neighbour of {src.config} along {axis}", src)
+
+    # -- measuring -----------------------------------------------------------------------------------
+    def remaining_s(self) -> float:
+        return self.deadline_s - self.measurer.elapsed()
+
+    def cost_s(self, cands, repeats: int) -> float:
+        return sum(self.measurer.job_s(c.cell) * max(repeats - c.repeats, 0) for c in cands)
+
+    def admit(self, cell) -> bool:
+        """A job starts only when expected to end before the deadline; a new configuration's, only when the
+        contenders' confirmation still fits after it."""
+        reserve = 0.0 if cell.cell_id in self.confirming else self.reserve_s
+        return self.measurer.job_s(cell) <= self.remaining_s() - reserve
+
+    def measure(self, targets: dict) -> int:
+        """Bring each candidate (cell_id -> (candidate, repeats)) to its repeats, a level at a time (every
+        candidate's next repeat before anyone's following one); the number of jobs run."""
+        ran = 0
+        top = max((t for _, t in targets.values()), default=0)
+        for level in range(1, top + 1):
+            todo = [c for c, t in targets.values() if t >= level and c.repeats < level and c.status == "racing"]
+            if not todo:
+                continue
+            todo.sort(key=priority)  # when the budget runs short, what it cuts is the least promising
+            by_id = {c.cell.cell_id: c for c in todo}
+            for row in self.measurer.run([c.cell for c in todo], level, self.admit):
+                self.take(by_id[row["cell_id"]], row)
+                ran += 1
+        return ran
+
+    def take(self, c, row) -> None:
+        c.repeats += 1
+        if row["status"] == "ok" and row.get("steps_per_s"):
+            c.values.append(float(row["steps_per_s"]))
+        elif c.status == "racing":
+            c.status, c.round_out = "failed", self.round_no
+            c.why = f"{row['status']}: {(row.get('error') or '')[:200]}"
+
+    def drop_slower(self) -> None:
+        """Drop what is significantly slower than the leader; a configuration whose first repeat came in
+        below PRUNE_BELOW of the leader is not retested (it would have to double to come within reach).
+        The serial loops' configurations are never set aside untested: the baseline is the best of them."""
+        lead, base = self.leader(), self.baseline()
+        if lead is None:
+            return
+        if base is not None and base.status == "dropped":  # a faster serial loop found: it is the baseline now
+            base.status, base.why, base.round_out = "racing", "", 0
+        for c in self.racing():
+            if c is lead or c is base:
+                continue
+            if not c.tested:
+                if c.values and c.adapter not in BASELINES and c.median < PRUNE_BELOW * lead.median:
+                    c.status, c.round_out = "dropped", self.round_no
+                    c.why = (f"dropped in round {self.round_no} after one repeat: {c.median / lead.median:.2f}x the "
+                             f"leader {lead.config}, below {PRUNE_BELOW:g}x")
+                    self._log("dropped").append(self._brief(c, ratio_to_leader=c.median / lead.median))
+                continue
+            c.p = slower_p(c.values, lead.values)
+            if c.p < ALPHA:
+                c.status, c.round_out = "dropped", self.round_no
+                c.why = (f"dropped in round {self.round_no}: {c.median / lead.median:.2f}x the leader "
+                         f"{lead.config} (p={c.p:.3f})")
+                self._log("dropped").append(self._brief(c, p=c.p, ratio_to_leader=c.median / lead.median))
+
+    # -- rounds ----------------------------------------------------------------------------------------
+    def plan(self) -> tuple:
+        """(kind, {cell_id: (candidate, repeats)}) of the next round; an empty plan: converged."""
+        new = {c.cell.cell_id: (c, START_REPEATS) for c in self.racing() if c.repeats < START_REPEATS}
+        confirm = {c.cell.cell_id: (c, c.repeats + 1) for c in self.contenders() if c.repeats < FINAL_REPEATS}
+        if new or confirm:
+            return ("probe" if self.round_no <= 2 else "climb" if new else "confirm"), {**new, **confirm}
+        ranked = self.ranked()
+        if len(ranked) > 1 and slower_p(ranked[1].values, ranked[0].values) >= ALPHA:
+            tied = {c.cell.cell_id: (c, c.repeats + 1) for c in ranked[:2] if c.repeats < MAX_REPEATS}
+            if tied:
+                return "tie-break", tied
+        return "", {}
+
+    def say(self, text: str) -> None:
+        from rlbench.running.progress import _clock
+        print(f"rlbench tune: {text} [{_clock(self.measurer.elapsed())} of {_clock(self.deadline_s)} for "
+              f"measuring]", file=self.stream, flush=True)
+
+    def go(self) -> list:
+        """Search until converged or out of budget; the contenders, best first."""
+        loops = [a for a in self.space.adapters if a in BASELINES]
+        rest = [a for a in self.space.adapters if a not in BASELINES]
+        self._start_round()
+        self.probe(loops or rest)
+        probed_rest = not loops
+        while True:
+            kind, targets = self.plan()
+            if not kind:
+                self.converged = True
+                self.stop_reason = (f"converged after {self.measurer.elapsed():.0f} s: every neighbour of the "
+                                    f"top {TOP} configurations and of the serial loop tested, pruned or out of "
+                                    f"range, the contenders confirmed")
+                break
+            self.confirming = {cid for cid, (c, _) in targets.items() if c in self.contenders()}
+            self.reserve_s = self.cost_s(self.contenders(), FINAL_REPEATS)
+            self._trace.update(kind=kind, configurations=len(targets))
+            self.say(f"round {self.round_no} ({kind}): {len(targets)} configurations")
+            ran = self.measure(targets)
+            self.drop_slower()
+            self._end_round()
+            if ran == 0:
+                self.stop_reason = (f"budget spent after {self.measurer.elapsed():.0f} s: the next job would "
+                                    f"end past the deadline")
+                break
+            self._start_round()
+            if not probed_rest:
+                self.probe(rest)
+                probed_rest = True
+            self.expand()
+        self._end_round(final=True)
+        self.finish()
+        self.say(self.stop_reason)
+        return self.contenders()
+
+    def finish(self) -> None:
+        top = set(id(c) for c in self.contenders())
+        for c in self.candidates:
+            if c.status != "racing":
+                continue
+            if not c.tested:
+                c.status = "budget"
+                c.why = (f"not raced to the end: the budget ended the search with {c.repeats} of "
+                         f"{START_REPEATS} repeats")
+            elif id(c) in top:
+                c.status = "finalist"
+                c.why = "confirmed among the contenders" if c.repeats >= FINAL_REPEATS else \
+                    f"among the contenders ({c.repeats} repeats: the budget ended its confirmation)"
+            else:
+                c.status = "out"
+                c.why = (f"not significantly slower than the leader (p={c.p:.2f}), but not among the {TOP} "
+                         "fastest" if c.p == c.p else f"not among the {TOP} fastest")
+
+    # -- the trace -----------------------------------------------------------------------------------
+    def _start_round(self) -> None:
+        self.round_no += 1
+        self._trace = {"round": self.round_no, "kind": "", "started_s": round(self.measurer.elapsed(), 2),
+                       "added": [], "pruned": [], "dropped": []}
+
+    def _log(self, key: str) -> list:
+        if self._trace is None:
+            self._start_round()
+        return self._trace[key]
+
+    def _end_round(self, final: bool = False) -> None:
+        t = self._trace
+        if t is None or (final and not (t["added"] or t["pruned"] or t["dropped"] or t["kind"])):
+            self._trace = None
+            return
+        lead = self.leader()
+        t.update(ended_s=round(self.measurer.elapsed(), 2),
+                 leader=self._brief(lead) if lead else None,
+                 measured=[self._brief(c) for c in self.candidates if c.repeats and c.status != "pruned"])
+        if final:
+            t["kind"] = t["kind"] or "found after the last round"
+        self.rounds.append(t)
+        self._trace = None
+
+    @staticmethod
+    def _brief(c, **extra) -> dict:
+        return {"cell_id": c.cell.cell_id, "config": c.config, "predicted_max_steps_per_s": c.predicted,
+                "steps_per_s_median": c.median if c.values else None, "repeats": c.repeats, **extra}
+
+
+def _prediction(search, c) -> str:
+    top = calibrate.ceiling(search.calibration, c.adapter)
+    us = calibrate.env_us(search.profile) + calibrate.policy_us_per_step(search.profile)
+    return (f"its ceiling here {rate(top)} from the calibration, {us:.2f} us of env and policy per step on "
+            f"at most {min(search.cpus, c.num_envs)} cores")

@@ -1,0 +1,61 @@
+"""The calibration `rlbench tune` predicts from: each strategy's env steps/s on the zero-cost synthetic env,
+cached per machine (another machine's figures are never read), merged under a lock, and what it predicts:
+an upper bound no faster than the strategy's ceiling or than its cores doing the env's and policy's work."""
+import json
+
+import pytest
+
+from rlbench.cli import main
+from rlbench.tuning import calibrate
+
+PROFILE = {"step": {"median_us": 100.0}, "reset_share": 0.0, "rss_per_env_mb": 2.0, "process_rss_mb": 60.0,
+           "policy_us_per_batch": {"1": 10.0, "64": 64.0}}
+
+
+def test_the_cache_is_keyed_by_the_machine_and_merges(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
+    key = calibrate.machine_key({"cpu_model": "x", "cpu_logical_cores": 2, "ram_gb": 24, "packages": {"numpy": "2"}})
+    other = {**key, "cpu_model": "y"}
+    assert calibrate.load(key) == {}
+    calibrate.store(key, {"serial": {"16": {"steps_per_s": 5e5, "workers": 1, "wall_s": 1.0}}})
+    calibrate.store(key, {"sb3-subproc": {"16": {"steps_per_s": None, "status": "error", "reason": "boom"}}})
+    have = calibrate.load(key)
+    assert set(have) == {"serial", "sb3-subproc"} and calibrate.load(other) == {}
+    assert calibrate.missing(have, ["serial", "sb3-subproc", "rlpyt-cpu"], [16]) == ["rlpyt-cpu"]
+    assert calibrate.missing(have, ["serial"], [2]) == ["serial"]
+    assert calibrate.ceiling(have, "sb3-subproc") is None and calibrate.ceiling(have, "serial") == 1e6
+    assert json.loads(open(calibrate.cache_path(key)).read())["key"] == key
+
+
+def test_predictions_are_upper_bounds_from_the_ceiling_and_the_work():
+    cal = {"serial": {"16": {"steps_per_s": 4e5, "workers": 1}},
+           "gymnasium-async": {"16": {"steps_per_s": 2e4, "workers": 16}},
+           "rlpyt-cpu": {"16": {"steps_per_s": 6e5, "workers": 2}}}
+    work_us = 100.0 + 1.0   # the env's step, and the policy at its cheapest batch (64 us / 64)
+    assert calibrate.predict(cal, "serial", 8, PROFILE, 2) == pytest.approx(1e6 / work_us)        # one process
+    assert calibrate.predict(cal, "rlpyt-cpu", 8, PROFILE, 2) == pytest.approx(2e6 / work_us)     # two workers
+    assert calibrate.predict(cal, "gymnasium-async", 16, PROFILE, 16) == pytest.approx(4e4)       # its ceiling
+    assert calibrate.predict(cal, "envpool-sync", 8, PROFILE, 2) is None                          # not calibrated
+    assert calibrate.workers_at(cal, "gymnasium-async", 64, 2) == 64 and calibrate.workers_at(cal, "rlpyt-cpu", 64, 2) == 2
+    assert calibrate.memory_mb(cal, "gymnasium-async", 64, PROFILE, 2) == pytest.approx(64 * 2.0 + 63 * 60.0)
+    assert calibrate.memory_mb(cal, "serial", 64, PROFILE, 2) == pytest.approx(64 * 2.0)
+
+
+def test_rlbench_calibrate_measures_once_then_reads_the_cache(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
+    assert main(["calibrate", "--adapters", "serial,gymnasium-sync", "--max-envs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 measured now" in out and "serial" in out and "gymnasium-sync" in out
+    [path] = list((tmp_path / "calibration").glob("*.json"))
+    figures = json.loads(path.read_text())["adapters"]
+    assert figures["serial"]["2"]["steps_per_s"] > 0 and figures["serial"]["2"]["wall_s"] > 0
+    assert main(["calibrate", "--adapters", "serial", "--max-envs", "2"]) == 0
+    assert "0 measured now" in capsys.readouterr().out
+
+
+def test_bad_calibrate_input_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
+    assert main(["calibrate", "--adapters", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown adapter 'nope'" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "calibration").exists()

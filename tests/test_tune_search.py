@@ -1,0 +1,137 @@
+"""The search `rlbench tune` runs, on simulated measurements (rates from a known curve times log-normal
+noise, a clock advanced by each job's cost): it finds the peak of a unimodal num_envs curve, keeps its
+budget, prunes only what the calibration predicts far below the leader, climbs a strategy that rises past
+the probe sizes, breaks ties as documented, and is deterministic under a seed. No env runs here."""
+import math
+
+import numpy as np
+import pytest
+
+from rlbench.tuning import calibrate
+from rlbench.tuning.candidates import Space
+from rlbench.tuning.search import FINAL_REPEATS, PRUNE_BELOW, START_REPEATS, Search
+from rlbench.workload import PolicySpec, Workload
+
+PROFILE = {"step": {"median_us": 1.0, "p99_us": 2.0, "cv": 0.1}, "reset_share": 0.0, "obs_bytes": 16,
+           "rss_per_env_mb": 0.01, "process_rss_mb": 50.0, "policy_us_per_batch": {"1": 1.0, "64": 2.0}}
+
+
+def peak_curve(peak_n: float, height: float, width: float = 1.5):
+    """A unimodal rate over log2(num_envs), highest at peak_n."""
+    return lambda n: height * math.exp(-((math.log2(n) - math.log2(peak_n)) / width) ** 2)
+
+
+class Simulated:
+    """A Measurer: each job costs job_s on the clock and gives curve(adapter)(num_envs) x log-normal noise."""
+
+    def __init__(self, curves: dict, noise: float = 0.03, job_s: float = 1.0, seed: int = 0):
+        self.curves, self.noise, self.job, self.t = curves, noise, job_s, 0.0
+        self.rng = np.random.default_rng(seed)
+        self.jobs = []   # (cell_id, start, end)
+
+    def elapsed(self) -> float:
+        return self.t
+
+    def job_s(self, cell) -> float:
+        return self.job
+
+    def run(self, cells, level, admit) -> list:
+        rows = []
+        for cell in cells:
+            if not admit(cell):
+                continue
+            start = self.t
+            self.t += self.job
+            self.jobs.append((cell.cell_id, start, self.t))
+            rate = self.curves[cell.adapter](cell.workload.num_envs) * math.exp(self.noise * self.rng.standard_normal())
+            rows.append({"cell_id": cell.cell_id, "status": "ok", "steps_per_s": rate})
+        return rows
+
+
+def search(curves, deadline_s=10_000.0, calibration=None, max_envs=1024, cpus=2, seed=0, noise=0.03):
+    space = Space(Workload("CartPole-v1", 1, PolicySpec()), list(curves), max_envs, cpus)
+    measurer = Simulated(curves, noise=noise, seed=seed)
+    s = Search(space, measurer, deadline_s, PROFILE, calibration or {}, cpus, stream=open("/dev/null", "w"))
+    s.go()
+    return s, measurer
+
+
+def best(s):
+    return s.ranked()[0]
+
+
+def test_finds_the_peak_of_a_unimodal_num_envs_curve_and_says_it_converged():
+    s, _ = search({"serial": peak_curve(64, 1e6), "gymnasium-sync": peak_curve(8, 4e5)})
+    win = best(s)
+    assert (win.adapter, win.num_envs) == ("serial", 64)
+    assert s.converged and s.stop_reason.startswith("converged after")
+    assert win.repeats >= FINAL_REPEATS and win.status == "finalist"
+    # the climb went one step past the peak on each side, and no further
+    tried = sorted(c.num_envs for c in s.candidates if c.adapter == "serial" and c.values)
+    assert {32, 64, 128} <= set(tried) and max(tried) <= 256
+
+
+def test_the_budget_is_kept_and_the_search_says_it_ran_out():
+    s, sim = search({"serial": peak_curve(256, 1e6), "gymnasium-sync": peak_curve(8, 4e5)}, deadline_s=30.0)
+    assert sim.jobs and max(end for _, _, end in sim.jobs) <= 30.0
+    assert not s.converged and s.stop_reason.startswith("budget spent")
+    assert sim.t >= 30.0 - sim.job   # the budget is used: no job that fitted was left unrun
+    s.finish()
+    assert all(c.status != "racing" for c in s.candidates)
+
+
+def test_prunes_only_what_the_calibration_predicts_far_below_the_leader():
+    curves = {"serial": peak_curve(32, 1e6), "gymnasium-async": lambda n: 2e4, "rlpyt-cpu": peak_curve(32, 8e5)}
+    calibration = {"serial": {"16": {"steps_per_s": 1e6, "workers": 1}},
+                   "gymnasium-async": {"16": {"steps_per_s": 2e4, "workers": 16}},     # IPC-bound: far below
+                   "rlpyt-cpu": {"16": {"steps_per_s": 8e5, "workers": 2}}}
+    s, _ = search(curves, calibration=calibration)
+    pruned = [c for c in s.candidates if c.status == "pruned"]
+    assert pruned and {c.adapter for c in pruned} == {"gymnasium-async"}
+    assert all(not c.values for c in pruned)                     # never measured
+    for c in pruned:
+        assert c.predicted < PRUNE_BELOW * 1e6 and "predicted at most" in c.why
+        assert c.predicted == pytest.approx(calibrate.predict(calibration, c.adapter, c.num_envs, PROFILE, 2))
+    assert any(c.adapter == "rlpyt-cpu" and c.tested for c in s.candidates)  # within reach: raced
+    assert any(c["cell_id"] for r in s.rounds for c in r["pruned"])           # the trace lists the prunes
+
+
+def test_a_strategy_that_rises_past_the_probe_sizes_is_climbed_to_its_peak():
+    # slower than the serial loop at the probe sizes (2 and 16), faster from 64 up
+    curves = {"serial": peak_curve(32, 6e5, width=3), "rlpyt-cpu": lambda n: 2e4 * n if n <= 128 else 2.56e6 - 1e4 * n}
+    calibration = {"serial": {"16": {"steps_per_s": 6e5, "workers": 1}},
+                   "rlpyt-cpu": {"16": {"steps_per_s": 3.2e5 * 4, "workers": 2}}}
+    s, _ = search(curves, calibration=calibration)
+    win = best(s)
+    assert (win.adapter, win.num_envs) == ("rlpyt-cpu", 128)
+
+
+def test_ties_go_to_the_configuration_found_first():
+    flat = {"serial": lambda n: 1e5, "gymnasium-sync": lambda n: 1e5}
+    s, _ = search(flat, noise=0.0, max_envs=4)
+    ranked = s.ranked()
+    assert ranked[0].median == ranked[1].median
+    assert ranked[0] is min((c for c in ranked if c.median == ranked[0].median), key=lambda c: c.cell.index)
+
+
+def test_the_same_seed_gives_the_same_search():
+    curves = {"serial": peak_curve(64, 1e6), "gymnasium-sync": peak_curve(8, 4e5)}
+
+    def trace(seed):
+        s, _ = search(curves, deadline_s=80.0, seed=seed)
+        return [(c.cell.cell_id, c.status, tuple(c.values)) for c in s.candidates], s.stop_reason
+
+    assert trace(3) == trace(3)
+    assert trace(3) != trace(4)
+
+
+def test_every_new_configuration_gets_its_two_repeats_interleaved():
+    s, sim = search({"serial": peak_curve(16, 1e6), "gymnasium-sync": peak_curve(8, 4e5)}, max_envs=64)
+    for c in s.candidates:
+        if c.status in ("racing", "dropped") and c.repeats:
+            assert c.repeats >= START_REPEATS or "after one repeat" in c.why
+    # a round runs every configuration's first repeat before anyone's second
+    first_round = s.rounds[0]
+    ids = [cid for cid, _, _ in sim.jobs[:2 * len(first_round["added"])]]
+    n = len(first_round["added"])
+    assert sorted(ids[:n]) == sorted(ids[n:2 * n])
