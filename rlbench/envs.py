@@ -48,8 +48,9 @@ ENVS = {
     "brax/halfcheetah": EnvInfo("brax/halfcheetah", "brax", frameskip=5),
     "rlbench/Synthetic-v0": EnvInfo(
         "rlbench/Synthetic-v0", "synthetic",
-        kwargs={"step_cost_us": 0.0, "obs_bytes": 64, "episode_len": 1000},
-        ranges={"step_cost_us": (0, math.inf), "obs_bytes": (1, math.inf), "episode_len": (1, math.inf)},
+        kwargs={"step_cost_us": 0.0, "obs_bytes": 64, "episode_len": 1000, "straggler_p": 0.0, "straggler_x": 10.0},
+        ranges={"step_cost_us": (0, math.inf), "obs_bytes": (1, math.inf), "episode_len": (1, math.inf),
+                "straggler_p": (0, 1), "straggler_x": (1, math.inf)},
     ),
 }
 USER_FAMILIES = ("gymnasium", "custom")  # envs rlbench did not write: kwargs as given, spaces probed

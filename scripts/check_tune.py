@@ -5,7 +5,8 @@ protocol), and prints tune's pick re-measured inside the sweep as a share of the
 wall time against the sweep's. Goal: >= 0.9 of the best on every env in <= 25% of the sweep's time.
 
     python scripts/check_tune.py [--budget 60s] [--envs trivial,gil,stragglers,large-obs,policy]
-                                 [--adapters serial,rlpyt-serial,...] [--sizes 2,4,8,16,32] [--repeats 3]
+                                 [--adapters serial,rlpyt-serial,...] [--sizes 1,2,4,8,16,32,64] [--repeats 3]
+                                 [--tune-adapters all]
 
 A benchmark, not a test: its figures depend on the machine. The table goes to stdout and, with each
 env's tune and sweep folders, to --out (check-tune.csv)."""
@@ -32,7 +33,9 @@ ADAPTERS = "serial,rlpyt-serial,rlpyt-cpu,gymnasium-sync,gymnasium-async,sb3-sub
 
 def tune(name, kwargs, policy, args, out) -> tuple:
     cmd = [sys.executable, "-m", "rlbench.cli", "tune", "--env", ENV, "--policy", policy, "--budget", args.budget,
-           "--adapters", args.adapters, "--max-envs", str(max(args.sizes)), "--out", out]
+           "--max-envs", str(max(args.sizes)), "--out", out]
+    if args.tune_adapters != "all":
+        cmd += ["--adapters", args.tune_adapters or args.adapters]
     for k, v in kwargs.items():
         cmd += ["--env-kwarg", f"{k}={v}"]
     t = time.monotonic()
@@ -74,8 +77,10 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget", default="60s", help="each tune's budget (default 60s)")
     p.add_argument("--envs", default=",".join(PANEL), help=f"panel entries (valid: {', '.join(PANEL)})")
-    p.add_argument("--adapters", default=ADAPTERS, help="strategies raced and swept")
-    p.add_argument("--sizes", default="2,4,8,16,32", help="num_envs of the exhaustive sweep (tune's --max-envs: "
+    p.add_argument("--adapters", default=ADAPTERS, help="strategies swept (and raced, unless --tune-adapters)")
+    p.add_argument("--tune-adapters", help="strategies tune races, if not those swept ('all': every one available "
+                                           "here, as a user's tune; its pick is added to the sweep)")
+    p.add_argument("--sizes", default="1,2,4,8,16,32,64", help="num_envs of the exhaustive sweep (tune's --max-envs: "
                                                            "the largest)")
     p.add_argument("--repeats", type=int, default=3, help="repeats per configuration in the sweep")
     p.add_argument("--out", default="reports/check-tune")
@@ -90,8 +95,8 @@ def main() -> int:
 
     from rlbench.report.ranking import entry, verdict
     # the calibration is per machine and cached: measured once here, so every tune's budget goes to its search
-    subprocess.run([sys.executable, "-m", "rlbench.cli", "calibrate", "--adapters", args.adapters], check=True,
-                   capture_output=True)
+    raced = [] if args.tune_adapters == "all" else ["--adapters", args.tune_adapters or args.adapters]
+    subprocess.run([sys.executable, "-m", "rlbench.cli", "calibrate", *raced], check=True, capture_output=True)
     rows = []
     for name in names:
         kwargs, policy = PANEL[name]

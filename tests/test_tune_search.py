@@ -48,9 +48,9 @@ class Simulated:
         return rows
 
 
-def search(curves, deadline_s=10_000.0, calibration=None, max_envs=1024, cpus=2, seed=0, noise=0.03):
+def search(curves, deadline_s=10_000.0, calibration=None, max_envs=1024, cpus=2, seed=0, noise=0.03, job_s=1.0):
     space = Space(Workload("CartPole-v1", 1, PolicySpec()), list(curves), max_envs, cpus)
-    measurer = Simulated(curves, noise=noise, seed=seed)
+    measurer = Simulated(curves, noise=noise, seed=seed, job_s=job_s)
     s = Search(space, measurer, deadline_s, PROFILE, calibration or {}, cpus, stream=open("/dev/null", "w"))
     s.go()
     return s, measurer
@@ -135,3 +135,14 @@ def test_every_new_configuration_gets_its_two_repeats_interleaved():
     ids = [cid for cid, _, _ in sim.jobs[:2 * len(first_round["added"])]]
     n = len(first_round["added"])
     assert sorted(ids[:n]) == sorted(ids[n:2 * n])
+
+
+def test_a_short_budget_retests_a_fast_first_repeat_before_confirming_the_serial_loop():
+    # a heavy step holding the GIL on 2 cores: the loops are flat, two worker processes double them
+    curves = {"serial": lambda n: 1900.0, "rlpyt-serial": lambda n: 1880.0,
+              "rlpyt-cpu": lambda n: 3600.0 if n >= 2 else 1800.0, "gymnasium-async": lambda n: 2200.0,
+              "gymnasium-sync": lambda n: 1850.0, "sb3-subproc": lambda n: 2100.0}
+    s, sim = search(curves, deadline_s=56.0, max_envs=64, job_s=2.0)   # 28 jobs: a 1-minute tune here
+    assert len(sim.jobs) == 28
+    win = best(s)
+    assert win.adapter == "rlpyt-cpu" and win.tested

@@ -1,7 +1,8 @@
 """`rlbench tune`: which strategy steps this env fastest on this machine, answered by measuring. In the
-shape of `rlbench run`: check the input (the env is built once), profile the env in its own process,
-list the candidates, race them under the budget, decide, write the run folder and tune.json, print the
-answer. Each stage is one call here."""
+shape of `rlbench run`: check the input (the env is built once), profile the env in its own process, open
+the run folder, calibrate what this machine has not seen, search (rlbench.tuning.search) under the budget,
+decide, write tune.json and the report, print the answer. Each stage is one call here; the whole, profile
+and calibration included, keeps to the budget."""
 import json
 import os
 import re

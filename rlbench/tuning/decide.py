@@ -1,6 +1,7 @@
-"""The answer of `rlbench tune`, from what was measured: the fastest configuration with its median and
-95% CI, its speedup over the serial loop with a bootstrap CI, the runner-up and whether the lead is
-significant, one line per other strategy saying why it lost, and the library call for the winner."""
+"""The answer of `rlbench tune`, from what was measured: rlbench.report.ranking's verdict over the run's
+rows (the fastest configuration, its speedup over the serial baseline, the runner-up and whether the lead
+is significant: the run's own headline, word for word), the winner's median and 95% CI, one line per other
+strategy saying why it lost or never ran, and the library call for the winner."""
 import shlex
 
 import numpy as np

@@ -76,9 +76,10 @@ class Candidate:
 
 
 def priority(c) -> tuple:
-    """The order new configurations run in: the neighbours of the fastest first (the climb), then the
-    probes by their prediction (uncalibrated last); retests, the fastest first."""
-    if c.tested:
+    """The order jobs run in, so that what the budget cuts is the least promising: retests, the fastest
+    first; then new configurations, the neighbours of the fastest first (the climb), then the probes by
+    their prediction (uncalibrated last)."""
+    if c.values:
         return 0, -c.median
     if c.source_median:
         return 1, -c.source_median
@@ -121,14 +122,14 @@ class Search:
         return max(loops, key=lambda c: c.median, default=None)
 
     def contenders(self) -> list:
-        """The TOP racing configurations and the baseline: what is retested and confirmed."""
-        out = self.ranked()[:TOP]
+        """The TOP racing configurations by median, one repeat enough (a first repeat far above the leader
+        is retested before the leader is confirmed), and the baseline: what is retested and confirmed, and
+        whose neighbours are searched."""
+        measured = sorted((c for c in self.candidates if c.status in ("racing", "finalist") and c.values),
+                          key=lambda c: -c.median)
+        out = measured[:TOP]
         base = self.baseline()
         return out + ([base] if base is not None and base not in out else [])
-
-    @property
-    def left(self) -> list:
-        return self.space.left
 
     # -- adding --------------------------------------------------------------------------------------
     def add(self, variant: int, cell, origin: str, source=None):
@@ -226,6 +227,8 @@ class Search:
             for row in self.measurer.run([c.cell for c in todo], level, self.admit):
                 self.take(by_id[row["cell_id"]], row)
                 ran += 1
+            if level == 1:
+                self.set_aside_far_below()  # before their second repeat
         return ran
 
     def take(self, c, row) -> None:
@@ -236,24 +239,30 @@ class Search:
             c.status, c.round_out = "failed", self.round_no
             c.why = f"{row['status']}: {(row.get('error') or '')[:200]}"
 
+    def set_aside_far_below(self) -> None:
+        """A configuration whose first repeat came in below PRUNE_BELOW of the leader is not retested (it
+        would have to double to come within reach). The serial loops' configurations never are: the
+        baseline is the best of them."""
+        lead = self.leader()
+        if lead is None:
+            return
+        for c in self.racing():
+            if not c.tested and c.values and c.adapter not in BASELINES and c.median < PRUNE_BELOW * lead.median:
+                c.status, c.round_out = "dropped", self.round_no
+                c.why = (f"dropped in round {self.round_no} after one repeat: {c.median / lead.median:.2f}x the "
+                         f"leader {lead.config}, below {PRUNE_BELOW:g}x")
+                self._log("dropped").append(self._brief(c, ratio_to_leader=c.median / lead.median))
+
     def drop_slower(self) -> None:
-        """Drop what is significantly slower than the leader; a configuration whose first repeat came in
-        below PRUNE_BELOW of the leader is not retested (it would have to double to come within reach).
-        The serial loops' configurations are never set aside untested: the baseline is the best of them."""
+        """Drop what is significantly slower than the leader (one-sided Welch test, p < ALPHA)."""
         lead, base = self.leader(), self.baseline()
         if lead is None:
             return
         if base is not None and base.status == "dropped":  # a faster serial loop found: it is the baseline now
             base.status, base.why, base.round_out = "racing", "", 0
+        self.set_aside_far_below()
         for c in self.racing():
-            if c is lead or c is base:
-                continue
-            if not c.tested:
-                if c.values and c.adapter not in BASELINES and c.median < PRUNE_BELOW * lead.median:
-                    c.status, c.round_out = "dropped", self.round_no
-                    c.why = (f"dropped in round {self.round_no} after one repeat: {c.median / lead.median:.2f}x the "
-                             f"leader {lead.config}, below {PRUNE_BELOW:g}x")
-                    self._log("dropped").append(self._brief(c, ratio_to_leader=c.median / lead.median))
+            if c is lead or c is base or not c.tested:
                 continue
             c.p = slower_p(c.values, lead.values)
             if c.p < ALPHA:
