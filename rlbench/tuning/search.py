@@ -8,8 +8,10 @@ repeats of what is racing interleaved, the one-sided Welch drop test).
    added, one step along every axis the strategy's tune_space names (num_envs doubled and halved, workers,
    batch size, shared memory, ...). A new configuration runs START_REPEATS; one significantly slower than
    the leader is dropped, so an axis is climbed while the steps along it keep the configuration on top.
-3. Race: the top configurations (and the baseline) are retested to FINAL_REPEATS, then, while the leader's
-   lead over the runner-up is not significant, both up to MAX_REPEATS.
+3. Race: once no new configuration is left, the top configurations (and the baseline) are retested to
+   FINAL_REPEATS, then, while the leader's lead over the runner-up is not significant, both up to
+   MAX_REPEATS. While searching, their confirmation's cost (at most RESERVE_SHARE of the budget) is kept
+   back: a new configuration's job starts only when the confirmation still fits after it.
 
 It stops when it has converged (no untested neighbour of the top configurations, the contenders
 confirmed) or when the budget is spent: a job starts only when it is expected to end before the deadline,
@@ -37,6 +39,7 @@ MAX_REPEATS = 10     # a tied leader's and runner-up's, at most
 TOP = 3              # configurations whose neighbourhoods are searched
 PRUNE_BELOW = 0.5    # pruned: predicted at most this share of the leader's measured rate
 PROBE_PER_CORE = (1, 8)  # probe sizes: this many envs per core
+RESERVE_SHARE = 0.25     # the contenders' confirmation keeps back at most this share of the budget
 
 
 @dataclass
@@ -272,12 +275,16 @@ class Search:
                 self._log("dropped").append(self._brief(c, p=c.p, ratio_to_leader=c.median / lead.median))
 
     # -- rounds ----------------------------------------------------------------------------------------
-    def plan(self) -> tuple:
-        """(kind, {cell_id: (candidate, repeats)}) of the next round; an empty plan: converged."""
+    def plan(self, exploring: bool = True) -> tuple:
+        """(kind, {cell_id: (candidate, repeats)}) of the next round; an empty plan: converged. The search
+        comes first (new configurations to START_REPEATS), its confirmation's cost kept back; then the
+        contenders are confirmed a repeat a round; then a tie at the top is raced."""
         new = {c.cell.cell_id: (c, START_REPEATS) for c in self.racing() if c.repeats < START_REPEATS}
+        if new and exploring:
+            return ("probe" if self.round_no <= 2 else "climb"), new
         confirm = {c.cell.cell_id: (c, c.repeats + 1) for c in self.contenders() if c.repeats < FINAL_REPEATS}
-        if new or confirm:
-            return ("probe" if self.round_no <= 2 else "climb" if new else "confirm"), {**new, **confirm}
+        if confirm:
+            return "confirm", confirm
         ranked = self.ranked()
         if len(ranked) > 1 and slower_p(ranked[1].values, ranked[0].values) >= ALPHA:
             tied = {c.cell.cell_id: (c, c.repeats + 1) for c in ranked[:2] if c.repeats < MAX_REPEATS}
@@ -296,22 +303,31 @@ class Search:
         rest = [a for a in self.space.adapters if a not in BASELINES]
         self._start_round()
         self.probe(loops or rest)
-        probed_rest = not loops
+        probed_rest, exploring = not loops, True
         while True:
-            kind, targets = self.plan()
+            kind, targets = self.plan(exploring)
             if not kind:
-                self.converged = True
-                self.stop_reason = (f"converged after {self.measurer.elapsed():.0f} s: every neighbour of the "
-                                    f"top {TOP} configurations and of the serial loop tested, pruned or out of "
-                                    f"range, the contenders confirmed")
+                untested = [c for c in self.racing() if c.repeats < START_REPEATS]
+                self.converged = not untested
+                self.stop_reason = (
+                    f"converged after {self.measurer.elapsed():.0f} s: every neighbour of the top {TOP} "
+                    f"configurations and of the serial loop tested, pruned or out of range, the contenders "
+                    f"confirmed" if self.converged else
+                    f"budget spent after {self.measurer.elapsed():.0f} s: the contenders confirmed with what was "
+                    f"left, {len(untested)} configurations still to test")
                 break
             self.confirming = {cid for cid, (c, _) in targets.items() if c in self.contenders()}
-            self.reserve_s = self.cost_s(self.contenders(), FINAL_REPEATS)
+            self.reserve_s = (min(self.cost_s(self.contenders(), FINAL_REPEATS), RESERVE_SHARE * self.deadline_s)
+                              if exploring else 0.0)
             self._trace.update(kind=kind, configurations=len(targets))
             self.say(f"round {self.round_no} ({kind}): {len(targets)} configurations")
             ran = self.measure(targets)
             self.drop_slower()
             self._end_round()
+            if ran == 0 and exploring and kind in ("probe", "climb"):
+                exploring = False   # no new configuration fits beside the confirmation: confirm with what is left
+                self._start_round()
+                continue
             if ran == 0:
                 self.stop_reason = (f"budget spent after {self.measurer.elapsed():.0f} s: the next job would "
                                     f"end past the deadline")
@@ -320,7 +336,8 @@ class Search:
             if not probed_rest:
                 self.probe(rest)
                 probed_rest = True
-            self.expand()
+            if exploring:
+                self.expand()
         self._end_round(final=True)
         self.finish()
         self.say(self.stop_reason)
