@@ -56,6 +56,7 @@ class Candidate:
     p: float = float("nan")       # one-sided p that it is slower than the leader, at its last test
     round_out: int = 0
     source_median: float = 0.0    # a neighbour's: the rate of the configuration it neighbours
+    source: str = ""              # a neighbour's: the cell_id of that configuration
 
     @property
     def median(self) -> float:
@@ -100,7 +101,7 @@ class Search:
         self.profile, self.calibration, self.cpus = profile, calibration or {}, cpus
         self.memory_mb = memory_mb
         self.stream = stream or sys.stderr
-        self.candidates, self.known, self.expanded = [], set(), set()
+        self.candidates, self.known, self.expanded, self.by_id = [], set(), set(), {}
         self.rounds, self.round_no, self.stop_reason, self.converged = [], 0, "", False
         self.reserve_s, self.confirming = 0.0, set()
         self._trace = None
@@ -142,7 +143,9 @@ class Search:
         self.known.add(cell.cell_id)
         predicted = calibrate.predict(self.calibration, cell.adapter, cell.workload.num_envs, self.profile, self.cpus)
         c = Candidate(self.space.numbered(cell), variant, origin, self.round_no, predicted,
-                      source_median=source.median if source is not None else 0.0)
+                      source_median=source.median if source is not None else 0.0,
+                      source=source.cell.cell_id if source is not None else "")
+        self.by_id[c.cell.cell_id] = c
         self.candidates.append(c)
         self._log("added").append(self._brief(c, origin=origin))
         lead = self.leader() or self.baseline()
@@ -212,8 +215,10 @@ class Search:
 
     def admit(self, cell) -> bool:
         """A job starts only when expected to end before the deadline; a new configuration's, only when the
-        contenders' confirmation still fits after it."""
-        reserve = 0.0 if cell.cell_id in self.confirming else self.reserve_s
+        contenders' confirmation still fits after it, but for the leader's own neighbours (its climb)."""
+        lead, c = self.leader(), self.by_id.get(cell.cell_id)
+        climb = lead is not None and c is not None and c.source == lead.cell.cell_id
+        reserve = 0.0 if cell.cell_id in self.confirming or climb else self.reserve_s
         return self.measurer.job_s(cell) <= self.remaining_s() - reserve
 
     def measure(self, targets: dict) -> int:
