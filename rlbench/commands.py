@@ -34,14 +34,13 @@ def cmd_tune(args) -> int:
 def cmd_calibrate(args) -> int:
     """Each strategy's env steps/s on the zero-cost synthetic env, cached for `rlbench tune`'s predictions."""
     from rlbench.report.format import rate
-    from rlbench.tuning import calibrate
+    from rlbench.tuning import calibrate, prepare
     from rlbench.tuning.candidates import Space, cpus_here
     from rlbench.workload import PolicySpec, Workload
     named = [a for item in (args.adapters or []) for a in item.split(",") if a]
     cpus = cpus_here()
     space = Space(Workload(calibrate.ENV_ID, 1, PolicySpec()), named, args.max_envs, cpus)
     ns = calibrate.sizes(cpus, args.max_envs)
-    from rlbench.tuning import prepare
     envs = prepare(space.adapters, {})
     figures, path, rows = calibrate.calibrate(space.adapters, ns, envs, force=args.force)
     for adapter in space.adapters:
@@ -148,6 +147,7 @@ def cmd_limits(args) -> int:
 
 def cmd_compare(args) -> int:
     from rlbench.report import compare_page as compare_report
+    from rlbench.report.view import CompareView
     from rlbench.results.compare import compare, parse_threshold, ratio_label
     from rlbench.results.model import ResultSet
     threshold = parse_threshold(args.threshold)
@@ -155,9 +155,9 @@ def cmd_compare(args) -> int:
         raise UsageError(f"--alpha {args.alpha:g} must be between 0 and 1")
     base, new = ResultSet.load(args.base), ResultSet.load(args.new)
     result = compare(base, new, threshold, args.alpha)
-    paths = compare_report.write(result, args.base, args.new, args.out or args.new, base, new)
-    from rlbench.report.view import CompareView
-    for label, b, n, changed in CompareView(result, args.base, args.new, base, new).winners:
+    view = CompareView(result, args.base, args.new, base, new)
+    paths = compare_report.write_view(view, args.out or args.new)
+    for label, b, n, changed in view.winners:
         if changed:
             print(f"winner changed  {label}: base {b.winner.text}, new {n.winner.text}")
     for r in result.rows:

@@ -17,8 +17,12 @@ COLOURS = {"slower": "#fbe3e3", "faster": "#e3f4e3", "not comparable": "#eeeeee"
 
 def write(comparison: Comparison, base_dir: str, new_dir: str, out_dir: str, base=None, new=None) -> list:
     """compare.csv and compare.html into out_dir, through the one writer; the paths."""
+    return write_view(CompareView(comparison, base_dir, new_dir, base, new), out_dir)
+
+
+def write_view(view: CompareView, out_dir: str) -> list:
     os.makedirs(out_dir, exist_ok=True)
-    return write_files(out_dir, export_compare(CompareView(comparison, base_dir, new_dir, base, new)))
+    return write_files(out_dir, export_compare(view))
 
 
 def export_compare(view: CompareView) -> dict:

@@ -115,25 +115,19 @@ def calibrate_here(adapters, cpus, max_envs, envs, measurer, budget_s, out_dir) 
     folder's calibration/, within CALIBRATION_SHARE of the budget; an adapter not calibrated in time is
     simply never pruned)."""
     ns = calibrate.sizes(cpus, max_envs)
-    key = calibrate.machine_key()
-    have = calibrate.load(key)
-    todo = calibrate.missing(have, adapters, ns)
-    measured = {}
-    if todo:
+    limit = CALIBRATION_SHARE * budget_s
+
+    def admit(job):
+        return measurer.elapsed() + measurer.job_s(job.cell) <= limit
+
+    def announce(todo):
         print(f"rlbench tune: calibrating {len(todo)} strategies on this machine (cached for later tunes)",
               file=sys.stderr)
-        limit = CALIBRATION_SHARE * budget_s
 
-        def admit(job):
-            return measurer.elapsed() + measurer.job_s(job.cell) <= limit
-
-        measured, _ = calibrate.measure(todo, ns, os.path.join(out_dir, "calibration"), envs, admit)
-        if measured:
-            calibrate.store(key, measured)
-            have = calibrate.load(key) or {**have, **measured}
-    measurer.learn({a: calibrate.wall_s(have, a) for a in adapters})
-    return {"path": calibrate.cache_path(key), "sizes": ns, "measured_now": sorted(measured),
-            "adapters": {a: have[a] for a in adapters if a in have}}
+    figures, path, rows = calibrate.calibrate(adapters, ns, envs, out_dir=os.path.join(out_dir, "calibration"),
+                                              admit=admit, announce=announce)
+    measurer.learn({a: calibrate.wall_s(figures, a) for a in adapters})
+    return {"path": path, "sizes": ns, "measured_now": sorted({r["adapter"] for r in rows}), "adapters": figures}
 
 
 def label(workload) -> str:

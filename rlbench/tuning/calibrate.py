@@ -116,19 +116,24 @@ def measure(adapters, ns, out_dir: str, envs=None, admit=None) -> tuple:
     return measured, rows
 
 
-def calibrate(adapters, ns, envs=None, force: bool = False) -> tuple:
+def calibrate(adapters, ns, envs=None, force: bool = False, out_dir: str = None, admit=None,
+              announce=None) -> tuple:
     """(adapter -> figures of these adapters on this machine, cache path, the rows measured now): measures
-    those the cache lacks at these sizes (all of them when forced) in a temporary folder, and stores them."""
+    those the cache lacks at these sizes (all of them when forced) in out_dir (default a temporary folder,
+    removed), the jobs admit(job) lets start, and stores them. announce(todo) is told what will be measured."""
     key = machine_key()
     have = load(key)
     todo = list(adapters) if force else missing(have, adapters, ns)
     rows = []
     if todo:
-        scratch = tempfile.mkdtemp(prefix="rlbench-calibrate-")
+        if announce:
+            announce(todo)
+        scratch = out_dir or tempfile.mkdtemp(prefix="rlbench-calibrate-")
         try:
-            measured, rows = measure(todo, ns, scratch, envs)
+            measured, rows = measure(todo, ns, scratch, envs, admit)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if out_dir is None:
+                shutil.rmtree(scratch, ignore_errors=True)
         if measured:
             store(key, measured)
         have = load(key) or {**have, **measured}
