@@ -5,7 +5,8 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras browser bench lint test test-slow report compare ci-report check-overhead check-tune clean
+.PHONY: install install-extras browser bench lint test test-slow report compare ci-report check-overhead check-tune \
+	device-kit device-rehearse clean
 
 install: $(STAMP)
 
@@ -73,6 +74,17 @@ check-overhead: install
 # envs (a benchmark, not a test: ARGS="--budget 60s --sizes 2,4,8,16,32" and more, see the script).
 check-tune: install
 	$(PY) scripts/check_tune.py $(ARGS)
+
+# The device kit: the wheels a lent GPU machine lacks, per part (suites/device/), in .device-kit/, and the calls to
+# make there (scripts/device_run.sh PART runs on that machine). REHEARSE=1: the same for this machine's Python.
+device-kit: install
+	$(PY) scripts/device_kit.py build $(if $(REHEARSE),--rehearse)
+
+# Each part here on CPU at tiny sizes, as CI runs it: the GPU cells are `unsupported: no CUDA device`.
+DEVICE_PARTS ?= gpu-jax gpu-torch cores16
+device-rehearse: install
+	$(PY) scripts/device_kit.py build --rehearse
+	for p in $(DEVICE_PARTS); do bash scripts/device_run.sh $$p --rehearse || exit 1; done
 
 clean:
 	rm -rf reports/2* reports/latest .pytest_cache

@@ -231,7 +231,7 @@ class ImpalaSession:
         torch.manual_seed(self.workload.seed)
         self.device = torch.device(spec.device)
         if spec.device.startswith("cuda") and not torch.cuda.is_available():
-            raise Unsupported("policy device cuda: torch sees no CUDA device")
+            raise Unsupported("no CUDA device: policy device=cuda, and torch sees none")
         self.net = actor_critic(obs_size, spec.hidden, n_actions).to(self.device)
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
         self.scale = obs_scale(self.buf["obs"].dtype)

@@ -147,6 +147,7 @@ class GymnaxSession(CompiledScan):
         self.carry_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(self.carry))
         self.copy_gbps = copy_gbps(
             jax, devices, COPY_MIB_CPU if devices[0].platform == "cpu" else COPY_MIB_ACCELERATOR)
+        self.unit_cost = self.unit_cost_us()
         self.units = 0
         self.metrics = self
 
@@ -158,9 +159,11 @@ class GymnaxSession(CompiledScan):
         self.mark = self.units
 
     def read(self, seconds):
-        state_gbps = (self.units - self.mark) * self.T * 2 * self.carry_bytes / seconds / 1e9
+        units = self.units - self.mark
+        state_gbps = units * self.T * 2 * self.carry_bytes / seconds / 1e9
         return {"device_copy_gbps": self.copy_gbps, "state_gb_per_s": state_gbps,
-                "state_bw_frac": state_gbps / self.copy_gbps}
+                "state_bw_frac": state_gbps / self.copy_gbps, "unit_cost_us": self.unit_cost,
+                "unit_cost_frac": self.unit_cost * 1e-6 * units / seconds}
 
 
 @register

@@ -9,6 +9,7 @@ the batch.
 import ctypes
 import multiprocessing as mp
 import os
+import time
 
 import numpy as np
 from rlbench.adapters._kit.prioritized import SumTree
@@ -60,19 +61,42 @@ class _Delivery:
     sample would time page faults, not the store), or the GPU, copied from a pinned staging buffer
     or from pageable memory and synchronised so the copy is inside the op."""
 
+    H2D_PROBE_MB = 256   # past the host caches; a copy this size runs at the link's rate
+
     def __init__(self, spec, device: str = "cpu", pinned: bool = False):
         self.device, self.staging, self.host, self.item_bytes = device, None, None, spec.item_bytes
+        self.bound = self.bound_gbps = None  # on the GPU: the host-to-device copy rate, measured here
         if device == "cpu":
             return
         import torch
         if not torch.cuda.is_available():
-            raise Unsupported("device=cuda: torch sees no CUDA device")
+            raise Unsupported("no CUDA device: device=cuda, and torch sees none")
         self.torch = torch
         shape = (spec.batch_size, spec.item_bytes)
         if pinned:
             self.staging = torch.empty(shape, dtype=torch.uint8).pin_memory()
             self.staging_np = self.staging.numpy()
         self.gpu = torch.empty(shape, dtype=torch.uint8, device=device)
+        self.bound = "h2d_pinned" if pinned else "h2d_pageable"
+        self.bound_gbps = self._h2d_gbps(pinned)
+
+    def _h2d_gbps(self, pinned: bool, repeats: int = 5) -> float:
+        """This machine's host-to-device copy rate from pinned or pageable memory (as the batches go),
+        median of synchronised copies of H2D_PROBE_MB, in GB/s."""
+        torch = self.torch
+        n = self.H2D_PROBE_MB << 20
+        src = torch.ones(n, dtype=torch.uint8)
+        src = src.pin_memory() if pinned else src
+        dst = torch.empty(n, dtype=torch.uint8, device=self.device)
+        times = []
+        for _ in range(repeats + 1):  # the first copy maps the pages: not timed
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            dst.copy_(src, non_blocking=pinned)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        del src, dst
+        return n / float(np.median(times[1:])) / 1e9
 
     def out(self, batch_size: int):
         """The array the store gathers the batch into: pinned staging, or the reused host batch."""
@@ -100,6 +124,8 @@ class NumpyRing:
         self.data = np.empty((spec.capacity, spec.item_bytes), dtype=np.uint8) if data is None else data
         self.sampling = _Sampling(spec)
         self.delivery = delivery or _Delivery(spec)
+        self.bound = self.delivery.bound or self.bound
+        self.bound_gbps = self.delivery.bound_gbps
         self.next = 0
 
     def add(self, item) -> None:
@@ -176,6 +202,8 @@ class ShmRing:
         self.sampling = _Sampling(spec, self.capacity)
         self.seen = np.zeros(spec.actors, dtype=np.int64)
         self.delivery = delivery or _Delivery(spec)
+        self.bound = self.delivery.bound or self.bound
+        self.bound_gbps = self.delivery.bound_gbps
         self.torn_retries = 0
 
     def writer(self):

@@ -58,12 +58,17 @@ SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")  #
 
 
 def atari_games() -> set:
-    """ROM names ale-py ships (e.g. 'pong'), read from its folder without importing it."""
-    spec = importlib.util.find_spec("ale_py")
-    if spec is None or spec.origin is None:
-        return set()
-    roms = os.path.join(os.path.dirname(spec.origin), "roms")
-    return {f[:-4] for f in os.listdir(roms) if f.endswith(".bin")} if os.path.isdir(roms) else set()
+    """ROM names ale-py or EnvPool's assets ship (e.g. 'pong'), read from their folders without importing
+    either (EnvPool runs Atari on its own emulator: its cells need no ale-py)."""
+    folders = []
+    for package in ("ale_py", "envpool_assets"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.origin is not None:
+            folders.append(os.path.join(os.path.dirname(spec.origin), *(("roms",) if package == "ale_py"
+                                                                         else ("atari", "roms"))))
+    if os.environ.get("ENVPOOL_ASSETS_PATH"):  # EnvPool's own override of where its assets are
+        folders.append(os.path.join(os.environ["ENVPOOL_ASSETS_PATH"], "atari", "roms"))
+    return {f[:-4] for d in folders if os.path.isdir(d) for f in os.listdir(d) if f.endswith(".bin")}
 
 
 def _rom(env_id: str) -> str:

@@ -177,7 +177,8 @@ def print_summary(view, out_dir) -> None:
     for r in view.results.rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     print(f"\n{len(view.results.rows)} rows ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})")
-    print(f"report: {os.path.join(out_dir, 'index.html')}")
+    page = os.path.join(out_dir, "index.html")
+    print(f"report: {page if os.path.exists(page) else os.path.join(out_dir, 'results.csv')}")
     lines = view.headlines
     if lines:
         print("\nSummary")

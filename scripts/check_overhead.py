@@ -5,9 +5,10 @@ loop and as an rlbench cell, alternating, each in a fresh process, and prints th
 
 The bare loops build envs with rlbench.envs (the same construction every adapter uses, e.g. Atari
 preprocessing) but time themselves: no harness code runs inside them. `gymnax` compares the adapter with
-a hand-written jitted scan of the same env (its default scan_T and random policy), CartPole-v1 only:
+a hand-written jitted scan of the same env (its default scan_T and random policy), CartPole-v1 only, at
+--jax-num-envs (4096):
 
-    python scripts/check_overhead.py --adapters gymnax --num-envs 4096
+    python scripts/check_overhead.py --adapters gymnax --jax-num-envs 4096
 """
 import argparse
 import json
@@ -76,6 +77,7 @@ def step():
 """,
 }
 ONLY = {"gymnax": ("CartPole-v1",)}  # envs a bare loop can run
+JAX = ("gymnax",)  # sized by --jax-num-envs: vmapped envs in one program
 TIMER = """
 t_end = time.perf_counter() + {warmup}
 while time.perf_counter() < t_end:
@@ -110,7 +112,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--duration", type=float, default=2.0)
-    p.add_argument("--num-envs", type=int, default=16)
+    p.add_argument("--num-envs", type=int, default=16, help="num_envs of the CPU loops")
+    p.add_argument("--jax-num-envs", type=int, default=4096, help="num_envs of gymnax (vmapped on one device)")
     p.add_argument("--adapters", default=",".join(BARE))
     p.add_argument("--env", default="CartPole-v1", help="a discrete-action env: CartPole-v1, Pong-v5, ...")
     a = p.parse_args()
@@ -119,12 +122,14 @@ def main():
         if adapter in ONLY and a.env not in ONLY[adapter]:
             print(f"{adapter:<16} skipped: runs {', '.join(ONLY[adapter])} only", flush=True)
             continue
+        n = a.jax_num_envs if adapter in JAX else a.num_envs
         b, h = [], []
         for i in range(a.repeats):  # alternate which goes first, so drift hits both sides alike
             for side in ((b, bare), (h, harness))[:: 1 if i % 2 == 0 else -1]:
-                side[0].append(side[1](adapter, a.env, a.num_envs, a.duration, 0.2))
+                side[0].append(side[1](adapter, a.env, n, a.duration, 0.2))
         mb, mh = statistics.median(b), statistics.median(h)
-        print(f"{adapter:<16} {mb:>14,.0f} {_cv(b):>6} {mh:>16,.0f} {_cv(h):>6} {mh / mb:>13.3f}", flush=True)
+        print(f"{adapter + f' n={n}':<16} {mb:>14,.0f} {_cv(b):>6} {mh:>16,.0f} {_cv(h):>6} {mh / mb:>13.3f}",
+              flush=True)
 
 
 def _cv(xs) -> str:

@@ -64,6 +64,18 @@ def test_any_atari_game_is_known_and_a_typo_is_not():
         env_info("Pongg-v5")
 
 
+def test_atari_games_include_envpools_own_roms_without_ale_py(tmp_path, monkeypatch):
+    """EnvPool runs Atari on its own emulator: the ROMs its assets hold (ENVPOOL_ASSETS_PATH, as the device kit
+    carries them) name games without ale-py."""
+    from rlbench import envs
+    roms = tmp_path / "atari" / "roms"
+    roms.mkdir(parents=True)
+    (roms / "made_up_game.bin").write_bytes(b"")
+    monkeypatch.setenv("ENVPOOL_ASSETS_PATH", str(tmp_path))
+    assert "made_up_game" in envs.atari_games()
+    assert env_info("MadeUpGame-v5").family == "atari"
+
+
 def test_envpool_counts_transitions_not_its_auto_reset_steps():
     """Every finished episode costs EnvPool one extra step (the reset); that step is not counted."""
     cls = registry.get("envpool-sync")

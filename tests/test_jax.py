@@ -169,6 +169,8 @@ def test_gymnax_unit_is_one_scan_of_every_env_and_compiles_ahead(jax, policy):
     assert carry_bytes >= 8 * (5 + 4 + 1) * 4
     assert m["state_gb_per_s"] == pytest.approx(3 * 5 * 2 * carry_bytes / 1e9)   # 3 units of 5 steps in 1 s
     assert m["device_copy_gbps"] > 0 and m["state_bw_frac"] == pytest.approx(m["state_gb_per_s"] / m["device_copy_gbps"])
+    # the harness's own cost per unit, measured on a no-op of the same carry: it steps no env (returns below)
+    assert m["unit_cost_us"] > 0 and m["unit_cost_frac"] == pytest.approx(m["unit_cost_us"] * 1e-6 * 3 / 1.0)
     # CartPole pays 1 per step and gymnax resets inside the step: every env made every step
     np.testing.assert_array_equal(returns, np.full(8, 15.0))
     assert info["compile_s"] > 0 and info["device"] == "cpu" and info["workers"] == 1

@@ -227,6 +227,23 @@ def test_target_mode_reports_falling_behind():
     assert r["sample_latency_max_ms"] > 200   # counted from the schedule: the backlog shows
 
 
+def test_a_limit_the_session_measured_itself_is_in_the_cells_info():
+    """Batches that go to a GPU are held against the host-to-device rate the store's delivery measured."""
+    spec = replay_spec(workload("SAC-Hopper", "max-sample"))
+    store = NumpyRing(spec)
+    store.bound, store.bound_gbps = "h2d_pinned", 24.0   # as _Delivery sets them on a CUDA machine
+    session = ReplaySession(store, spec)
+    try:
+        assert (session.info["bound"], session.info["bound_gbps"]) == ("h2d_pinned", 24.0)
+    finally:
+        session.close()
+    plain = ReplaySession(NumpyRing(spec), spec)
+    try:
+        assert plain.info["bound"] == "memcpy_1core" and "bound_gbps" not in plain.info
+    finally:
+        plain.close()
+
+
 def test_in_process_stores_refuse_actor_processes():
     cls = registry.get("numpy-ring")
     assert "num_envs must be 1" in cls().supports(workload(actors=2), cls.resolve_options({}))

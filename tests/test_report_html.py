@@ -252,6 +252,17 @@ def test_every_exporter_reads_one_view_and_returns_bytes(tmp_path, monkeypatch):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_without_plotly_the_tables_are_written_and_the_page_is_left_to_where_plotly_is(tmp_path, monkeypatch,
+                                                                                       capsys):
+    """A bare GPU machine (the device kit) may lack plotly: the run keeps its CSVs, says so, writes no page."""
+    from rlbench.report import charts
+    monkeypatch.setattr(charts, "go", None)
+    paths = export(results(), str(tmp_path))
+    assert {p.rsplit("/", 1)[1] for p in paths} >= {"results.csv", "summary.csv"}
+    assert not (tmp_path / "index.html").exists()
+    assert "plotly is not installed here: CSVs written, no index.html" in capsys.readouterr().err
+
+
 def test_the_writer_writes_bytes_whole_and_text_as_utf8(tmp_path, monkeypatch):
     from rlbench.report import writer
     target = tmp_path / "f.csv"

@@ -2,6 +2,7 @@
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -12,8 +13,9 @@ import psutil
 
 import rlbench
 
-PACKAGES = ("numpy", "psutil", "gymnasium", "envpool", "torch", "jax", "jaxlib", "gymnax", "stable-baselines3",
-            "tianshou", "ray", "torchrl", "ale-py", "mujoco", "py-spy", "pandas")
+PACKAGES = ("numpy", "psutil", "gymnasium", "envpool", "torch", "jax", "jaxlib", "jax-cuda12-plugin",
+            "jax-cuda13-plugin", "gymnax", "flax", "optax", "stable-baselines3", "tianshou", "ray", "torchrl",
+            "ale-py", "mujoco", "py-spy", "pandas", "scipy", "plotly")
 ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
             "XLA_FLAGS", "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "JAX_PLATFORMS",
             "RAY_ADDRESS", "PYTHONHASHSEED", "VIRTUAL_ENV")
@@ -74,7 +76,19 @@ def _gpus() -> list:
     except (OSError, subprocess.SubprocessError):
         return []
     keys = ("name", "memory", "driver", "uuid")
-    return [dict(zip(keys, (f.strip() for f in line.split(",")))) for line in out.splitlines() if line.strip()]
+    gpus = [dict(zip(keys, (f.strip() for f in line.split(",")))) for line in out.splitlines() if line.strip()]
+    cuda = _cuda_version() if gpus else None
+    return [{**g, "cuda": cuda} for g in gpus]
+
+
+def _cuda_version():
+    """The CUDA version the driver supports, as nvidia-smi's banner prints it (no query field has it)."""
+    try:
+        out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"CUDA Version:\s*([0-9.]+)", out)
+    return found.group(1) if found else None
 
 
 def _version(package: str):
@@ -94,6 +108,10 @@ def _git() -> dict:
         except (OSError, subprocess.SubprocessError):
             return None
     commit = git("rev-parse", "HEAD")
+    if commit is None and os.environ.get("RLBENCH_GIT_COMMIT"):
+        # a copy of the checkout without .git (the device kit's machine): the commit its kit was made at
+        return {"commit": os.environ["RLBENCH_GIT_COMMIT"], "dirty": os.environ.get("RLBENCH_GIT_DIRTY") == "1",
+                "from": "device kit"}
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 

@@ -7,13 +7,26 @@ Each chart is a <div> drawn by plotly.js, which the page inlines once in its hea
 a report opens offline and stays one self-contained file. Div ids are given by the caller, so rebuilding
 a report from the same results gives the same bytes.
 """
+from __future__ import annotations  # the type hints name plotly's classes, which may be missing
+
 import hashlib
 import math
 import re
 
-import plotly.graph_objects as go
+try:
+    import plotly.graph_objects as go
+except ModuleNotFoundError as exc:  # the tables need no plotly; the page does (rlbench.report.exporters)
+    if exc.name != "plotly":
+        raise
+    go = None
 
 from rlbench.report.format import ci, esc, is_num, pct, si
+
+
+def available() -> bool:
+    """Whether plotly (the report extra) is installed here: the page needs it."""
+    return go is not None
+
 
 # One palette for every chart: series take its colours in order (sorted series names).
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",

@@ -3,14 +3,13 @@ family draws its own, rlbench.registry.families), a sortable summary table and t
 Charts come from rlbench.report.charts, numbers from rlbench.report.format."""
 import json
 
-from rlbench import SCHEMA_VERSION, registry
+from rlbench import SCHEMA_VERSION
 from rlbench.report import charts
 from rlbench.report.format import data_v, figure, is_num, pct, reason_counts, si
 from rlbench.report.format import esc as _e
 from rlbench.report.points import env_label
 from rlbench.report.recommendation import recommendation_section
 from rlbench.report.view import run_view
-from rlbench.report.writer import as_bytes
 from rlbench.results.metrics import SESSION_METRICS
 from rlbench.workload import kv_label
 
@@ -52,13 +51,6 @@ def page(view) -> str:
             f"<meta name='rlbench-schema' content='{SCHEMA_VERSION}'><title>rlbench report</title>"
             f"<style>{CSS}</style>{charts.plotlyjs_for(body)}</head>"
             f"<body>{body}<script>{SORT_JS}</script></body></html>")
-
-
-def export_families(view) -> dict:
-    """Each family's own files (replay.csv, validation.csv), name -> bytes: a family's exports hook gives
-    text (rlbench.contract.Family.exports); it is made bytes here, the one place they are collected."""
-    return {name: as_bytes(content) for f in registry.families()
-            for name, content in f.exports(view.results, view.out_dir).items()}
 
 
 def headlines(source) -> list:

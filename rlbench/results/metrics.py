@@ -19,7 +19,7 @@ from functools import cache
 _FORMAT = {"steps/s": ",.0f", "frames/s": ",.0f", "units/s": ",.1f", "items/s": ",.0f", "updates/s": ",.1f",
            "MB/s": ",.1f", "GB/s": ".2f", "ms": ".3f", "s": ".3g", "share": ".1%", "cores": ".2f", "MB": ",.0f",
            "steps": ",.0f", "frames": ",.0f", "units": ",.0f", "count": ",.0f", "ratio": ".3g", "flag": ".0f",
-           "return": ".1f", "versions": ".2f", "items": ".2f"}
+           "return": ".1f", "versions": ".2f", "items": ".2f", "us": ",.1f"}
 
 # Where a figure comes from: what the harness measures around every session (rlbench.running.timing, .runner,
 # .child), what a session reports over the timed window (Metrics.read) or in its `info`, what the summary

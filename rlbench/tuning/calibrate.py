@@ -41,12 +41,17 @@ def sizes(cpus: int, max_envs: int) -> list:
     return [max(1, min(8 * cpus, max_envs))]
 
 
+# the packages the calibrated strategies' speed depends on (a fixed list: the fingerprint's may grow)
+KEY_PACKAGES = ("numpy", "psutil", "gymnasium", "envpool", "torch", "jax", "jaxlib", "gymnax", "stable-baselines3",
+                "tianshou", "ray", "torchrl", "ale-py", "mujoco", "py-spy", "pandas")
+
+
 def machine_key(env: dict = None) -> dict:
     env = env or fingerprint()
     packages = env.get("packages") or {}
     return {"version": VERSION, "cpu_model": env.get("cpu_model"), "cores": env.get("cpu_logical_cores"),
             "ram_gb": round(env.get("ram_gb") or 0), "cpus": len(os.sched_getaffinity(0)),
-            "python": platform.python_version(), "packages": {k: packages.get(k) for k in sorted(packages)}}
+            "python": platform.python_version(), "packages": {k: packages.get(k) for k in sorted(KEY_PACKAGES)}}
 
 
 def cache_path(key: dict) -> str:

