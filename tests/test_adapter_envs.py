@@ -3,6 +3,7 @@ build that fails or cannot happen is a row with the reason, never a crash of the
 
 The environment here pins only rlbench's core packages at the main environment's versions (a real
 build from the registry, small), through adapters of a fake distribution on PYTHONPATH."""
+import os
 from importlib.metadata import version
 
 import pytest
@@ -81,3 +82,17 @@ def test_envs_command_lists_state_and_rejects_unknown_names(runs):
     lines = {ln.split()[0]: ln for ln in listing.stdout.splitlines()}
     assert "built in" in lines["test-core"] and "not built" in lines["test-broken"]
     assert bad.rc == 2 and "unknown environment 'no-such-env'" in bad.stderr and "test-core" in bad.stderr
+
+
+def test_a_no_deps_line_is_installed_after_the_rest_without_its_dependencies(tmp_path, monkeypatch):
+    """A package whose declared pins would replace the environment's own (pufferlib-core's torch 2.9.0)."""
+    from rlbench.running import adapter_envs
+    req = tmp_path / "x.txt"
+    req.write_text("# the x environment\ntorch==2.13.0\nnumpy==2.4.6  # the project's\n"
+                   "pufferlib-core==3.0.23  # no-deps: it pins torch==2.9.0\n")
+    monkeypatch.setenv("RLBENCH_VENVS", str(tmp_path / "venvs"))
+    env = adapter_envs.AdapterEnv("x", str(req))
+    os.makedirs(env.dir)
+    pinned, bare = env._requirements()
+    assert bare == ["pufferlib-core==3.0.23"]
+    assert open(pinned).read() == "# the x environment\ntorch==2.13.0\nnumpy==2.4.6  # the project's\n"

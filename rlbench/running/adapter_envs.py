@@ -1,5 +1,6 @@
 """Adapters whose framework cannot share the main environment (Sample Factory, Reverb, Brax) set
-`environment = NAME`; `envs/NAME.txt` beside the adapter's module pins every package that needs.
+`environment = NAME`; `envs/NAME.txt` beside the adapter's module pins every package that needs (a line
+ending in `# no-deps: why` is installed without its declared dependencies, after the rest).
 Each requirement set is built once into its own virtual environment, as asv and pyperformance do,
 and that adapter's cells run on its interpreter: the cell protocol is a command line in and JSON
 lines out, so nothing crosses a pickle between interpreters.
@@ -94,7 +95,10 @@ class AdapterEnv:
         with open(self.log, "w"):
             pass
         self._run([sys.executable, "-m", "venv", self.dir], stream)
-        self._pip(["install", "-r", self.requirements], stream)
+        pinned, bare = self._requirements()
+        self._pip(["install", "-r", pinned], stream)
+        if bare:  # after the rest, so that their declared pins pull nothing (another torch, say)
+            self._pip(["install", "--no-deps", *bare], stream)
         self._install_rlbench(stream)
         freeze = subprocess.run([self.python, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True,
                                 text=True, check=True).stdout
@@ -107,6 +111,23 @@ class AdapterEnv:
         print(f"rlbench: environment '{self.name}' built in {record['build_s']:.0f} s "
               f"({record['size_mb']} MB, {len(record['packages'])} packages)", file=stream, flush=True)
         return record
+
+    def _requirements(self) -> tuple:
+        """(a requirements file of the pinned lines, the lines marked `# no-deps`): a package whose declared
+        dependencies would replace the environment's pins (pufferlib-core pins torch 2.9.0) is installed
+        without them, after everything else; its file says why."""
+        plain, bare = [], []
+        with open(self.requirements) as f:
+            for line in f:
+                requirement, _, comment = line.partition("#")
+                if requirement.strip() and comment.strip().startswith("no-deps"):
+                    bare.append(requirement.strip())
+                else:
+                    plain.append(line)
+        path = os.path.join(self.dir, "requirements-pinned.txt")
+        with open(path, "w") as f:
+            f.writelines(plain)
+        return path, bare
 
     def _install_rlbench(self, stream):
         """This checkout, editable and without dependencies: the env's own pins stay as they are. Its build

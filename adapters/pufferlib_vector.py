@@ -1,0 +1,149 @@
+"""`pufferlib-serial` and `pufferlib-mp`: PufferLib 3's vectorization, called as its users call it:
+`pufferlib.vector.make(pufferlib.emulation.GymnasiumPufferEnv, env_kwargs={"env_creator": ...}, backend=...)`,
+then `async_reset`, and `send(actions)` / `recv()` of a batch.
+
+`pufferlib-mp` is its Multiprocessing backend: num_workers processes, each stepping num_envs / num_workers envs
+into shared memory and busy-waiting on a flag per worker (after 0.5 s idle it sleeps 10 ms; PufferLib 3 has no
+spin/sleep option). batch_size = num_envs is synchronous; a smaller batch_size makes recv() return the first
+workers done (async), with zero_copy keeping the batch a contiguous block of workers. PufferLib refuses more
+workers than physical cores unless overwork=True; so does supports(), before anything runs.
+
+Runs in its own environment (adapters/envs/pufferlib.txt): the wheel pufferlib-core 3.0.23 declares torch==2.9.0
+for PufferLib's trainer; its vector code needs numpy, psutil and gymnasium, so it is installed without its
+declared dependencies beside torch 2.13.0. In rlbench's main environment this module is only listed.
+
+Counting: PufferLib resets a finished env on the send after the one that finished it, and the action sent for
+it then is not used (as EnvPool does): that step is no transition and is not counted. Dict and Tuple
+observations arrive flattened into one array (PufferLib's emulation): the policy sees what PufferLib gives.
+"""
+from rlbench.api import Adapter, Option, Unsupported, env_call, make_env, make_policy, register, unsupported_spaces
+
+OBS = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")   # what its emulation flattens
+ACT = ("Box", "Discrete", "MultiDiscrete")
+
+
+def physical_cores() -> int:
+    import psutil
+    return psutil.cpu_count(logical=False) or 1
+
+
+def layout(num_envs: int, options: dict):
+    """(num_workers, batch_size) as PufferLib's Multiprocessing will take them, or why it would refuse."""
+    workers = options["num_workers"] or max(w for w in range(1, min(num_envs, physical_cores()) + 1)
+                                            if num_envs % w == 0)
+    batch = options["batch_size"] or num_envs
+    if num_envs % workers:
+        return f"num_envs={num_envs} must be a multiple of num_workers={workers}"
+    if batch > num_envs or batch % (num_envs // workers):
+        return (f"batch_size={batch} must be at most num_envs={num_envs} and a multiple of the envs per worker "
+                f"({num_envs // workers})")
+    if options["zero_copy"] and num_envs % batch:
+        return f"zero_copy: num_envs={num_envs} must be a multiple of batch_size={batch}"
+    if workers > physical_cores() and not options["overwork"]:
+        return (f"num_workers={workers} > {physical_cores()} physical cores: PufferLib refuses it without "
+                "overwork=true")
+    return workers, batch
+
+
+class PufferSession:
+    def __init__(self, workload, backend: str, kwargs: dict):
+        from functools import partial
+
+        import numpy as np
+        import pufferlib.emulation
+        import pufferlib.vector
+        self.np = np
+        self.vec = pufferlib.vector.make(
+            pufferlib.emulation.GymnasiumPufferEnv,
+            env_kwargs={"env_creator": partial(make_env, workload.env_id, **workload.env_kwargs)},
+            backend=getattr(pufferlib.vector, backend), num_envs=workload.num_envs, seed=workload.seed, **kwargs)
+        try:
+            self.vec.async_reset(workload.seed)
+            self.obs, _, term, trunc, *_ = self.vec.recv()
+            self.resetting = np.logical_or(term, trunc)
+            self.policy = make_policy(workload, self.vec.single_observation_space, self.vec.single_action_space,
+                                      batch_size=len(self.obs))
+        except BaseException:
+            self.vec.close()
+            raise
+        self.info = {"workers": kwargs.get("num_workers", 1), "batch_size": len(self.obs)}
+
+    def step(self) -> int:
+        made = len(self.obs) - int(self.np.count_nonzero(self.resetting))  # envs reset by this send: no step
+        self.vec.send(self.policy(self.obs))
+        self.obs, _, term, trunc, *_ = self.vec.recv()
+        self.resetting = self.np.logical_or(term, trunc)
+        return made
+
+    def close(self):
+        self.vec.close()
+
+
+class _Puffer(Adapter):
+    kind = "vector_env"
+    requires = ("pufferlib",)
+    environment = "pufferlib"   # adapters/envs/pufferlib.txt: pufferlib-core without its torch pin
+
+    def supports(self, workload, options):
+        return unsupported_spaces(workload, self.name, obs=OBS, act=ACT)
+
+
+@register
+class PufferSerial(_Puffer):
+    name = "pufferlib-serial"
+    description = "pufferlib.vector.make(backend=Serial): PufferLib's emulated envs stepped in this process"
+
+    def open(self, workload, options):
+        return PufferSession(workload, "Serial", {})
+
+    def snippet(self, workload, options):
+        return ("pufferlib.vector.make(pufferlib.emulation.GymnasiumPufferEnv, env_kwargs={'env_creator': "
+                f"lambda: {env_call(workload)}}}, backend=pufferlib.vector.Serial, num_envs={workload.num_envs})")
+
+
+@register
+class PufferMultiprocessing(_Puffer):
+    name = "pufferlib-mp"
+    description = ("pufferlib.vector.make(backend=Multiprocessing): worker processes step envs into shared "
+                   "memory, busy-waiting; recv() a batch, sync or async")
+    options = (
+        Option("num_workers", int, 0, "worker processes; 0 = the largest divisor of num_envs up to the physical "
+                                      "cores"),
+        Option("batch_size", int, 0, "envs per recv(); 0 = num_envs (synchronous); smaller: the first workers done"),
+        Option("zero_copy", bool, True, "batches are contiguous blocks of workers, read in place"),
+        Option("overwork", bool, False, "allow more workers than physical cores (PufferLib refuses it otherwise)"),
+    )
+
+    def supports(self, workload, options):
+        fit = layout(workload.num_envs, options)
+        return fit if isinstance(fit, str) else super().supports(workload, options)
+
+    def open(self, workload, options):
+        fit = layout(workload.num_envs, options)
+        if isinstance(fit, str):
+            raise Unsupported(fit)
+        workers, batch = fit
+        return PufferSession(workload, "Multiprocessing", {"num_workers": workers, "batch_size": batch,
+                                                           "zero_copy": options["zero_copy"],
+                                                           "overwork": options["overwork"]})
+
+    def tune_space(self, num_envs, cpus):
+        """Workers: as many as divide the envs up to the cores, and one; batches: all envs (sync) and half
+        (async), as PufferLib's own autotune tries them."""
+        cores = min(cpus, physical_cores())
+        workers = sorted({max(w for w in range(1, min(num_envs, cores) + 1) if num_envs % w == 0), 1})
+        out = []
+        for w in workers:
+            for batch in sorted({num_envs, num_envs // 2}, reverse=True):
+                opts = {"num_workers": w, "batch_size": batch}
+                if batch and not isinstance(layout(num_envs, {**self.resolve_options({}), **opts}), str):
+                    out.append(opts)
+        return out or [{}]
+
+    def snippet(self, workload, options):
+        fit = layout(workload.num_envs, options)
+        workers, batch = fit if not isinstance(fit, str) else (options["num_workers"], options["batch_size"])
+        return ("pufferlib.vector.make(pufferlib.emulation.GymnasiumPufferEnv, env_kwargs={'env_creator': "
+                f"lambda: {env_call(workload)}}}, backend=pufferlib.vector.Multiprocessing, "
+                f"num_envs={workload.num_envs}, num_workers={workers}, batch_size={batch}, "
+                f"zero_copy={options['zero_copy']}, overwork={options['overwork']})")
