@@ -2,6 +2,7 @@
 cached per machine (another machine's figures are never read), merged under a lock, and what it predicts:
 an upper bound no faster than the strategy's ceiling or than its cores doing the env's and policy's work."""
 import json
+import os
 
 import pytest
 
@@ -59,3 +60,20 @@ def test_bad_calibrate_input_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert "unknown adapter 'nope'" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "calibration").exists()
+
+
+def test_each_adapter_is_calibrated_under_every_setting_tune_races_and_keeps_its_best():
+    """A strategy's default can be its worst setting here (PufferLib's workers busy-waiting on every core):
+    the ceiling that prunes it is its best setting's, and the workers bound is the most any setting used."""
+    from rlbench import registry
+    from rlbench.tuning.calibrate import best_of, cells
+    cpus = len(os.sched_getaffinity(0))
+    got = [c.options for c in cells(["gymnasium-async"], [8])]
+    want = registry.get("gymnasium-async")().tune_space(8, cpus)
+    assert len(got) == len(want) == 2 and {c.get("shared_memory", True) for c in got} == {True, False}
+    slow = {"steps_per_s": 4e3, "workers": 2, "options": {"num_workers": 2}, "wall_s": 3.0}
+    fast = {"steps_per_s": 1e5, "workers": 1, "options": {"num_workers": 1}, "wall_s": 2.0}
+    failed = {"steps_per_s": None, "status": "error", "reason": "x", "wall_s": 5.0}
+    kept = best_of(best_of(best_of(None, slow), fast), failed)
+    assert kept == {"steps_per_s": 1e5, "workers": 2, "options": {"num_workers": 1}, "wall_s": 5.0}
+    assert best_of(None, failed) == failed

@@ -22,7 +22,7 @@ from rlbench.planning.plan import Settings
 from rlbench.synthetic import ENV_ID
 from rlbench.workload import PolicySpec, Workload
 
-VERSION = 1
+VERSION = 2  # 2: each size's figures are the best of the adapter's tune_space settings
 OBS_BYTES = 64       # a small observation: what the strategy costs, not what copying costs
 HEADROOM = 2.0       # a strategy's ceiling: this times its best calibrated rate (larger num_envs amortise more)
 SETTINGS = Settings(warmup_s=0.1, warmup_units=2, duration_s=0.3, min_units=3, repeats=1, timeout_s=60.0)
@@ -89,17 +89,22 @@ def missing(calibration: dict, adapters, ns) -> list:
 
 
 def cells(adapters, ns) -> list:
-    """The calibration's cells: each adapter's default settings at each size on the zero-cost synthetic env."""
+    """The calibration's cells: at each size on the zero-cost synthetic env, each adapter under every setting
+    its tune_space gives there (the settings tune races), so that its ceiling is its best one's, not its
+    defaults' (PufferLib's default workers, busy-waiting on every core, can be its worst setting)."""
+    from rlbench import registry
     from rlbench.planning.suite import make_cell
+    cpus = len(os.sched_getaffinity(0))
     out = []
     for adapter in adapters:
         for n in ns:
             workload = Workload(ENV_ID, n, PolicySpec(), 0, 1, {"step_cost_us": 0.0, "obs_bytes": OBS_BYTES})
-            try:
-                cell = make_cell("calibration", adapter, workload, {})
-            except Exception:  # noqa: BLE001 - an adapter that cannot take the synthetic env is left uncalibrated
-                continue
-            out.append(replace(cell, index=len(out)))
+            for options in registry.get(adapter)().tune_space(n, cpus) or [{}]:
+                try:
+                    cell = make_cell("calibration", adapter, workload, options)
+                except Exception:  # noqa: BLE001 - a setting that cannot take the synthetic env is left out
+                    continue
+                out.append(replace(cell, index=len(out)))
     return out
 
 
@@ -113,12 +118,26 @@ def measure(adapters, ns, out_dir: str, envs=None, admit=None) -> tuple:
                                        envs=envs, admit=admit).rows]
     for row in rows:  # a failure is kept too (no rate: never a prediction), so it is not tried at every tune
         ok = row["status"] == "ok" and row.get("steps_per_s")
-        figures = ({"steps_per_s": float(row["steps_per_s"]), "workers": row.get("workers") or 1} if ok else
+        figures = ({"steps_per_s": float(row["steps_per_s"]), "workers": row.get("workers") or 1,
+                    "options": row.get("options") or {}} if ok else
                    {"steps_per_s": None, "status": row["status"], "reason": (row.get("error") or "")[:300]})
         # what one of its jobs costs (a timeout: the limit): the search's first estimate of its jobs
         figures["wall_s"] = row.get("wall_s") or (SETTINGS.timeout_s if row["status"] == "timeout" else None)
-        measured.setdefault(row["adapter"], {})[str(row["num_envs"])] = figures
+        by_n = measured.setdefault(row["adapter"], {})
+        by_n[str(row["num_envs"])] = best_of(by_n.get(str(row["num_envs"])), figures)
     return measured, rows
+
+
+def best_of(kept, new) -> dict:
+    """One size's figures over an adapter's settings: the fastest one's rate and options, the most workers any
+    ran with and the longest job (both bound what its settings may do), a failure only when every one failed."""
+    if kept is None:
+        return new
+    fast = max((kept, new), key=lambda f: f.get("steps_per_s") or 0.0)
+    ran = [f for f in (kept, new) if f.get("steps_per_s")]
+    walls = [f["wall_s"] for f in (kept, new) if f.get("wall_s")]
+    return {**fast, **({"workers": max(f["workers"] for f in ran)} if ran else {}),
+            "wall_s": max(walls) if walls else None}
 
 
 def calibrate(adapters, ns, envs=None, force: bool = False, out_dir: str = None, admit=None,

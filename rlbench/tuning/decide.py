@@ -66,7 +66,7 @@ def decide(search, results, profile: dict, max_envs: int = None) -> dict:
     if v is None:
         return {"winner": None, "why_none": "no configuration completed a repeat",
                 "strategies": strategies(search, None, profile, results)}
-    by_id = {c.cell.cell_id: c for c in search.candidates}
+    by_id = search.by_id
     cell = by_id[v.winner.cell_id].cell
     s = summarize(v.winner.values)
     out = {"verdict": v.sentence(),

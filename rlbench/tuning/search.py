@@ -101,7 +101,7 @@ class Search:
         self.profile, self.calibration, self.cpus = profile, calibration or {}, cpus
         self.memory_mb = memory_mb
         self.stream = stream or sys.stderr
-        self.candidates, self.known, self.expanded, self.by_id = [], set(), set(), {}
+        self.candidates, self.expanded, self.by_id = [], set(), {}
         self.rounds, self.round_no, self.stop_reason, self.converged = [], 0, "", False
         self.reserve_s, self.confirming = 0.0, set()
         self._trace = None
@@ -138,9 +138,8 @@ class Search:
     # -- adding --------------------------------------------------------------------------------------
     def add(self, variant: int, cell, origin: str, source=None):
         """A configuration, unless known: racing, or pruned when predicted below reach or past memory."""
-        if cell.cell_id in self.known:
+        if cell.cell_id in self.by_id:
             return None
-        self.known.add(cell.cell_id)
         predicted = calibrate.predict(self.calibration, cell.adapter, cell.workload.num_envs, self.profile, self.cpus)
         c = Candidate(self.space.numbered(cell), variant, origin, self.round_no, predicted,
                       source_median=source.median if source is not None else 0.0,
