@@ -100,7 +100,7 @@ def source_sha256() -> str:
         files = [path] if os.path.isfile(path) else sorted(
             os.path.join(d, f) for d, dirs, fs in os.walk(path) for f in fs
             if "__pycache__" not in d and not f.endswith(".pyc"))
-        for f in sorted(files):
+        for f in files:
             h.update(os.path.relpath(f, ROOT).encode() + b"\0")
             with open(f, "rb") as fh:
                 h.update(fh.read())
@@ -163,6 +163,7 @@ def build(args) -> int:
     out = os.path.join(ROOT, args.out or (REHEARSAL_KIT if args.rehearse else KIT))
     tree = sum(os.path.getsize(os.path.join(ROOT, p)) for p in carried_files())
     commit, dirty = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
+    source = source_sha256()
     calls, too_big = [], []
     for part in parts:
         names, call_s = PARTS[part]
@@ -176,7 +177,7 @@ def build(args) -> int:
         kit_bytes += trim(part, version, folder)
         carried_mib = (tree + kit_bytes) / 2**20
         manifest = {"part": part, "suite": f"suites/device/{part}.toml", "python": version,
-                    "commit": commit, "dirty": dirty, "source_sha256": source_sha256(),
+                    "commit": commit, "dirty": dirty, "source_sha256": source,
                     "wheels": [{"file": w, "bytes": os.path.getsize(os.path.join(wheels_dir, w))} for w in wheels],
                     "trimmed": {k: list(v) for k, v in TRIMMED.get(part, {}).items()},
                     "tree_mib": round(tree / 2**20, 2), "carried_mib": round(carried_mib, 2),
