@@ -10,21 +10,24 @@ Accelerator settings are environment variables JAX reads once, when its backend 
 set in `open()` before the first `import jax` (a cell is a fresh process): preallocation
 (`XLA_PYTHON_CLIENT_PREALLOCATE`, off by default), `XLA_PYTHON_CLIENT_MEM_FRACTION`, and on CPU
 `--xla_force_host_platform_device_count` for `devices > 1`. `info["device_settings"]` records what the
-process ran with; `jax_imported_before` is true when JAX was already imported (the settings then came
+process ran with; `jax_started_before` is true when JAX had already started its backends (the settings then came
 from the process environment, not from the options).
 
 Counting: one env step is one transition of one env. gymnax resets a finished env inside the step
 that finished it, so every step counts; EnvPool resets on the following step (`elapsed_step` 0), which
 is not counted, as in `envpool-sync`.
 
-Envs: gymnax runs CartPole-v1 and a registered gymnasium id gymnax registers under the same name (Acrobot-v1,
-MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0), Discrete or Box actions (purejaxrl-ppo's categorical:
-Discrete only); envpool-xla runs what EnvPool implements (rlbench.adapters._kit.native).
+Envs: gymnax and purejaxrl-ppo run CartPole-v1, a registered gymnasium id gymnax registers under the same
+name (Acrobot-v1, MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0), and the user's JAX env
+(`--env package.module:factory` returning an env with gymnax's or Jumanji's API: rlbench.adapters._kit.jax_env),
+Discrete or Box actions (purejaxrl-ppo's categorical: Discrete only); envpool-xla runs what EnvPool implements
+(rlbench.adapters._kit.native).
 """
 import math
 import os
 from time import perf_counter
 
+from rlbench.adapters._kit.jax_env import GYMNAX_NAMES, action_kind, flat, load
 from rlbench.adapters._kit.jax_policy import make_actor, mlp_apply, mlp_init
 from rlbench.adapters._kit.jax_runtime import (
     JAX_OPTIONS,
@@ -48,11 +51,23 @@ from rlbench.adapters._kit.ppo import (
     VF_COEF,
 )
 
-from rlbench.api import Adapter, Option, Unsupported, env_info, envpool_kwargs, register
+from rlbench.api import (
+    Adapter,
+    Option,
+    Unsupported,
+    build_user_env,
+    env_api,
+    env_info,
+    envpool_kwargs,
+    jax_api,
+    register,
+)
 from rlbench.api import spaces as env_spaces
 
-GYMNAX_ENVS = {"CartPole-v1": "CartPole-v1"}   # rlbench (EnvPool) name -> gymnax name
-# besides: a plain registered gymnasium id gymnax registers too (Acrobot-v1, Pendulum-v1, ...), same name
+JAX_APIS = ("gymnax", "jumanji")
+ENV_API = Option("env_api", str, "auto", "a user's JAX env's API (auto: detected; declare it for an env offering both)",
+                 choices=("auto", *JAX_APIS))
+
 COPY_MIB_CPU, COPY_MIB_ACCELERATOR = 64, 1024  # past the CPU caches / past an accelerator's L2
 
 
@@ -73,39 +88,43 @@ def copy_gbps(jax, devices, mib: int, repeats: int = 5) -> float:
     return 2 * n * 4 / float(np.median(times)) / 1e9
 
 
-def gymnax_env(workload):
-    """(env, env_params, action, observation shape); `action` is ("discrete", n) or ("box", low, high),
-    bounds finite and of the action's shape, as make_actor takes it."""
-    import gymnax
-    import numpy as np
-    env, env_params = gymnax.make(GYMNAX_ENVS.get(workload.env_id, workload.env_id))
-    space = env.action_space(env_params)
-    if hasattr(space, "n"):
-        action = ("discrete", int(space.n))
-    else:
-        dtype = np.dtype(space.dtype)
-        low, high = (np.broadcast_to(np.asarray(b, dtype), space.shape) for b in (space.low, space.high))
-        action = ("box", np.where(np.isfinite(low), low, -1.0).astype(dtype),
-                  np.where(np.isfinite(high), high, 1.0).astype(dtype))
-    return env, env_params, action, env.observation_space(env_params).shape
-
-
-def _gymnax_supports(workload, adapter, actions=("Discrete", "Box")):
-    """gymnax runs rlbench's CartPole-v1 and a plain gymnasium id gymnax registers too (read from
-    gymnax.registered_envs), with no env_kwargs; `actions`: the action spaces the adapter handles."""
-    if workload.env_id not in GYMNAX_ENVS:
-        if env_info(workload.env_id).family != "gymnasium":
-            return (f"gymnax has no {workload.env_id} (valid: {', '.join(GYMNAX_ENVS)}, or a registered "
-                    f"gymnasium id gymnax has too, e.g. Acrobot-v1)")
+def _gymnax_supports(workload, adapter, options, actions=("Discrete", "Box")):
+    """gymnax runs rlbench's CartPole-v1, a plain gymnasium id gymnax registers too (read from
+    gymnax.registered_envs) with no env_kwargs, and a user's JAX env (`module:factory`) with its arguments;
+    `actions`: the action spaces the adapter handles."""
+    info = env_info(workload.env_id)
+    if info.family == "custom":
+        if env_api(workload.env_id, workload.env_kwargs) == "gymnasium":
+            return (f"{adapter} runs JAX envs: {workload.env_id} builds a gymnasium.Env (a factory returning a JAX "
+                    f"env with gymnax's or Jumanji's API runs here)")
+        declared = options["env_api"]
+        if declared != "auto" and declared != env_api(workload.env_id, workload.env_kwargs) and \
+                not _offers(workload, declared):
+            return f"env_api={declared}: {workload.env_id} has no {declared} API"
+        kind = action_kind(env_spaces(workload.env_id, workload.env_kwargs)[1])
+    elif workload.env_id not in GYMNAX_NAMES:
+        if info.family != "gymnasium":
+            return (f"gymnax has no {workload.env_id} (valid: {', '.join(GYMNAX_NAMES)}, a registered gymnasium "
+                    f"id gymnax has too, e.g. Acrobot-v1, or a JAX env as module:factory)")
         reason = gymnax_native(workload, adapter)
         if reason:
             return reason
         kind = type(env_spaces(workload.env_id)[1]).__name__  # gymnax's env of the same id: the same kind
-        if kind not in actions:
-            return f"{kind} actions: {adapter} carries {', '.join(actions)} only ({workload.env_id})"
-    if workload.env_kwargs:
+    else:
+        kind = "Discrete"
+    if kind not in actions:
+        return f"{kind} actions: {adapter} carries {', '.join(actions)} only ({workload.env_id})"
+    if workload.env_kwargs and info.family != "custom":
         return f"{adapter} takes no env_kwargs for {workload.env_id} (got {', '.join(workload.env_kwargs)})"
     return None
+
+
+def _offers(workload, api) -> bool:
+    """Whether the user's env has `api`'s methods too (an env may offer both; env_api names the first)."""
+    built = build_user_env(workload.env_id, **workload.env_kwargs)
+    env = built[0] if isinstance(built, tuple) else built
+    return jax_api(env) == api or (api == "jumanji" and all(hasattr(env, m) for m in ("action_spec",
+                                                                                      "observation_spec")))
 
 
 # -- gymnax: vmapped envs in a jitted scan --------------------------------------------------------------
@@ -119,28 +138,27 @@ class GymnaxSession(CompiledScan):
         import jax.numpy as jnp
         self.jax = jax
         devices = pick_devices(jax, workload, options, workload.num_envs, "num_envs")
-        env, env_params, action, obs_shape = gymnax_env(workload)
+        env = load(jax, workload, options["env_api"])
         T, n = options["scan_T"], workload.num_envs
-        params, act = make_actor(jax, workload, obs_shape, action)
-        step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+        params, act = make_actor(jax, workload, (env.obs_dim,), env.action)
+        step_env = jax.vmap(env.step)
 
         def unit(carry, params):  # one device's envs
             def body(c, _):
                 state, obs, key, ret = c
                 key, k_act, k_env = jax.random.split(key[0], 3)
-                actions = act(params, obs, k_act)
-                obs, state, reward, _, _, _ = step_env(jax.random.split(k_env, obs.shape[0]), state, actions,
-                                                       env_params)
+                actions = act(params, flat(jax, obs), k_act)
+                obs, state, reward, _ = step_env(jax.random.split(k_env, ret.shape[0]), state, actions)
                 return (state, obs, key[None], ret + reward), None
             return jax.lax.scan(body, carry, None, length=T)[0]
 
         d = len(devices)
         keys = jax.random.split(jax.random.PRNGKey(workload.seed), n + d)
-        obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys[:n], env_params)
+        obs, state = jax.vmap(env.reset)(keys[:n])
         carry = (state, obs, keys[n:], jnp.zeros((n,), jnp.float32))  # one loop key per device
         compile_s = self.compile(unit, carry, params, devices)
         self.per_unit, self.T = T * n, T
-        self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": d,
+        self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": d, "env_api": env.api,
                      "device_settings": {**settings, "devices": d}}
         # the carry (env state, obs, keys, returns) is read and written once per step: the least memory
         # traffic of the loop, set against what the same devices copy per second
@@ -170,15 +188,21 @@ class GymnaxSession(CompiledScan):
 class Gymnax(Adapter):
     name = "gymnax"
     kind = "vector_env"
-    description = "gymnax envs in JAX: vmap over num_envs, lax.scan over scan_T steps, policy inside, AOT-compiled"
+    description = ("JAX envs (gymnax's, or yours with gymnax's or Jumanji's API): vmap over num_envs, lax.scan "
+                   "over scan_T steps, policy inside, AOT-compiled")
     requires = ("jax", "gymnax")
+    jax_env_apis = JAX_APIS
     options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)", low=1),
-               *JAX_OPTIONS)
+               ENV_API, *JAX_OPTIONS)
 
     def supports(self, workload, options):
         if options["devices"] > 1 and workload.num_envs % options["devices"]:
             return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
-        return _gymnax_supports(workload, self.name) or jax_supports(workload, options, self.name)
+        return _gymnax_supports(workload, self.name, options) or jax_supports(workload, options, self.name)
+
+    def tune_space(self, num_envs: int, cpus: int) -> list:
+        """scan length: longer amortises the call, shorter keeps the carry in cache."""
+        return [{"scan_T": t} for t in (32, 128, 512)]
 
     def open(self, workload, options):
         return GymnaxSession(workload, options)
@@ -196,16 +220,16 @@ def build_ppo(jax, workload, options):
     GAE, clipped policy and value losses, epochs of shuffled minibatches; gymnax auto-resets."""
     import jax.numpy as jnp
     import optax
-    env, env_params, action, obs_shape = gymnax_env(workload)
-    if action[0] != "discrete":  # supports() refuses it first
+    env = load(jax, workload, options["env_api"])
+    if env.action[0] != "discrete":  # supports() refuses it first
         raise Unsupported(f"purejaxrl-ppo samples a categorical: {workload.env_id} has continuous actions")
-    n_actions = action[1]
+    n_actions = env.action[1]
     n, T = workload.num_envs, options["num_steps"]
     epochs, n_mb = options["update_epochs"], options["num_minibatches"]
     batch = n * T
     num_updates = max(options["total_timesteps"] // batch, 1)
     hidden = list(workload.policy.hidden)
-    obs_dim = int(math.prod(obs_shape))
+    obs_dim = env.obs_dim
 
     def lr(count):
         if not options["anneal_lr"]:
@@ -213,16 +237,17 @@ def build_ppo(jax, workload, options):
         return options["lr"] * jnp.maximum(1.0 - (count // (epochs * n_mb)) / num_updates, 0.0)
 
     tx = optax.chain(optax.clip_by_global_norm(MAX_GRAD_NORM), optax.adam(lr, eps=1e-5))
-    step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    step_env = jax.vmap(env.step)
 
     def net(params, obs):
+        obs = flat(jax, obs)
         return mlp_apply(jax, params["actor"], obs), mlp_apply(jax, params["critic"], obs)[:, 0]
 
     def init(key):
         k_a, k_c, k_env, key = jax.random.split(key, 4)
         params = {"actor": mlp_init(jax, k_a, [obs_dim, *hidden, n_actions], out_scale=0.01),
                   "critic": mlp_init(jax, k_c, [obs_dim, *hidden, 1])}
-        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_env, n), env_params)
+        obs, state = jax.vmap(env.reset)(jax.random.split(k_env, n))
         return {"params": params, "opt": tx.init(params), "env": state, "obs": obs, "key": key,
                 "ep_ret": jnp.zeros((n,), jnp.float32), "hist": jnp.zeros((HISTORY,), jnp.float32),
                 "episodes": jnp.int32(0)}
@@ -233,8 +258,7 @@ def build_ppo(jax, workload, options):
         logits, value = net(params, obs)
         action = jax.random.categorical(k_act, logits)
         logp = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], 1)[:, 0]
-        next_obs, state, reward, term, trunc, _ = step_env(jax.random.split(k_env, n), state, action, env_params)
-        done = jnp.logical_or(term, trunc)
+        next_obs, state, reward, done = step_env(jax.random.split(k_env, n), state, action)
         ep_ret = ep_ret + reward
         slot = (episodes + jnp.cumsum(done) - 1) % HISTORY   # finished episodes go into a ring
         hist = hist.at[jnp.where(done, slot, HISTORY)].set(ep_ret, mode="drop")
@@ -301,22 +325,20 @@ def build_ppo(jax, workload, options):
     return init, update
 
 
-def greedy_return(jax, workload, params, num_envs=32, seed=12345, steps=None):
+def greedy_return(jax, workload, params, num_envs=32, seed=12345, steps=None, api="auto"):
     """Mean undiscounted return of the first episode of num_envs fresh envs under the greedy (argmax)
     actor: an evaluation separate from training (CartPole-v1 caps episodes at 500 steps)."""
     import jax.numpy as jnp
-    env, env_params, _, _ = gymnax_env(workload)
-    steps = steps or env_params.max_steps_in_episode
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(seed), num_envs),
-                                                         env_params)
+    env = load(jax, workload, api)
+    steps = steps or env.episode_steps
+    obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(seed), num_envs))
 
     def body(c, key):
         state, obs, ret, alive = c
-        action = jnp.argmax(mlp_apply(jax, params["actor"], obs), -1)
-        obs, state, r, term, trunc, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-            jax.random.split(key, num_envs), state, action, env_params)
+        action = jnp.argmax(mlp_apply(jax, params["actor"], flat(jax, obs)), -1)
+        obs, state, r, done = jax.vmap(env.step)(jax.random.split(key, num_envs), state, action)
         ret = ret + r * alive
-        return (state, obs, ret, alive * (1.0 - jnp.logical_or(term, trunc))), None
+        return (state, obs, ret, alive * (1.0 - done)), None
     init = (state, obs, jnp.zeros(num_envs), jnp.ones(num_envs))
     (_, _, ret, _), _ = jax.jit(lambda c, ks: jax.lax.scan(body, c, ks))(
         init, jax.random.split(jax.random.PRNGKey(seed + 1), steps))
@@ -419,6 +441,7 @@ class PureJaxRLPPO(Adapter):
     description = ("PureJaxRL-style PPO compiled end to end (rollout, GAE, minibatch epochs in one program); "
                    "num_agents independent runs vmapped")
     requires = ("jax", "gymnax", "optax")
+    jax_env_apis = JAX_APIS
     options = (
         Option("num_agents", int, 1, "independent training runs (seeds), vmapped in one program", low=1),
         *ITERATION_OPTIONS,
@@ -426,7 +449,7 @@ class PureJaxRLPPO(Adapter):
                                                 "time_per_agent_s is for a run this long)", low=1),
         Option("target_return", float, 475.0, "mean return counted as solved (time_to_target_s)", low=-math.inf),
         Option("updates_per_unit", int, 1, "PPO iterations per compiled call (one unit)", low=1),
-        *JAX_OPTIONS,
+        ENV_API, *JAX_OPTIONS,
     )
 
     def supports(self, workload, options):
@@ -438,7 +461,7 @@ class PureJaxRLPPO(Adapter):
                     f"num_minibatches={options['num_minibatches']}")
         if options["devices"] > 1 and options["num_agents"] % options["devices"]:
             return f"num_agents={options['num_agents']} must be a multiple of devices={options['devices']}"
-        return _gymnax_supports(workload, self.name, actions=("Discrete",)) or \
+        return _gymnax_supports(workload, self.name, options, actions=("Discrete",)) or \
             jax_supports(workload, options, self.name)
 
     def open(self, workload, options):

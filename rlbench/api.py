@@ -5,10 +5,13 @@ imports this one: the core depends on `rlbench.contract`, the leaf these names c
 from rlbench.contract import PAGE_CACHE, Adapter, Metrics, Option, Session
 from rlbench.envs import (
                           USER_FAMILIES,
+                          build_user_env,
+                          env_api,
                           env_call,
                           env_fns,
                           env_info,
                           envpool_kwargs,
+                          jax_api,
                           make_env,
                           spaces,
                           unsupported_spaces,
@@ -40,6 +43,8 @@ __all__ = [
     "random_sampler", "register_policy", "become_subreaper", "batch_len",
     # the user's envs (families gymnasium and custom): their spaces, and the reason an adapter cannot carry them
     "USER_FAMILIES", "spaces", "unsupported_spaces", "env_call",
+    # a user's JAX env (family custom, built by its factory): its API, and the env itself
+    "env_api", "jax_api", "build_user_env",
     # the replay family (kind "replay"): its workloads, driver and the disk stores' page-cache option
     "ReplaySession", "ReplaySpec", "replay_spec", "in_process_only", "scratch_dir", "REPLAY_PREFIX",
     "REPLAY_WORKLOADS", "PRIORITY_ALPHA", "PRIORITY_BETA", "PAGE_CACHE", "pagecache",

@@ -99,6 +99,7 @@ class Adapter:
     options: ClassVar[tuple] = ()
     requires: ClassVar[tuple] = ()      # importable module names
     environment: ClassVar[str] = ""     # own virtual env pinned by envs/<environment>.txt beside the module
+    jax_env_apis: ClassVar[tuple] = ()  # the JAX env APIs (rlbench.envs.JAX_APIS) of a user's env it runs
 
     def available(self):
         """None when usable here, else the reason (checked without importing the framework)."""

@@ -11,17 +11,23 @@ whatever substeps a backend takes (positional: Ant 10 x 0.005 s, HalfCheetah 16 
 
 Any other env is the user's: a registered gymnasium id (`Acrobot-v1`), gymnasium's `module:EnvId-v0` (the
 module registers the id when imported, in every process that builds the env) or a factory
-`package.module:make_env` returning a gymnasium.Env. Their env_kwargs go to the env as given; `frameskip`
-among them also states the accounting (frames = env steps x frameskip; 1 if not given). One instance is
-built while planning (`probe`), so an env that does not import or build is refused before anything runs,
-and adapters can say which observation and action spaces they carry.
+`package.module:make_env` returning a gymnasium.Env, or a JAX env with gymnax's functional API
+(`reset(key, params)`, `step(key, state, action, params)`, `default_params`) or Jumanji's (`reset(key)`,
+`step(state, action)`, `action_spec`, `observation_spec`), which only the adapters naming that API in
+`jax_env_apis` run. Their env_kwargs go to the env as given; `frameskip` among them also states the
+accounting (frames = env steps x frameskip; 1 if not given). One instance is built while planning (`probe`),
+so an env that does not import or build is refused before anything runs, and adapters can say which
+observation and action spaces they carry.
 """
+import contextlib
 import functools
 import importlib
 import importlib.util
+import inspect
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 
 ATARI_ID = re.compile(r"^([A-Z][A-Za-z0-9]*)-v5$")
@@ -55,6 +61,10 @@ ENVS = {
 }
 USER_FAMILIES = ("gymnasium", "custom")  # envs rlbench did not write: kwargs as given, spaces probed
 SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")  # what adapters may carry
+JAX_APIS = ("gymnax", "jumanji")  # the functional APIs of JAX envs a user's factory may return
+_GYMNAX_API = ("reset", "step", "action_space", "observation_space")
+_JUMANJI_API = ("reset", "step")
+_cell = False  # set in a cell's process: there the adapter, not planning, decides how JAX starts
 
 
 def atari_games() -> set:
@@ -114,7 +124,8 @@ def _user_target(env_id: str):
     if not module_name or not name:
         raise UsageError(f"bad env '{env_id}' (expected module:EnvId-v0 or package.module:make_env)")
     try:
-        module = importlib.import_module(module_name)
+        with _jax_for_planning():
+            module = importlib.import_module(module_name)
     except Exception as exc:  # the user's module: any failure to import is theirs to see, in one line
         raise UsageError(f"env '{env_id}': module {module_name} failed to import: "
                          f"{type(exc).__name__}: {exc}") from None
@@ -127,6 +138,89 @@ def _user_target(env_id: str):
                      f"gymnasium id '{name}'")
 
 
+def in_cell() -> None:
+    """Called once by a cell's process: the user's module is imported there as the user runs it."""
+    global _cell
+    _cell = True
+
+
+@contextlib.contextmanager
+def _jax_for_planning():
+    """A user's JAX env imported or built while planning would start JAX's backend in rlbench's own
+    process: on a GPU, one that keeps most of its memory (JAX preallocates) while the cells run. Until JAX
+    is imported, its platform is CPU and nothing preallocated while planning; the cells, fresh processes,
+    start JAX as their adapter sets it."""
+    if _cell or "jax" in sys.modules:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in ("JAX_PLATFORMS", "XLA_PYTHON_CLIENT_PREALLOCATE")}
+    os.environ.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def jax_api(env) -> str:
+    """Which JAX functional API `env` offers ("" for none): gymnax's (its params-taking reset, step and
+    spaces, and default_params) or Jumanji's (reset(key), step(state, action) and its specs)."""
+    if all(callable(getattr(env, m, None)) for m in _GYMNAX_API) and hasattr(env, "default_params"):
+        return "gymnax"
+    if all(callable(getattr(env, m, None)) for m in _JUMANJI_API) and all(
+            hasattr(env, m) for m in ("action_spec", "observation_spec")):
+        return "jumanji"
+    return ""
+
+
+def build_user_env(env_id: str, **kwargs):
+    """What the user's `module:name` builds: a gymnasium.Env, or a JAX env (a factory may return
+    gymnax.make's (env, params) pair too; the env is then the first)."""
+    import gymnasium as gym
+    how, target = _user_target(env_id)
+    with _jax_for_planning():
+        env = target(**kwargs) if how == "factory" else gym.make(target, **kwargs)
+    if isinstance(env, gym.Env):
+        return env
+    if isinstance(env, tuple) and len(env) == 2 and jax_api(env[0]) == "gymnax":
+        return env
+    if jax_api(env):
+        return env
+    from rlbench.errors import UsageError
+    raise UsageError(f"env '{env_id}': the factory returned {type(env).__name__}, not a gymnasium.Env nor a JAX "
+                     f"env with gymnax's API ({', '.join(_GYMNAX_API)}, default_params) or Jumanji's "
+                     f"(reset(key), step(state, action), action_spec, observation_spec)")
+
+
+def env_api(env_id: str, env_kwargs: dict = None) -> str:
+    """"gymnasium" for an env rlbench builds with gymnasium (its own, registered ids, a factory returning a
+    gymnasium.Env), else the JAX API of the env the user's factory returns (built once, while planning)."""
+    if env_info(env_id).family != "custom":
+        return "gymnasium"
+    return _probe(env_id, tuple(sorted((env_kwargs or {}).items())))[0]
+
+
+def api_refusal(adapter_cls, workload):
+    """Why `adapter_cls` cannot step the workload's env by its API (a JAX env on an adapter that steps
+    gymnasium envs, or the reverse is the JAX adapter's own supports()), or None."""
+    api = env_api(workload.env_id, workload.env_kwargs)
+    if api == "gymnasium" or api in adapter_cls.jax_env_apis:
+        return None
+    from rlbench import registry
+    hosts = sorted(name for name, cls in registry.discover().items() if api in cls.jax_env_apis)
+    return (f"{workload.env_id} is a JAX env ({api} API): {adapter_cls.name} steps gymnasium envs; "
+            f"JAX envs of this API run on {', '.join(hosts) or 'no adapter here'}")
+
+
+def refusal(adapter, workload, options: dict):
+    """Why `adapter` cannot host the workload (None when it can): the env's API first, then the adapter's
+    own supports(). Planning, the sweep and tune all ask this."""
+    return api_refusal(type(adapter), workload) or adapter.supports(workload, options)
+
+
 def frameskip_of(info: EnvInfo, env_kwargs: dict) -> int:
     """The user's env states its frameskip as an env argument (passed to the env too, as ALE's is)."""
     return int(env_kwargs.get("frameskip", 1)) if info.kwargs is None else info.frameskip
@@ -134,15 +228,28 @@ def frameskip_of(info: EnvInfo, env_kwargs: dict) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _probe(env_id: str, frozen_kwargs: tuple):
+    """(API, observation space, action space) of one env built with these arguments."""
+    import gymnasium as gym
+
     from rlbench.errors import UsageError
     try:
-        env = make_env(env_id, **dict(frozen_kwargs))
+        if env_info(env_id).family == "custom":
+            env = build_user_env(env_id, **dict(frozen_kwargs))
+        else:
+            env = make_env(env_id, **dict(frozen_kwargs))
     except UsageError:
         raise
     except Exception as exc:  # the user's env, built with the user's arguments
         raise UsageError(f"env '{env_id}' failed to build: {type(exc).__name__}: {exc}") from None
+    if not isinstance(env, gym.Env):  # a JAX env (build_user_env checked it has an API)
+        env, params = env if isinstance(env, tuple) else (env, getattr(env, "default_params", None))
+        api = jax_api(env)
+        with _jax_for_planning():  # the spaces of a gymnax env are built from its params
+            if api == "gymnax":
+                return api, env.observation_space(params), env.action_space(params)
+            return api, *(s() if inspect.ismethod(s) else s for s in (env.observation_spec, env.action_spec))
     try:
-        return env.observation_space, env.action_space
+        return "gymnasium", env.observation_space, env.action_space
     finally:
         try:
             env.close()
@@ -151,8 +258,9 @@ def _probe(env_id: str, frozen_kwargs: tuple):
 
 
 def spaces(env_id: str, env_kwargs: dict = None) -> tuple:
-    """(observation space, action space) of one env, built once per process and arguments."""
-    return _probe(env_id, tuple(sorted((env_kwargs or {}).items())))
+    """(observation space, action space) of one env, built once per process and arguments (a JAX env's:
+    its own space or spec objects)."""
+    return _probe(env_id, tuple(sorted((env_kwargs or {}).items())))[1:]
 
 
 def space_name(space) -> str:
@@ -244,11 +352,10 @@ def make_env(env_id: str, **kwargs):
     import gymnasium as gym
     family = env_info(env_id).family
     if family == "custom":
-        how, target = _user_target(env_id)
-        env = target(**kwargs) if how == "factory" else gym.make(target, **kwargs)
+        env = build_user_env(env_id, **kwargs)
         if not isinstance(env, gym.Env):
-            from rlbench.errors import UsageError
-            raise UsageError(f"env '{env_id}': the factory returned {type(env).__name__}, not a gymnasium.Env")
+            from rlbench.errors import Unsupported
+            raise Unsupported(f"{env_id} is a JAX env ({env_api(env_id, kwargs)} API), not a gymnasium.Env")
         return env
     if family == "synthetic":
         import rlbench.synthetic  # noqa: F401  (registers the env)

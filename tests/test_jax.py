@@ -174,7 +174,7 @@ def test_gymnax_unit_is_one_scan_of_every_env_and_compiles_ahead(jax, policy):
     # CartPole pays 1 per step and gymnax resets inside the step: every env made every step
     np.testing.assert_array_equal(returns, np.full(8, 15.0))
     assert info["compile_s"] > 0 and info["device"] == "cpu" and info["workers"] == 1
-    assert info["device_settings"]["jax_imported_before"] is True and info["device_settings"]["devices"] == 1
+    assert info["device_settings"]["jax_started_before"] is True and info["device_settings"]["devices"] == 1
 
 
 def test_gymnax_episodes_end_and_reset_inside_the_scan(jax):
@@ -278,7 +278,7 @@ def test_jax_adapters_shard_over_forced_host_devices_in_a_cell(tmp_path):
         assert row["env_steps"] % per_unit == 0
         settings = row["device_settings"]
         assert settings["devices"] == 2 and "xla_force_host_platform_device_count=2" in settings["XLA_FLAGS"]
-        assert settings["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and settings["jax_imported_before"] is False
+        assert settings["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and settings["jax_started_before"] is False
     assert run.row("purejaxrl-ppo")["updates_per_s"] > 0
 
 

@@ -35,15 +35,24 @@ def _settings(options) -> dict:
     return env
 
 
+def _backends_started() -> bool:
+    """Whether JAX has started its backends in this process (after which its settings are fixed). Merely
+    imported it has not: a user's JAX env module imports it while the cell reads its workload."""
+    if "jax" not in sys.modules:
+        return False
+    from jax._src import xla_bridge
+    return xla_bridge.backends_are_initialized()
+
+
 def start_jax(options):
     """Import JAX with the options' settings in place; returns (jax, device_settings as run)."""
-    before = "jax" in sys.modules
+    before = _backends_started()
     wanted = _settings(options)
     if not before:  # a fresh cell: the settings apply. Later (tests) they would only leak into children.
         os.environ.update(wanted)
     import jax
     recorded = {k: os.environ[k] for k in RECORDED if k in os.environ}
-    return jax, {**recorded, "jax_imported_before": before}
+    return jax, {**recorded, "jax_started_before": before}
 
 
 def platform_for(workload, options) -> str:

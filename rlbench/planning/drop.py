@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass, replace
 
 from rlbench import registry
+from rlbench.envs import refusal
 from rlbench.errors import UsageError
 from rlbench.report.format import reason_counts
 
@@ -28,7 +29,7 @@ def impossible(cell):
     adapter's supports() needs a framework that is not installed here to say)."""
     adapter = registry.get(cell.adapter)()
     try:
-        reason = adapter.supports(cell.workload, cell.options)
+        reason = refusal(adapter, cell.workload, cell.options)
     except ImportError:
         return None  # supports() is meant to stay import-free; the sweep's own check decides here
     if not reason or str(reason).startswith(MACHINE_REASONS):

@@ -38,7 +38,9 @@ def run_cell(spec: dict) -> dict:
     adapter = adapter_cls()
     workload = Workload.from_dict(spec["workload"])
     options = adapter_cls.resolve_options(spec.get("options", {}))
-    reason = adapter.available() or adapter.supports(workload, options)
+    # supports() was asked while planning and again by the sweep; asked here it would build the user's env
+    # before open() sets the process up (a JAX env would start JAX's backend before the adapter's settings)
+    reason = adapter.available()
     if reason:
         return {"status": "unsupported", "error": reason}
     t0 = perf_counter()
@@ -176,6 +178,8 @@ def main(argv=None) -> int:
     die_with_harness()
     out = _results_channel()
     spec = json.loads(argv[0])
+    from rlbench.envs import in_cell
+    in_cell()
     emit(out, event="start", pid=os.getpid())
     try:
         result = run_cell(spec)

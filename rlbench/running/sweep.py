@@ -8,6 +8,7 @@ or hanging cell becomes an `error` or `timeout` row and the sweep goes on.
 import os
 
 from rlbench import SCHEMA_VERSION, registry
+from rlbench.envs import refusal
 from rlbench.planning.plan import interleave
 from rlbench.results.model import ResultSet, frames
 from rlbench.results.store import ResultStore
@@ -42,9 +43,9 @@ def skip_reason(cell, envs: dict):
         prepared = envs.get(cls.environment)
         if prepared is None or prepared.python is None:
             return (prepared.status, prepared.reason) if prepared else ("unsupported", "environment not prepared")
-        reason = adapter.supports(cell.workload, cell.options)
+        reason = refusal(adapter, cell.workload, cell.options)
     else:
-        reason = adapter.available() or adapter.supports(cell.workload, cell.options)
+        reason = adapter.available() or refusal(adapter, cell.workload, cell.options)
     return ("unsupported", reason) if reason else None
 
 

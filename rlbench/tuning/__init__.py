@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict
 
 from rlbench import registry
-from rlbench.envs import planned_env_kwargs
+from rlbench.envs import env_api, planned_env_kwargs
 from rlbench.errors import UsageError
 from rlbench.machine.fingerprint import fingerprint, now
 from rlbench.planning.flags import pairs
@@ -140,6 +140,10 @@ def plan_workload(args) -> Workload:
     if registry.family_of_workload(args.env) is not None:
         raise UsageError(f"--env {args.env}: tune races env-stepping strategies; give an env, not a workload")
     kwargs, frameskip = planned_env_kwargs(args.env, env_kwargs)
+    api = env_api(args.env, kwargs)
+    if api != "gymnasium":  # its profile, probe sizes and calibration are those of CPU envs stepped one by one
+        raise UsageError(f"--env {args.env} is a JAX env ({api} API): tune races gymnasium strategies only; "
+                         f"measure it with rlbench run --adapter gymnax --num-envs 256,4096,65536 --env {args.env}")
     return Workload(args.env, 1, parse_policy(args.policy), 0, frameskip, kwargs)
 
 

@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass, replace
 
 from rlbench import registry
+from rlbench.envs import refusal
 from rlbench.errors import UsageError
 from rlbench.planning.suite import make_cell
 from rlbench.workload import kv_label
@@ -107,7 +108,7 @@ class Space:
                     if cell.cell_id in seen:
                         continue
                     seen.add(cell.cell_id)
-                    reason = instance.supports(cell.workload, cell.options)
+                    reason = refusal(instance, cell.workload, cell.options)
                     if reason:
                         self.left.append(Left(adapter, cell.cell_id, "unsupported", reason))
                         continue

@@ -7,7 +7,8 @@ from rlbench.results.metrics import Metric
 class Jax(Family):
     name = "jax"
     order = 20
-    info_keys = ("compile_s", "device_settings")  # compile time inside setup_s; accelerator settings applied
+    # compile time inside setup_s; accelerator settings applied; the API of a user's JAX env (gymnax, jumanji)
+    info_keys = ("compile_s", "device_settings", "env_api")
     metrics = (
         Metric("compile_s", "s", "ahead-of-time compilation, inside setup_s and never in a rate", source="info",
                summary=(), label="compile s"),

@@ -1,0 +1,120 @@
+"""One functional interface over the JAX envs rlbench runs, whatever API they come with, so the compiled
+loops (gymnax's vmap + scan, PureJaxRL's PPO) are written once: gymnax's own registry, a user's env with
+gymnax's API (Craftax, XLand-MiniGrid's gymnax-style wrappers, ...) and a user's env with Jumanji's.
+
+Both calls take and return one env (callers vmap them). `step` resets a finished env inside the step that
+finished it, as gymnax's Environment does, so every step is one counted transition: gymnax-API envs reset
+themselves (a user's env must, e.g. Craftax's auto_reset=True); a Jumanji-API env is reset here on
+`timestep.last()`, as Jumanji's AutoResetWrapper does. The observation stays as the env gives it (a pytree
+for Jumanji's structured ones); `flat` makes it the policy's input.
+"""
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from rlbench.api import Unsupported, build_user_env, env_info, jax_api
+
+GYMNAX_NAMES = {"CartPole-v1": "CartPole-v1"}   # rlbench (EnvPool) name -> gymnax name
+DEFAULT_EPISODE_STEPS = 1000  # evaluation horizon of an env that states none
+
+
+@dataclass(frozen=True)
+class FunctionalEnv:
+    reset: Callable        # key -> (obs, state)
+    step: Callable         # (key, state, action) -> (obs, state, reward float32, done bool)
+    action: tuple          # ("discrete", n) or ("box", low, high), bounds finite, as make_actor takes it
+    obs_dim: int           # length of flat(obs) of one env
+    episode_steps: int     # the env's own episode limit (evaluation horizon)
+    api: str               # gymnax | jumanji
+
+
+def flat(jax, obs):
+    """A batch of observations (any pytree of arrays with the batch first) as one float32 matrix."""
+    import jax.numpy as jnp
+    leaves = [leaf.reshape(leaf.shape[0], -1).astype(jnp.float32) for leaf in jax.tree.leaves(obs)]
+    return leaves[0] if len(leaves) == 1 else jnp.concatenate(leaves, axis=1)
+
+
+def load(jax, workload, api: str = "auto") -> FunctionalEnv:
+    """The workload's env behind FunctionalEnv; `api` declares a user env's API ("auto": detected)."""
+    if env_info(workload.env_id).family != "custom":
+        import gymnax
+        env, params = gymnax.make(GYMNAX_NAMES.get(workload.env_id, workload.env_id))
+        return _gymnax(jax, env, params)
+    built = build_user_env(workload.env_id, **workload.env_kwargs)
+    env, params = built if isinstance(built, tuple) else (built, getattr(built, "default_params", None))
+    api = jax_api(env) if api == "auto" else api
+    if api == "gymnax":
+        return _gymnax(jax, env, params)
+    if api == "jumanji":
+        return _jumanji(jax, env)
+    raise Unsupported(f"{workload.env_id}: the factory's {type(env).__name__} has no {api} API")
+
+
+def _gymnax(jax, env, params) -> FunctionalEnv:
+    """gymnax's step returns (obs, state, reward, done, info), or since gymnax 1.0 (obs, state, reward,
+    terminated, truncated, info): either is read."""
+    import jax.numpy as jnp
+
+    def reset(key):
+        return env.reset(key, params)
+
+    def step(key, state, action):
+        out = env.step(key, state, action, params)
+        done = out[3] if len(out) == 5 else jnp.logical_or(out[3], out[4])
+        return out[0], out[1], jnp.asarray(out[2], jnp.float32), jnp.asarray(done, bool)
+
+    action = _action(env.action_space(params), "n", "low", "high")
+    steps = int(getattr(params, "max_steps_in_episode", 0) or DEFAULT_EPISODE_STEPS)
+    return FunctionalEnv(reset, step, action, _obs_dim(jax, reset), steps, "gymnax")
+
+
+def _jumanji(jax, env) -> FunctionalEnv:
+    import jax.numpy as jnp
+
+    def reset(key):
+        state, timestep = env.reset(key)
+        return timestep.observation, state
+
+    def step(key, state, action):
+        state, timestep = env.step(state, action)
+        done = jnp.asarray(timestep.last(), bool)
+        fresh_state, fresh = env.reset(key)
+        keep = lambda new, old: jnp.where(done, new, old)  # noqa: E731  (leaf by leaf, as AutoResetWrapper)
+        return (jax.tree.map(keep, fresh.observation, timestep.observation), jax.tree.map(keep, fresh_state, state),
+                jnp.asarray(timestep.reward, jnp.float32), done)
+
+    spec = env.action_spec() if inspect.ismethod(env.action_spec) else env.action_spec  # a method before 1.0
+    action = _action(spec, "num_values", "minimum", "maximum")
+    steps = int(getattr(env, "time_limit", 0) or DEFAULT_EPISODE_STEPS)
+    return FunctionalEnv(reset, step, action, _obs_dim(jax, reset), steps, "jumanji")
+
+
+def _action(space, count: str, low: str, high: str) -> tuple:
+    """A discrete space (one count) or a bounded box, read by the attribute names its API uses."""
+    import numpy as np
+    if hasattr(space, count) and np.ndim(getattr(space, count)) == 0:
+        return "discrete", int(getattr(space, count))
+    if hasattr(space, low) and hasattr(space, high):
+        dtype = np.dtype(getattr(space, "dtype", np.float32))
+        lo, hi = (np.broadcast_to(np.asarray(getattr(space, b), dtype), space.shape) for b in (low, high))
+        return ("box", np.where(np.isfinite(lo), lo, -1.0).astype(dtype),
+                np.where(np.isfinite(hi), hi, 1.0).astype(dtype))
+    raise Unsupported(f"{type(space).__name__} actions: the JAX adapters carry a discrete space or a bounded box")
+
+
+def action_kind(space) -> str:
+    """"Discrete", "Box" or the space's own type name (what supports() refuses), read without JAX."""
+    try:
+        kind = _action(space, "n", "low", "high") if hasattr(space, "n") or hasattr(space, "low") else \
+            _action(space, "num_values", "minimum", "maximum")
+    except Unsupported:
+        return type(space).__name__
+    return "Discrete" if kind[0] == "discrete" else "Box"
+
+
+def _obs_dim(jax, reset) -> int:
+    """Length of one env's flattened observation, from shapes alone (nothing runs)."""
+    obs, _ = jax.eval_shape(reset, jax.random.PRNGKey(0))
+    return sum(int(math.prod(leaf.shape)) for leaf in jax.tree.leaves(obs))

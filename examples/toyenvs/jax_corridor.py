@@ -1,0 +1,132 @@
+"""The corridor of `toyenvs` written in JAX, the way JAX env packages are: pure functions of an explicit
+state, one env at a time (the caller vmaps), with the two APIs such packages offer. rlbench knows neither.
+
+    PYTHONPATH=examples rlbench run --adapter gymnax --num-envs 256,4096 --env toyenvs.jax_corridor:make_gymnax
+    PYTHONPATH=examples rlbench run --adapter gymnax --env toyenvs.jax_corridor:make_jumanji --policy mlp
+
+`make_gymnax` returns an env with gymnax's API (`reset(key, params)`, `step(key, state, action, params)`
+returning obs, state, reward, done, info and resetting a finished env itself, `default_params`,
+`action_space(params)`); `make_jumanji` one with Jumanji's (`reset(key)` and `step(state, action)` returning
+(state, TimeStep), no reset inside, `action_spec`, a structured `observation_spec`). The agent starts at cell
+0 and moves left, stays or moves right (actions 0, 1, 2); reaching cell `length - 1` pays 1 and ends the
+episode, as does `episode_len` steps. Both APIs give the same transitions under the same actions.
+"""
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class State(NamedTuple):
+    pos: jnp.ndarray
+    t: jnp.ndarray
+
+
+class Observation(NamedTuple):
+    position: jnp.ndarray   # float32[2]: where the agent is and how far the goal, in [0, 1]
+    cell: jnp.ndarray       # int32
+
+
+class Params(NamedTuple):
+    length: int
+    episode_len: int
+
+    @property
+    def max_steps_in_episode(self) -> int:
+        return self.episode_len
+
+
+class Discrete(NamedTuple):
+    n: int
+
+
+class Box(NamedTuple):
+    low: float
+    high: float
+    shape: tuple
+    dtype: object
+
+
+def _observe(pos, length) -> Observation:
+    x = pos.astype(jnp.float32) / (length - 1)
+    return Observation(jnp.stack([x, 1.0 - x]), pos.astype(jnp.int32))
+
+
+def _move(state, action, params):
+    pos = jnp.clip(state.pos + action - 1, 0, params.length - 1)
+    t = state.t + 1
+    at_goal = pos == params.length - 1
+    return State(pos, t), at_goal.astype(jnp.float32), jnp.logical_or(at_goal, t >= params.episode_len)
+
+
+def _flat(ob: Observation):
+    return jnp.concatenate([ob.position, ob.cell[None].astype(jnp.float32)])
+
+
+class GymnaxCorridor:
+    def __init__(self, length: int = 16, episode_len: int = 200):
+        self.default_params = Params(int(length), int(episode_len))
+
+    def reset(self, key, params):
+        state = State(jnp.int32(0), jnp.int32(0))
+        return _flat(_observe(state.pos, params.length)), state
+
+    def step(self, key, state, action, params):
+        state, reward, done = _move(state, action, params)
+        _, fresh = self.reset(key, params)
+        state = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, state)  # a finished env starts over
+        return _flat(_observe(state.pos, params.length)), state, reward, done, {}
+
+    def action_space(self, params):
+        return Discrete(3)
+
+    def observation_space(self, params):
+        return Box(0.0, float(params.length), (3,), jnp.float32)
+
+
+class TimeStep(NamedTuple):
+    step_type: jnp.ndarray   # 0 first, 1 mid, 2 last (dm_env's and Jumanji's StepType)
+    reward: jnp.ndarray
+    discount: jnp.ndarray
+    observation: Observation
+
+    def last(self):
+        return self.step_type == 2
+
+
+class DiscreteArray(NamedTuple):
+    num_values: int
+    shape: tuple = ()
+    dtype: object = jnp.int32
+
+
+class JumanjiCorridor:
+    def __init__(self, length: int = 16, episode_len: int = 200):
+        self.params = Params(int(length), int(episode_len))
+        self.time_limit = int(episode_len)
+
+    def reset(self, key):
+        state = State(jnp.int32(0), jnp.int32(0))
+        return state, TimeStep(jnp.int32(0), jnp.float32(0), jnp.float32(1), _observe(state.pos, self.params.length))
+
+    def step(self, state, action):
+        state, reward, done = _move(state, action, self.params)
+        return state, TimeStep(jnp.where(done, 2, 1).astype(jnp.int32), reward, 1.0 - done.astype(jnp.float32),
+                               _observe(state.pos, self.params.length))
+
+    @property
+    def action_spec(self):
+        return DiscreteArray(3)
+
+    @property
+    def observation_spec(self):
+        return Observation(Box(0.0, 1.0, (2,), jnp.float32), DiscreteArray(self.params.length))
+
+
+def make_gymnax(length: int = 16, episode_len: int = 200):
+    env = GymnaxCorridor(length, episode_len)
+    return env, env.default_params   # as gymnax.make returns it
+
+
+def make_jumanji(length: int = 16, episode_len: int = 200):
+    return JumanjiCorridor(length, episode_len)
