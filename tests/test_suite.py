@@ -136,7 +136,9 @@ def test_cpu_suite_expands():
                                 + 7 * 6 * 5    # envpool-async x sizes x batch_size x num_threads
                                 + 3 * 7 * 7 * 3    # Synthetic-v0: adapters x sizes x step costs x obs sizes
                                 + 3 * 3 * 2 * 2 * 2  # CPU axes: adapters x sizes x torch threads x omp x pinning
-                                + 3 * 4 + 3 * 4 * 4)  # sb3/tianshou: 3 adapters x sizes, 3 x sizes x wait_num
+                                + 3 * 4 + 3 * 4 * 4  # sb3/tianshou: 3 adapters x sizes, 3 x sizes x wait_num
+                                + 3 + 3 * 3 * 2      # pufferlib-serial x sizes; pufferlib-mp x workers x zero_copy
+                                + 4 * 2 * 4 + 2 * 4 * 4)  # MuJoCo: 4 adapters x envs x sizes; rollout x threads
     assert any(c.workload.policy.name == "mlp" for c in suite.cells)
 
 

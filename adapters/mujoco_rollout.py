@@ -1,0 +1,170 @@
+"""`mujoco-rollout`: MuJoCo's own batched stepper, `mujoco.rollout`, over num_envs copies of a gymnasium MuJoCo env.
+
+What it is: physics stepping, not a vector env. The model is the one gymnasium's Ant-v4 or HalfCheetah-v4 builds
+(taken from `gymnasium.make(...).unwrapped.model`, so the XML, timestep and solver are the same); every env's
+state lives in a (num_envs, nstate) array of MuJoCo's full physics state, and one `Rollout` object (its thread
+pool of `num_threads`, one MjData per thread) steps them all in C++. No gymnasium wrapper, env object or `step()`
+runs; no reward is computed. What gymnasium's env does besides physics is done here only where the transitions
+need it to stay the same: the observation (qpos without the x (Ant: x, y) position, then qvel: the vector
+gymnasium's `_get_obs` builds, sliced out of the state), Ant-v4's termination (a non-finite state or the torso's
+z outside [0.2, 1.0]), the 1000-step time limit and gymnasium's reset (qpos0 + U(-0.1, 0.1), qvel 0.1 x N(0, 1),
+from a generator seeded seed + i per env as `env.reset(seed=seed + i)` seeds it). So from the same state and
+actions the states are gymnasium's (tests/test_mujoco_rollout.py replays them): to the last bit within one
+rollout call, and across calls to the constraint solver's tolerance (1e-11 to 1e-9 after 40 env steps), because
+mujoco.rollout starts every call with the solver's warm start cleared and does not return it, where gymnasium's
+MjData keeps it from step to step. Like any perturbation of these chaotic systems, that difference grows along an
+episode (to order 1 after a few hundred env steps), so long trajectories are alike in distribution, not in value.
+
+One unit = one `rollout` call: `chunk` env steps of every env, each env step `frameskip` (5) physics steps with
+the action held, as gymnasium's `do_simulation` holds it. The policy runs once per unit on the num_envs
+observations; with chunk > 1 its actions are held for the whole chunk (an action repeat: one policy call per
+chunk env steps, open loop inside the chunk, as MPC-style rollouts run). chunk = 1 (the default) is the
+like-for-like cell: one policy call per env step, as in the gymnasium and EnvPool cells on the same model.
+`tune_space` races threads only: chunk changes how often the policy acts, which is the workload, not the
+parallelism.
+
+Counting: env steps are gymnasium's transitions. Terminations and the time limit are read from the states of
+every env step in the chunk; an env that ends inside a chunk counts its steps up to and including the last one,
+its physics stepped on to the chunk's end is no transition and is not counted, and it is reset (not a step)
+before the next unit. HalfCheetah never terminates, so a unit there makes exactly num_envs x chunk env steps;
+Ant at chunk 1 does too. Frames = env steps x 5 (rlbench.envs). `rollout` returns when every env has finished
+its chunk, so each step() has done all its work when it returns.
+"""
+import os
+
+from rlbench.api import Adapter, Option, env_info, make_env, make_policy, register
+
+# The envs this adapter carries: how many leading qpos entries gymnasium's observation leaves out, and the torso
+# height range outside which the env terminates (None: it never terminates), as gymnasium's v4 defaults set them.
+ENVS = {"Ant-v4": {"obs_skip_qpos": 2, "healthy_z": (0.2, 1.0)},
+        "HalfCheetah-v4": {"obs_skip_qpos": 1, "healthy_z": None}}
+TIME_LIMIT_STEPS = 1000       # gymnasium's TimeLimit for both (env.spec.max_episode_steps, checked in open())
+RESET_NOISE = 0.1             # gymnasium's reset_noise_scale for both (checked in open())
+
+
+def cores() -> int:
+    """The CPUs this cell may run on (its affinity), which num_threads=0 fills."""
+    return len(os.sched_getaffinity(0))
+
+
+def thread_count(workload, options) -> int:
+    return options["num_threads"] or min(workload.num_envs, cores())
+
+
+class MujocoRolloutSession:
+    def __init__(self, workload, options):
+        import mujoco
+        import numpy as np
+        from mujoco import rollout
+        self.np, spec = np, ENVS[workload.env_id]
+        env = make_env(workload.env_id, **workload.env_kwargs)
+        try:
+            raw = env.unwrapped
+            self.model, frameskip = raw.model, raw.frame_skip
+            if (frameskip != env_info(workload.env_id).frameskip or env.spec.max_episode_steps != TIME_LIMIT_STEPS
+                    or raw._reset_noise_scale != RESET_NOISE):
+                raise RuntimeError(f"gymnasium's {workload.env_id} is not the one this adapter copies (frame_skip "
+                                   f"{frameskip}, time limit {env.spec.max_episode_steps}, reset noise "
+                                   f"{raw._reset_noise_scale})")
+            self.policy = make_policy(workload, env.observation_space, env.action_space)
+        finally:
+            env.close()
+        m, n = self.model, workload.num_envs
+        self.n, self.chunk, self.frameskip = n, options["chunk"], frameskip
+        self.nq, self.nv = m.nq, m.nv
+        self.physics = mujoco.mjtState.mjSTATE_FULLPHYSICS.value   # time, qpos, qvel, act, ...: what rollout carries
+        self.ctrl_spec = mujoco.mjtState.mjSTATE_CTRL.value        # control rows are data.ctrl, as do_simulation sets
+        fresh = mujoco.MjData(m)                                   # as mj_resetData leaves it: qpos0, zeros
+        self.reset_state = np.empty(mujoco.mj_stateSize(m, self.physics))
+        mujoco.mj_getState(m, fresh, self.reset_state, self.physics)
+        self.obs_slice = slice(1 + spec["obs_skip_qpos"], 1 + m.nq + m.nv)  # state = [time, qpos, qvel, ...]
+        self.healthy_z = spec["healthy_z"]
+        self.rngs = [np.random.default_rng(workload.seed + i) for i in range(n)]  # gymnasium's reset(seed=) rng
+        self.state = np.stack([self._reset_state(i) for i in range(n)])
+        self.elapsed_steps = np.zeros(n, dtype=np.int64)
+        nstep = self.chunk * frameskip
+        self.control = np.zeros((n, nstep, m.nu))
+        self.trajectory = np.empty((n, nstep, self.state.shape[1]))
+        self.sensordata = np.empty((n, nstep, m.nsensordata))
+        self.models = [m] * n
+        self.threads = thread_count(workload, options)
+        # one thread is the calling thread (nthread=0: no pool), as mujoco.rollout.rollout runs one MjData
+        self.rollout = rollout.Rollout(nthread=self.threads if self.threads > 1 else 0)
+        self.datas = [mujoco.MjData(m) for _ in range(self.threads)]
+        self.obs = self.state[:, self.obs_slice].copy()
+        self.info = {"workers": self.threads, "batch_size": n}
+
+    def _reset_state(self, i):
+        """gymnasium's reset_model: the same draws in the same order from env i's generator."""
+        state, rng = self.reset_state.copy(), self.rngs[i]
+        state[1:1 + self.nq] += rng.uniform(-RESET_NOISE, RESET_NOISE, size=self.nq)
+        state[1 + self.nq:1 + self.nq + self.nv] += RESET_NOISE * rng.standard_normal(self.nv)
+        return state
+
+    def step(self) -> int:
+        np = self.np
+        actions = np.asarray(self.policy(self.obs), dtype=np.float64)
+        self.control[:] = actions[:, None, :]            # held for chunk x frameskip physics steps
+        self.rollout.rollout(self.models, self.datas, self.state, self.control, control_spec=self.ctrl_spec,
+                             skip_checks=True, nstep=self.chunk * self.frameskip, state=self.trajectory,
+                             sensordata=self.sensordata)
+        env_steps = self.trajectory[:, self.frameskip - 1::self.frameskip]     # (n, chunk, nstate)
+        done = (self.elapsed_steps[:, None] + np.arange(1, self.chunk + 1)) >= TIME_LIMIT_STEPS
+        if self.healthy_z is not None:
+            low, high = self.healthy_z
+            z = env_steps[:, :, 3]                                              # qpos[2]: the torso's height
+            qpos_qvel = env_steps[:, :, 1:1 + self.nq + self.nv]
+            done |= ~np.isfinite(qpos_qvel).all(axis=2) | (z < low) | (z > high)
+        ended = done.any(axis=1)
+        made = np.where(ended, done.argmax(axis=1) + 1, self.chunk)
+        self.state[:] = self.trajectory[:, -1]
+        self.elapsed_steps += self.chunk
+        for i in np.flatnonzero(ended):
+            self.state[i] = self._reset_state(i)
+            self.elapsed_steps[i] = 0
+        self.obs = self.state[:, self.obs_slice].copy()
+        return int(made.sum())
+
+    def close(self):
+        self.rollout.close()
+
+
+@register
+class MujocoRollout(Adapter):
+    name = "mujoco-rollout"
+    kind = "vector_env"
+    description = ("mujoco.rollout.Rollout(nthread) over num_envs MjData states of the gymnasium env's own model: "
+                   "physics stepping in C++, no gymnasium wrappers, no reward; chunk env steps per call, the "
+                   "policy once per chunk")
+    requires = ("mujoco", "gymnasium")
+    options = (
+        Option("num_threads", int, 0, "Rollout thread pool size (one MjData each); 0 = min(num_envs, the cell's "
+                                      "CPUs); 1 = the calling thread, no pool"),
+        Option("chunk", int, 1, "env steps per rollout call (one unit), the policy's actions held for all of them; "
+                                "1 = a policy call per env step, as the gymnasium and EnvPool cells", low=1),
+    )
+
+    def supports(self, workload, options):
+        if workload.env_id not in ENVS:
+            return f"mujoco-rollout runs gymnasium's MuJoCo envs only ({', '.join(ENVS)}), not {workload.env_id}"
+        if options["num_threads"] > workload.num_envs:
+            return (f"num_threads={options['num_threads']} > num_envs={workload.num_envs}: mujoco.rollout hands "
+                    "each thread whole envs, so a thread would idle")
+        return None
+
+    def open(self, workload, options):
+        return MujocoRolloutSession(workload, options)
+
+    def tune_space(self, num_envs, cpus):
+        """The pool on every core the cell has, half of them, and the calling thread alone."""
+        full = min(num_envs, cpus)
+        return [{"num_threads": t} for t in sorted({1, max(1, full // 2), full})]
+
+    def snippet(self, workload, options):
+        threads = thread_count(workload, options)
+        nstep = options["chunk"] * env_info(workload.env_id).frameskip
+        return (f"model = gymnasium.make({workload.env_id!r}).unwrapped.model; "
+                f"pool = mujoco.rollout.Rollout(nthread={threads if threads > 1 else 0}); "
+                f"state, _ = pool.rollout([model] * {workload.num_envs}, "
+                f"[mujoco.MjData(model) for _ in range({threads})], initial_state, control, nstep={nstep})"
+                f"  # per call; the policy sets control, held for {options['chunk']} env step(s)")
