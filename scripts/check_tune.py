@@ -4,9 +4,14 @@ setting its tune_space names there, tune's pick included: one run, repeats inter
 protocol), and prints tune's pick re-measured inside the sweep as a share of the sweep's best, and tune's
 wall time against the sweep's. Goal: >= 0.9 of the best on every env in <= 25% of the sweep's time.
 
+Beside it, the peer's answer: PufferLib's own `pufferlib.vector.autotune` on the same env, in the pufferlib
+environment, with the same budget (split into its per-test time) and max_envs; its fastest configuration is
+added to the same sweep (as pufferlib-serial or pufferlib-mp) and shown as a share of the same best. Where
+that environment cannot be built, or with --no-pufferlib, the PufferLib columns are left out.
+
     python scripts/check_tune.py [--budget 60s] [--envs trivial,gil,stragglers,large-obs,policy]
                                  [--adapters serial,rlpyt-serial,...] [--sizes 1,2,4,8,16,32,64] [--repeats 3]
-                                 [--tune-adapters all]
+                                 [--tune-adapters all] [--no-pufferlib] [--puffer-batch-size N]
 
 A benchmark, not a test: its figures depend on the machine. The table goes to stdout and, with each
 env's tune and sweep folders, to --out (check-tune.csv)."""
@@ -17,6 +22,8 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+
+import pufferlib_autotune  # beside this script (sys.path[0]); imports nothing of PufferLib here
 
 ENV = "rlbench/Synthetic-v0"
 # name -> (env arguments, policy): a trivial step; a heavy step that holds the GIL; steps of highly
@@ -47,8 +54,39 @@ def tune(name, kwargs, policy, args, out) -> tuple:
         return json.load(f), wall
 
 
-def sweep(kwargs, policy, record, args, out) -> tuple:
-    """Every candidate of tune's space at these sizes, and tune's pick, in one interleaved run."""
+def autotune(name, kwargs, policy, args, python, out) -> dict:
+    """PufferLib's autotune as its users call it, given what tune is given: the budget (autotune's only knob
+    for time is per test, so the budget over the tests it will run) and max_envs. Its batch_size (the
+    learner's batch, which autotune takes as fixed) is max_envs / 2 unless given: num_envs = 2 x batch, the
+    double buffering PufferLib's async recv() is for."""
+    import psutil
+
+    from rlbench.tuning import parse_budget
+    budget = parse_budget(args.budget)
+    max_envs = max(args.sizes)
+    batch = args.puffer_batch_size or max(1, max_envs // 2)
+    tests = pufferlib_autotune.planned_tests(batch, max_envs, psutil.cpu_count(logical=False) or 1)
+    try:
+        got = pufferlib_autotune.run(python, ENV, kwargs, batch, max_envs, budget / tests,
+                                     pufferlib_autotune.model_forward_s(policy), timeout=budget * 4 + 300)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        raise SystemExit(f"check-tune: PufferLib autotune of {name} failed: {exc}") from None
+    except pufferlib_autotune.AutotuneOutputError as exc:
+        raise SystemExit(f"check-tune: PufferLib autotune of {name}: its output could not be read: {exc}") from None
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "autotune.txt"), "w") as f:
+        f.write(got["output"])
+    record = {k: got[k] for k in ("spec", "configs", "pick", "notes", "wall_s")}
+    record["tests"] = tests
+    with open(os.path.join(out, "autotune.json"), "w") as f:
+        json.dump(record, f, indent=2)
+    return record
+
+
+def sweep(kwargs, policy, record, args, out, puffer=None) -> tuple:
+    """Every candidate of tune's space at these sizes, tune's pick and autotune's, in one interleaved run.
+    Returns (results, wall s, configurations, tune's pick's cell_id, autotune's pick's cell_id or None): a
+    pick already among the candidates (same adapter, num_envs and options however given) is that cell."""
     from rlbench.planning.suite import make_cell
     from rlbench.running.sweep import run_sweep
     from rlbench.tuning import SETTINGS, prepare
@@ -61,16 +99,37 @@ def sweep(kwargs, policy, record, args, out) -> tuple:
         for n in args.sizes:
             for _, cell in space.settings(adapter, n):
                 cells[cell.cell_id] = cell
+
+    def add(adapter, num_envs, options) -> str:
+        pick = make_cell("check-tune", adapter, replace(workload, num_envs=num_envs), options)
+        same = next((c for c in cells.values() if (c.adapter, c.workload.num_envs, c.options)
+                     == (pick.adapter, num_envs, pick.options)), None)
+        if same is None:
+            cells[pick.cell_id] = same = pick
+        return same.cell_id
+
     win = record["decision"]["winner"]
-    if win["cell_id"] not in cells:
-        pick = make_cell("check-tune", win["adapter"], replace(workload, num_envs=win["num_envs"]), win["options"])
-        cells[pick.cell_id] = pick
+    tune_id = add(win["adapter"], win["num_envs"], win["options"])
+    puffer_id = add(*pufferlib_autotune.cell_args(puffer["pick"]["config"])) if puffer else None
     cells = [replace(c, index=i) for i, c in enumerate(cells.values())]
     os.makedirs(out, exist_ok=True)
     t = time.monotonic()
     results = run_sweep("check-tune", "check-tune", cells, replace(SETTINGS, repeats=args.repeats), out,
-                        envs=prepare(space.adapters, {}))
-    return results, time.monotonic() - t, len(cells)
+                        envs=prepare(sorted({c.adapter for c in cells}), {}))
+    return results, time.monotonic() - t, len(cells), tune_id, puffer_id
+
+
+def pufferlib_python(args):
+    """The pufferlib environment's interpreter (built here if it is not yet), or None, said in one line."""
+    if args.no_pufferlib:
+        return None
+    from rlbench import registry
+    from rlbench.running import adapter_envs
+    prepared = adapter_envs.prepare({registry.get("pufferlib-serial")}, build=True)["pufferlib"]
+    if prepared.status != "ok":
+        print(f"check-tune: PufferLib autotune left out: {prepared.reason}", file=sys.stderr)
+        return None
+    return prepared.python
 
 
 def main() -> int:
@@ -83,6 +142,8 @@ def main() -> int:
     p.add_argument("--sizes", default="1,2,4,8,16,32,64", help="num_envs of the exhaustive sweep (tune's --max-envs: "
                                                            "the largest)")
     p.add_argument("--repeats", type=int, default=3, help="repeats per configuration in the sweep")
+    p.add_argument("--no-pufferlib", action="store_true", help="leave out PufferLib's autotune beside tune")
+    p.add_argument("--puffer-batch-size", type=int, help="autotune's batch_size (default: the largest size / 2)")
     p.add_argument("--out", default="reports/check-tune")
     args = p.parse_args()
     args.sizes = sorted({int(n) for n in args.sizes.split(",")})
@@ -97,32 +158,60 @@ def main() -> int:
     # the calibration is per machine and cached: measured once here, so every tune's budget goes to its search
     raced = [] if args.tune_adapters == "all" else ["--adapters", args.tune_adapters or args.adapters]
     subprocess.run([sys.executable, "-m", "rlbench.cli", "calibrate", *raced], check=True, capture_output=True)
+    if args.puffer_batch_size is not None and not 1 <= args.puffer_batch_size <= max(args.sizes):
+        print(f"check-tune: --puffer-batch-size must be 1 to {max(args.sizes)} (autotune's max_envs)", file=sys.stderr)
+        return 2
+    puffer_python = pufferlib_python(args)
     rows = []
     for name in names:
         kwargs, policy = PANEL[name]
         base = os.path.join(args.out, name)
         record, tune_s = tune(name, kwargs, policy, args, os.path.join(base, "tune"))
-        results, sweep_s, n_cells = sweep(kwargs, policy, record, args, os.path.join(base, "sweep"))
+        puffer = autotune(name, kwargs, policy, args, puffer_python, os.path.join(base, "autotune")) \
+            if puffer_python else None
+        results, sweep_s, n_cells, tune_id, puffer_id = sweep(kwargs, policy, record, args,
+                                                              os.path.join(base, "sweep"), puffer)
         summary = {r["cell_id"]: r for r in results.summary_rows() if r["n"]}
         best = verdict([entry(r, results) for r in summary.values()]).winner
         win = record["decision"]["winner"]
-        pick = summary.get(win["cell_id"])
-        rate = pick["steps_per_s_median"] if pick else float("nan")
-        rows.append({"env": name, "tune_pick": win["config"], "tune_pick_in_tune": win["steps_per_s"],
-                     "tune_pick_in_sweep": rate, "sweep_best": best.text, "sweep_best_steps_per_s": best.median,
-                     "ratio_to_best": rate / best.median, "tune_s": tune_s, "sweep_s": sweep_s,
-                     "time_share": tune_s / sweep_s, "sweep_configurations": n_cells,
-                     "tune_stop": record["stop_reason"]})
-        print(f"check-tune: {name}: tune's pick {win['config']} at {rate:,.0f} in the sweep, best {best.text} at "
-              f"{best.median:,.0f}: {rate / best.median:.2f}x in {tune_s:.0f} s vs {sweep_s:.0f} s", file=sys.stderr)
+        rate = _rate(summary, tune_id)
+        row = {"env": name, "tune_pick": win["config"], "tune_pick_in_tune": win["steps_per_s"],
+               "tune_pick_in_sweep": rate, "sweep_best": best.text, "sweep_best_steps_per_s": best.median,
+               "ratio_to_best": rate / best.median, "tune_s": tune_s, "sweep_s": sweep_s,
+               "time_share": tune_s / sweep_s, "sweep_configurations": n_cells, "tune_stop": record["stop_reason"]}
+        line = (f"check-tune: {name}: tune's pick {win['config']} at {rate:,.0f} in the sweep, best {best.text} at "
+                f"{best.median:,.0f}: {rate / best.median:.2f}x in {tune_s:.0f} s vs {sweep_s:.0f} s")
+        if puffer:
+            p_rate = _rate(summary, puffer_id)
+            row.update({"puffer_pick": pufferlib_autotune.label(puffer["pick"]["config"]),
+                        "puffer_pick_in_autotune": puffer["pick"]["sps"], "puffer_pick_in_sweep": p_rate,
+                        "puffer_ratio_to_best": p_rate / best.median, "puffer_s": puffer["wall_s"],
+                        "puffer_time_share": puffer["wall_s"] / sweep_s,
+                        "puffer_configurations": len(puffer["configs"]),
+                        "puffer_batch_size": puffer["spec"]["batch_size"],
+                        "puffer_time_per_test": puffer["spec"]["time_per_test"]})
+            line += (f"; PufferLib autotune's pick {row['puffer_pick']} at {p_rate:,.0f}: "
+                     f"{p_rate / best.median:.2f}x in {puffer['wall_s']:.0f} s")
+        rows.append(row)
+        print(line, file=sys.stderr)
     table = pd.DataFrame(rows)
     os.makedirs(args.out, exist_ok=True)
     table.to_csv(os.path.join(args.out, "check-tune.csv"), index=False)
-    shown = table[["env", "tune_pick", "sweep_best", "ratio_to_best", "tune_s", "sweep_s", "time_share"]]
-    print(shown.to_markdown(index=False, floatfmt=".2f") if _has_tabulate() else shown.to_string(index=False))
+    columns = ["env", "tune_pick", "ratio_to_best", "tune_s"]
+    if "puffer_pick" in table:
+        columns += ["puffer_pick", "puffer_ratio_to_best", "puffer_s"]
+    shown = table[columns + ["sweep_best", "sweep_s", "time_share"]]
+    print(shown.to_markdown(index=False, floatfmt=".2f") if _has_tabulate() else
+          shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     ok = (table["ratio_to_best"] >= 0.9).all() and (table["time_share"] <= 0.25).all()
     print(f"goal (>= 0.9 of the best on every env, in <= 25% of the sweep's time): {'met' if ok else 'not met'}")
     return 0
+
+
+def _rate(summary, cell_id) -> float:
+    """A pick's median in the sweep; NaN where no repeat of it ran (a failed or refused cell)."""
+    row = summary.get(cell_id)
+    return row["steps_per_s_median"] if row else float("nan")
 
 
 def _has_tabulate() -> bool:
