@@ -163,6 +163,7 @@ class GymnaxSession(CompiledScan):
         # the carry (env state, obs, keys, returns) is read and written once per step: the least memory
         # traffic of the loop, set against what the same devices copy per second
         self.carry_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(self.carry))
+        self.obs_bytes = env.obs_bytes   # one env's (rlbench tune's profile of a JAX env reads both)
         self.copy_gbps = copy_gbps(
             jax, devices, COPY_MIB_CPU if devices[0].platform == "cpu" else COPY_MIB_ACCELERATOR)
         self.unit_cost = self.unit_cost_us()

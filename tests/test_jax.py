@@ -199,7 +199,7 @@ def test_drain_catches_a_step_that_only_dispatches(jax):
 
 
 @pytest.mark.parametrize("adapter, workload, options, reason", [
-    ("gymnax", Workload("Pong-v5", 4), {}, "gymnax has no Pong-v5 (valid: CartPole-v1, or a registered gymnasium id gymnax has too"),
+    ("gymnax", Workload("Pong-v5", 4), {}, "gymnax has no Pong-v5 (valid: CartPole-v1, a registered gymnasium id gymnax has too, e.g. Acrobot-v1, or a JAX env as module:factory"),
     ("gymnax", Workload("rlbench/Synthetic-v0", 4), {}, "gymnax has no rlbench/Synthetic-v0"),
     ("gymnax", Workload("CartPole-v1", 4, PolicySpec("fixed_cost", cost_us=10)), {},
      "policy random or mlp (got fixed_cost)"),

@@ -6,6 +6,7 @@ The envs: examples/toyenvs/jax_corridor.py (one corridor, both APIs). Nothing he
 runner (later forks would be unsafe): planning runs in `rlbench` subprocesses, sessions in a spawned
 interpreter (`jax` fixture)."""
 import importlib.util
+import json
 import multiprocessing as mp
 import os
 import sys
@@ -108,8 +109,8 @@ def _in_jax_trajectory(env_id, actions):
     interface the adapters use."""
     sys.path.insert(0, EXAMPLES)
     import jax
-
     from rlbench.adapters._kit.jax_env import flat, load
+
     from rlbench.api import PolicySpec, Workload
     env = load(jax, Workload(env_id, 4, PolicySpec(), env_kwargs={"length": 4, "episode_len": 6}))
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
@@ -155,8 +156,18 @@ def test_craftax_classic_runs_under_gymnax_with_its_own_factory(tmp_path):
     assert row["env_api"] == "gymnax" and row["compile_s"] > 0
 
 
-def test_tune_on_a_jax_env_says_what_to_run_instead(tmp_path):
-    run = run_cli_subprocess(["tune", "--env", JUMANJI_API, "--budget", "20s"], tmp_path / "tune")
-    assert run.rc == 2 and not (tmp_path / "tune").exists()
-    assert (f"--env {JUMANJI_API} is a JAX env (jumanji API): tune races gymnasium strategies only; measure it "
-            f"with rlbench run --adapter gymnax") in run.stderr
+@pytest.mark.slow
+def test_tune_races_the_jax_adapters_on_a_jax_env_from_2_to_the_8_envs_up(tmp_path):
+    run = run_cli_subprocess(["tune", "--env", JUMANJI_API, "--budget", "20s"], tmp_path / "tune", timeout=300)
+    assert run.rc == 0, run.stderr[-2000:]
+    record = json.loads((tmp_path / "tune" / "tune.json").read_text())
+    assert record["profile"]["api"] == "jumanji" and record["profile"]["adapter"] == "gymnax"
+    assert record["profile"]["step"]["median_us"] > 0 and record["profile"]["policy_us_per_batch"] == {}
+    assert record["calibration"]["adapters"] == {}          # a JAX env: no CPU calibration
+    win = record["decision"]["winner"]
+    assert win["adapter"] == "gymnax" and win["num_envs"] >= 256
+    rows = [json.loads(line) for line in (tmp_path / "tune" / "results.jsonl").read_text().splitlines()]
+    assert {r["adapter"] for r in rows} == {"gymnax"} and min(r["num_envs"] for r in rows) >= 256
+    serial = next(s for s in record["decision"]["strategies"] if s["adapter"] == "serial")
+    assert "is a JAX env (jumanji API): serial steps gymnasium envs" in serial["why"]
+    assert "rlbench run --adapter gymnax" in run.stdout and "inside the program gymnax compiles" in run.stdout

@@ -25,6 +25,7 @@ class FunctionalEnv:
     step: Callable         # (key, state, action) -> (obs, state, reward float32, done bool)
     action: tuple          # ("discrete", n) or ("box", low, high), bounds finite, as make_actor takes it
     obs_dim: int           # length of flat(obs) of one env
+    obs_bytes: int         # bytes of one env's observation as the env gives it
     episode_steps: int     # the env's own episode limit (evaluation horizon)
     api: str               # gymnax | jumanji
 
@@ -67,7 +68,7 @@ def _gymnax(jax, env, params) -> FunctionalEnv:
 
     action = _action(env.action_space(params), "n", "low", "high")
     steps = int(getattr(params, "max_steps_in_episode", 0) or DEFAULT_EPISODE_STEPS)
-    return FunctionalEnv(reset, step, action, _obs_dim(jax, reset), steps, "gymnax")
+    return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "gymnax")
 
 
 def _jumanji(jax, env) -> FunctionalEnv:
@@ -88,7 +89,7 @@ def _jumanji(jax, env) -> FunctionalEnv:
     spec = env.action_spec() if inspect.ismethod(env.action_spec) else env.action_spec  # a method before 1.0
     action = _action(spec, "num_values", "minimum", "maximum")
     steps = int(getattr(env, "time_limit", 0) or DEFAULT_EPISODE_STEPS)
-    return FunctionalEnv(reset, step, action, _obs_dim(jax, reset), steps, "jumanji")
+    return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "jumanji")
 
 
 def _action(space, count: str, low: str, high: str) -> tuple:
@@ -114,7 +115,10 @@ def action_kind(space) -> str:
     return "Discrete" if kind[0] == "discrete" else "Box"
 
 
-def _obs_dim(jax, reset) -> int:
-    """Length of one env's flattened observation, from shapes alone (nothing runs)."""
+def _obs_size(jax, reset) -> tuple:
+    """(length of one env's flattened observation, its bytes as the env gives it), from shapes alone."""
+    import numpy as np
     obs, _ = jax.eval_shape(reset, jax.random.PRNGKey(0))
-    return sum(int(math.prod(leaf.shape)) for leaf in jax.tree.leaves(obs))
+    leaves = jax.tree.leaves(obs)
+    return (sum(int(math.prod(leaf.shape)) for leaf in leaves),
+            sum(int(math.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize for leaf in leaves))

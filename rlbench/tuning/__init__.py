@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict
 
 from rlbench import registry
-from rlbench.envs import env_api, planned_env_kwargs
+from rlbench.envs import planned_env_kwargs
 from rlbench.errors import UsageError
 from rlbench.machine.fingerprint import fingerprint, now
 from rlbench.planning.flags import pairs
@@ -62,7 +62,7 @@ def tune(args) -> tuple:
     profile = profile_env(workload)
     max_envs = args.max_envs or default_max_envs(profile)
     space = Space(workload, named, max_envs, cpus)
-    runnable = [a for a in space.adapters if any(space.settings(a, n) for n in probe_sizes(cpus, max_envs))]
+    runnable = [a for a in space.adapters if any(space.settings(a, n) for n in probe_sizes(cpus, max_envs, profile))]
     if not runnable:
         raise UsageError(f"no adapter can run {workload.env_id} here: "
                          + "; ".join(f"{x.adapter}: {x.reason}" for x in space.left[:6]))
@@ -76,7 +76,8 @@ def tune(args) -> tuple:
         rundir.point_latest(out_dir)
         envs = prepare(space.adapters, env)
         measurer = SweepMeasurer(run_id, SETTINGS, out_dir, envs, t0=t0)
-        calibration = calibrate_here(runnable, cpus, max_envs, envs, measurer, budget_s, out_dir)
+        calibration = calibrate_here(runnable, cpus, max_envs, envs, measurer, budget_s, out_dir) \
+            if profile.get("api", "gymnasium") == "gymnasium" else NOT_CALIBRATED
         search = Search(space, measurer, budget_s - report_s(budget_s), profile, calibration["adapters"], cpus,
                         memory_mb=available_mb())
         interrupted = False
@@ -103,6 +104,10 @@ def tune(args) -> tuple:
     print(f"\nreport: {os.path.join(out_dir, 'index.html')}  decision: {os.path.join(out_dir, TUNE_JSON)}")
     print(f"rlbench tune: {time.monotonic() - t0:.0f} s of the {budget_s:.0f} s budget used", file=sys.stderr)
     return (130 if interrupted else 0 if decision.get("winner") else 1), out_dir
+
+
+# a JAX env races JAX adapters only, which the calibration (CPU strategies on a CPU env) does not measure
+NOT_CALIBRATED = {"path": None, "sizes": [], "measured_now": [], "adapters": {}}
 
 
 def report_s(budget_s: float) -> float:
@@ -140,10 +145,6 @@ def plan_workload(args) -> Workload:
     if registry.family_of_workload(args.env) is not None:
         raise UsageError(f"--env {args.env}: tune races env-stepping strategies; give an env, not a workload")
     kwargs, frameskip = planned_env_kwargs(args.env, env_kwargs)
-    api = env_api(args.env, kwargs)
-    if api != "gymnasium":  # its profile, probe sizes and calibration are those of CPU envs stepped one by one
-        raise UsageError(f"--env {args.env} is a JAX env ({api} API): tune races gymnasium strategies only; "
-                         f"measure it with rlbench run --adapter gymnax --num-envs 256,4096,65536 --env {args.env}")
     return Workload(args.env, 1, parse_policy(args.policy), 0, frameskip, kwargs)
 
 

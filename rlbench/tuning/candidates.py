@@ -31,6 +31,7 @@ def cpus_here() -> int:
 
 
 MAX_ENVS_CAP = 4096   # the largest num_envs tune climbs to, memory allowing
+JAX_MAX_ENVS_CAP = 2**20  # a JAX env's: vmapped, an env is a few bytes of carry (gymnax's GPU sizes reach 2^20)
 MEMORY_SHARE = 0.5    # of the machine's available memory, what one configuration may expect to hold
 
 
@@ -43,9 +44,10 @@ def default_max_envs(profile: dict, memory_mb: float = None) -> int:
     """As many envs as fit in MEMORY_SHARE of the available memory at the profiled memory per env, up to
     MAX_ENVS_CAP: the search climbs num_envs only while it pays, so the bound is what the machine can hold,
     not a guess of where the peak is."""
-    per_env = max(profile.get("rss_per_env_mb") or 0.0, 1e-3)
+    jax_env = profile.get("api", "gymnasium") != "gymnasium"
+    per_env = max(profile.get("rss_per_env_mb") or 0.0, 1e-6 if jax_env else 1e-3)
     fits = int(MEMORY_SHARE * (memory_mb if memory_mb is not None else available_mb()) / per_env)
-    return max(1, min(MAX_ENVS_CAP, fits))
+    return max(1, min(JAX_MAX_ENVS_CAP if jax_env else MAX_ENVS_CAP, fits))
 
 
 def raced_kinds() -> set:

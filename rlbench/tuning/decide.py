@@ -134,7 +134,8 @@ def lines(decision: dict, profile: dict, label: str) -> list:
     out = [f"env profile: {profile['step']['median_us']:.2f} us per step (p99 {profile['step']['p99_us']:.2f}, "
            f"CV {profile['step']['cv']:.0%}), reset {profile['reset_share']:.1%} of the time, "
            f"{profile['obs_bytes']} B per observation, {profile['rss_per_env_mb']:.1f} MB per env; policy "
-           + ", ".join(f"{us:.1f} us at batch {b}" for b, us in profile["policy_us_per_batch"].items())]
+           + (", ".join(f"{us:.1f} us at batch {b}" for b, us in profile["policy_us_per_batch"].items())
+              or f"inside the program {profile.get('adapter')} compiles (a JAX env: one env in its loop)")]
     win = decision.get("winner")
     if not win:
         return out + [f"no answer: {decision.get('why_none')}"]

@@ -85,15 +85,66 @@ def policy_profile(workload, observation_space, action_space, obs, calls_s: floa
     return out
 
 
+def jax_host(api: str):
+    """The adapter a JAX env of this API is profiled on: the first env-stepping one that runs the API."""
+    from rlbench import registry
+    from rlbench.tuning.candidates import raced_kinds
+    kinds = raced_kinds()
+    hosts = [cls for _, cls in sorted(registry.discover().items()) if api in cls.jax_env_apis and cls.kind in kinds]
+    if not hosts:
+        from rlbench.errors import UsageError
+        raise UsageError(f"no adapter here runs JAX envs of the {api} API")
+    return hosts[0]
+
+
+def jax_profile(workload, api: str, seconds: float) -> dict:
+    """A JAX env has no step to call on its own: it is profiled as one env in the loop its adapter compiles
+    (adapter defaults), a step's cost being a unit's time over the env steps it made. Resets happen inside
+    steps (reset_share 0); the policy runs inside the program (no per-batch cost); the memory an env holds
+    is its share of the loop's carry."""
+    from dataclasses import replace
+
+    import psutil
+
+    from rlbench.envs import spaces
+    process_rss_mb = psutil.Process().memory_info().rss / 2**20
+    cls = jax_host(api)
+    t = time.perf_counter()
+    session = cls().open(replace(workload, num_envs=1), cls.resolve_options({}))
+    build_s = time.perf_counter() - t
+    try:
+        session.step()   # the first call's own costs (buffers, dispatch caches) are not the steady cost
+        per_step = []
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end or len(per_step) < 10:
+            t = time.perf_counter_ns()
+            made = session.step()
+            per_step.append((time.perf_counter_ns() - t) / made)
+        obs_bytes, carry_bytes = session.obs_bytes, session.carry_bytes
+        compile_s = session.info.get("compile_s")
+    finally:
+        session.close()
+    obs_space, act_space = spaces(workload.env_id, workload.env_kwargs)
+    return {"env": workload.env_id, "env_kwargs": workload.env_kwargs, "policy": workload.policy.label, "api": api,
+            "adapter": cls.name, "observation_space": str(obs_space)[:300], "action_space": str(act_space)[:300],
+            "obs_bytes": obs_bytes, "build_s": build_s, "compile_s": compile_s, "process_rss_mb": process_rss_mb,
+            "step": _quantiles(np.asarray(per_step, float)), "reset": _quantiles(np.zeros(1)), "reset_share": 0.0,
+            "episodes": 0, "steps_per_episode": 0.0, "rss_per_env_mb": carry_bytes / 2**20,
+            "policy_us_per_batch": {}}
+
+
 def profile(spec: dict) -> dict:
     from functools import partial
 
     import psutil
 
-    from rlbench.envs import make_env
+    from rlbench.envs import env_api, make_env
     from rlbench.policy import random_sampler
     from rlbench.workload import Workload
     workload = Workload.from_dict(spec["workload"])
+    api = env_api(workload.env_id, workload.env_kwargs)
+    if api != "gymnasium":
+        return jax_profile(workload, api, spec.get("seconds", 1.0))
     process_rss_mb = psutil.Process().memory_info().rss / 2**20  # a worker process's own, before any env
     make = partial(make_env, workload.env_id, **workload.env_kwargs)
     t = time.perf_counter()
@@ -112,6 +163,8 @@ def profile(spec: dict) -> dict:
 
 
 def main() -> int:
+    from rlbench.envs import in_cell
+    in_cell()   # like a cell's: the env is imported as the user runs it (a JAX env on the accelerator)
     spec = json.loads(sys.argv[1])
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     print(json.dumps(profile(spec)), flush=True)

@@ -39,6 +39,7 @@ MAX_REPEATS = 10     # a tied leader's and runner-up's, at most
 TOP = 3              # configurations whose neighbourhoods are searched
 PRUNE_BELOW = 0.5    # pruned: predicted at most this share of the leader's measured rate
 PROBE_PER_CORE = (1, 8)  # probe sizes: this many envs per core
+JAX_PROBE_SIZES = (2**8, 2**12)  # a JAX env's probe sizes: vmapped, its curve starts where a CPU's ends
 RESERVE_SHARE = 0.25     # the contenders' confirmation keeps back at most this share of the budget
 
 
@@ -90,7 +91,10 @@ def priority(c) -> tuple:
     return 2, -(c.predicted or 0.0)
 
 
-def probe_sizes(cpus: int, max_envs: int) -> list:
+def probe_sizes(cpus: int, max_envs: int, profile: dict = None) -> list:
+    """Envs per core for CPU envs; a vmapped JAX env's from JAX_PROBE_SIZES, whatever the cores."""
+    if (profile or {}).get("api", "gymnasium") != "gymnasium":
+        return sorted({max(1, min(n, max_envs)) for n in JAX_PROBE_SIZES})
     return sorted({max(1, min(k * cpus, max_envs)) for k in PROBE_PER_CORE})
 
 
@@ -166,7 +170,7 @@ class Search:
 
     def probe(self, adapters) -> None:
         for name in adapters:
-            for n in probe_sizes(self.cpus, self.space.max_envs):
+            for n in probe_sizes(self.cpus, self.space.max_envs, self.profile):
                 for variant, cell in self.space.probe_setting(name, n):
                     self.add(variant, cell, f"probe: {name} at num_envs={n}")
 
@@ -303,8 +307,10 @@ class Search:
 
     def go(self) -> list:
         """Search until converged or out of budget; the contenders, best first."""
-        loops = [a for a in self.space.adapters if a in BASELINES]
-        rest = [a for a in self.space.adapters if a not in BASELINES]
+        sizes = probe_sizes(self.cpus, self.space.max_envs, self.profile)
+        # the serial loops go first, where they can step the env (a JAX env they cannot: the rest go first)
+        loops = [a for a in self.space.adapters if a in BASELINES and any(self.space.settings(a, n) for n in sizes)]
+        rest = [a for a in self.space.adapters if a not in loops]
         self._start_round()
         self.probe(loops or rest)
         probed_rest, exploring = not loops, True
