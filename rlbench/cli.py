@@ -40,6 +40,8 @@ def parse_args(argv):
     run.add_argument("--policy", default="random", help="random | fixed_cost:cost_us=100 | mlp:hidden=64x64,threads=1")
     run.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="adapter option")
     run.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="env argument")
+    run.add_argument("--env-wrapper", action="append", default=[], metavar="MODULE:FN",
+                     help="a wrapper applied to every env built, in every process (repeat: applied in order)")
     run.add_argument("--resume", metavar="DIR", help="run only the repeats missing from the run in DIR (its plan, "
                                                      "settings and machine must be the same)")
     res = sub.add_parser("resume", help="finish an interrupted run: only the (cell, repeat) pairs missing from DIR")
@@ -61,6 +63,8 @@ def parse_args(argv):
     tun.add_argument("--env", required=True, help="env id: registered gymnasium id, module:EnvId-v0 or "
                                                   "package.module:make_env")
     tun.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="env argument")
+    tun.add_argument("--env-wrapper", action="append", default=[], metavar="MODULE:FN",
+                     help="a wrapper applied to every env built, in every process (repeat: applied in order)")
     tun.add_argument("--policy", default="random", help="random | fixed_cost:cost_us=100 | mlp:... | module:function")
     tun.add_argument("--budget", default="10m", help="wall-clock budget of the whole search (default 10m; 90s, 1h)")
     tun.add_argument("--max-envs", type=positive_int, help="largest num_envs the search may climb to (default: "

@@ -12,8 +12,8 @@ from rlbench.errors import UsageError
 from rlbench.running import rundir
 
 # what a run keeps of its command line (plan.json), enough to plan it again: resume, rerun
-PLAN_ARGS = ("suite", "adapter", "env", "num_envs", "policy", "opt", "env_kwarg", "repeats", "duration", "warmup",
-             "timeout", "only", "profile", "ray_address")
+PLAN_ARGS = ("suite", "adapter", "env", "num_envs", "policy", "opt", "env_kwarg", "env_wrapper", "repeats", "duration",
+             "warmup", "timeout", "only", "profile", "ray_address")
 VALIDATE_SUITE = os.path.join(rlbench.ROOT, "suites", "validate.toml")
 
 

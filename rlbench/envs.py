@@ -28,7 +28,7 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 ATARI_ID = re.compile(r"^([A-Z][A-Za-z0-9]*)-v5$")
 ATARI = {"frameskip": 4, "noop_max": 30, "screen": 84, "stack": 4}
@@ -43,6 +43,13 @@ class EnvInfo:
     native: tuple = ()          # families that implement the env natively besides gymnasium
     choices: dict = field(default_factory=dict)  # env_kwargs with a fixed set of values -> that set
     ranges: dict = field(default_factory=dict)   # numeric env_kwargs -> (low, high), both valid; else >= 0
+    wrappers: tuple = ()        # the user's wrappers (module:fn), applied in this order to every env built
+
+    @property
+    def probed(self) -> bool:
+        """Whether its spaces are read from a built instance: envs rlbench did not write, and any wrapped env
+        (a wrapper may change them)."""
+        return self.family in USER_FAMILIES or bool(self.wrappers)
 
 
 ENVS = {
@@ -86,11 +93,29 @@ def _rom(env_id: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", ATARI_ID.match(env_id).group(1)).lower()
 
 
+WRAP = "+"  # base env id + wrapper + wrapper: how a wrapped env is named (in cell ids too)
+
+
+def wrapped_id(env_id: str, wrappers) -> str:
+    """The id of `env_id` with the user's wrappers applied in order (`CartPole-v1+pkg.mod:fn`)."""
+    return WRAP.join([env_id, *wrappers])
+
+
 def env_info(env_id: str) -> EnvInfo:
-    """What an env id names: an env of ours, an Atari game, or a family's own workload (replay/<name>,
-    described by that family)."""
+    """What an env id names: an env of ours, an Atari game, a family's own workload (replay/<name>,
+    described by that family), or any of these wrapped (`ID+module:fn`): the base env's info, no longer
+    native to any framework (EnvPool or gymnax cannot apply a Python wrapper)."""
     from rlbench import registry
     from rlbench.errors import UsageError
+    if WRAP in env_id:
+        base, *wrappers = env_id.split(WRAP)
+        info = env_info(base)
+        if registry.family_of_workload(base) is not None or (not _cell and env_api(base) != "gymnasium"):
+            raise UsageError(f"env '{env_id}': wrappers apply to gymnasium envs, not to {base}")
+        for w in wrappers:
+            _wrapper(w)
+        return EnvInfo(env_id, info.family, info.frameskip, info.kwargs, (), info.choices, info.ranges,
+                       tuple(wrappers))
     if env_id in ENVS:
         return ENVS[env_id]
     family = registry.family_of_workload(env_id)
@@ -128,7 +153,7 @@ def _user_target(env_id: str):
             module = importlib.import_module(module_name)
     except Exception as exc:  # the user's module: any failure to import is theirs to see, in one line
         raise UsageError(f"env '{env_id}': module {module_name} failed to import: "
-                         f"{type(exc).__name__}: {exc}") from None
+                         f"{type(exc).__name__}: {exc}{_install_hint(exc)}") from None
     target = getattr(module, name, None) if name.isidentifier() else None
     if callable(target):
         return "factory", target
@@ -221,6 +246,33 @@ def refusal(adapter, workload, options: dict):
     return api_refusal(type(adapter), workload) or adapter.supports(workload, options)
 
 
+@functools.lru_cache(maxsize=None)
+def _wrapper(path: str):
+    """`package.module:fn`: a callable taking an env and returning the wrapped env (a gymnasium.Wrapper
+    class works as is)."""
+    from rlbench.errors import UsageError
+    module_name, _, name = path.partition(":")
+    if not module_name or not name.isidentifier():
+        raise UsageError(f"bad env wrapper '{path}' (expected package.module:fn, a callable env -> env)")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module
+        raise UsageError(f"env wrapper '{path}': module {module_name} failed to import: "
+                         f"{type(exc).__name__}: {exc}{_install_hint(exc)}") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise UsageError(f"env wrapper '{path}': module {module_name} defines no callable '{name}'")
+    return fn
+
+
+def _install_hint(exc) -> str:
+    """For a module that is not installed: how to install it into the environment rlbench runs in."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return ""
+    return (f" (not installed here: {sys.executable} -m pip install <the package that provides "
+            f"{exc.name.split('.')[0]}>, or put its folder on PYTHONPATH)")
+
+
 def frameskip_of(info: EnvInfo, env_kwargs: dict) -> int:
     """The user's env states its frameskip as an env argument (passed to the env too, as ALE's is)."""
     return int(env_kwargs.get("frameskip", 1)) if info.kwargs is None else info.frameskip
@@ -233,7 +285,8 @@ def _probe(env_id: str, frozen_kwargs: tuple):
 
     from rlbench.errors import UsageError
     try:
-        if env_info(env_id).family == "custom":
+        info = env_info(env_id)
+        if info.family == "custom" and not info.wrappers:  # perhaps a JAX env
             env = build_user_env(env_id, **dict(frozen_kwargs))
         else:
             env = make_env(env_id, **dict(frozen_kwargs))
@@ -270,7 +323,7 @@ def space_name(space) -> str:
 def unsupported_spaces(workload, who: str, obs=SPACES, act=("Box", "Discrete", "MultiDiscrete", "MultiBinary")):
     """The reason an adapter cannot carry the user's env's spaces (None when it can). rlbench's own envs
     have Box observations and Box or Discrete actions, which every adapter carries: not probed."""
-    if env_info(workload.env_id).family not in USER_FAMILIES:
+    if not env_info(workload.env_id).probed:
         return None
     o, a = spaces(workload.env_id, workload.env_kwargs)
     if space_name(o) not in obs:
@@ -316,7 +369,7 @@ def planned_env_kwargs(env_id: str, given: dict) -> tuple:
     that does not build is refused before anything runs."""
     kwargs = typed_env_kwargs(env_id, given)
     info = env_info(env_id)
-    if info.family in USER_FAMILIES:
+    if info.probed:
         spaces(env_id, kwargs)
     return kwargs, frameskip_of(info, kwargs)
 
@@ -339,6 +392,12 @@ def env_call(workload) -> str:
     gymnasium.make for an id, the factory itself for a factory."""
     args = "".join(f", {k}={v!r}" for k, v in sorted(workload.env_kwargs.items()))
     info = env_info(workload.env_id)
+    if info.wrappers:
+        call = env_call(replace(workload, env_id=workload.env_id.split(WRAP)[0]))
+        for w in info.wrappers:
+            module, _, name = w.partition(":")
+            call = f"{module}.{name}({call})"
+        return call
     if info.family == "custom" and _user_target(workload.env_id)[0] == "factory":
         module, _, name = workload.env_id.partition(":")
         return f"{module}.{name}({args[2:]})"
@@ -350,6 +409,15 @@ def env_call(workload) -> str:
 def make_env(env_id: str, **kwargs):
     """Build one gymnasium env; module-level so subprocess vector envs can pickle it."""
     import gymnasium as gym
+    if WRAP in env_id:
+        base, *wrappers = env_id.split(WRAP)
+        env = make_env(base, **kwargs)
+        for w in wrappers:
+            env = _wrapper(w)(env)
+            if not isinstance(env, gym.Env):
+                from rlbench.errors import UsageError
+                raise UsageError(f"env wrapper '{w}' returned {type(env).__name__}, not a gymnasium.Env")
+        return env
     family = env_info(env_id).family
     if family == "custom":
         env = build_user_env(env_id, **kwargs)

@@ -42,7 +42,7 @@ def plan_from_args(args) -> Suite:
 
 
 def suite_from_flags(args) -> Suite:
-    from rlbench.envs import planned_env_kwargs
+    from rlbench.envs import planned_env_kwargs, wrapped_id
     try:
         sizes = [int(n) for n in args.num_envs.split(",")]
     except ValueError:
@@ -52,7 +52,7 @@ def suite_from_flags(args) -> Suite:
     policy = parse_policy(args.policy)
     options, env_kwargs = pairs("--opt", args.opt), pairs("--env-kwarg", args.env_kwarg)
     cells = []
-    for env_id in args.env:
+    for env_id in (wrapped_id(e, getattr(args, "env_wrapper", None) or ()) for e in args.env):
         try:
             kw, frameskip = planned_env_kwargs(env_id, env_kwargs)
         except UsageError as exc:

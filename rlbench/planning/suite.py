@@ -9,6 +9,7 @@
     num_envs = [1, 4, 16]
     policy = ["random", "mlp:hidden=64x64"]     # optional, default "random"
     env_kwargs = { step_cost_us = [10, 100] }   # optional
+    wrappers = ["mypkg.wrappers:flatten"]       # optional: applied in order to every env built (module:fn)
     options.gymnasium-async = { shared_memory = [true, false] }   # optional, per adapter
     protocol = { duration_s = 10 }              # optional: this sweep's own durations / timeout_s
     [limits]                        # optional: the machine limits measured before a sweep with replay cells
@@ -23,14 +24,14 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 
 from rlbench import registry
-from rlbench.envs import env_info, planned_env_kwargs
+from rlbench.envs import env_info, planned_env_kwargs, wrapped_id
 from rlbench.errors import UsageError
 from rlbench.machine.limits import DEFAULTS as LIMIT_DEFAULTS
 from rlbench.planning.plan import Cell, Settings
 from rlbench.workload import Workload, parse_policy
 
 TOP_KEYS = {"name", "description", "schema", "protocol", "sweep", "limits"}
-SWEEP_KEYS = {"adapters", "envs", "num_envs", "policy", "env_kwargs", "options", "omp_threads", "affinity",
+SWEEP_KEYS = {"adapters", "envs", "num_envs", "policy", "env_kwargs", "wrappers", "options", "omp_threads", "affinity",
               "protocol"}
 SWEEP_PROTOCOL_KEYS = {"warmup_s", "warmup_units", "duration_s", "min_units", "timeout_s"}
 SETTING_TYPES = {f.name: f.type for f in fields(Settings)}
@@ -166,7 +167,10 @@ def expand(where: str, sweep: dict, seed: int) -> list:
     for name in _axis(sweep["adapters"]):
         if name not in adapters:
             raise UsageError(f"{where}: adapters: unknown adapter '{name}' (valid: {', '.join(sorted(adapters))})")
-    envs = [_named(where, "envs", env_info, e) if isinstance(e, str) else _bad(where, "envs", e)
+    wrappers = sweep.get("wrappers", [])
+    if not isinstance(wrappers, list) or not all(isinstance(w, str) for w in wrappers):
+        raise UsageError(f"{where}: wrappers: {wrappers!r} must be a list of \"package.module:fn\" applied in order")
+    envs = [_named(where, "envs", env_info, wrapped_id(e, wrappers)) if isinstance(e, str) else _bad(where, "envs", e)
             for e in _axis(sweep["envs"])]
     for n in _axis(sweep["num_envs"]):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:

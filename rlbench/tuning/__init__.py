@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict
 
 from rlbench import registry
-from rlbench.envs import planned_env_kwargs
+from rlbench.envs import planned_env_kwargs, wrapped_id
 from rlbench.errors import UsageError
 from rlbench.machine.fingerprint import fingerprint, now
 from rlbench.planning.flags import pairs
@@ -144,8 +144,9 @@ def plan_workload(args) -> Workload:
     env_kwargs = pairs("--env-kwarg", args.env_kwarg)
     if registry.family_of_workload(args.env) is not None:
         raise UsageError(f"--env {args.env}: tune races env-stepping strategies; give an env, not a workload")
-    kwargs, frameskip = planned_env_kwargs(args.env, env_kwargs)
-    return Workload(args.env, 1, parse_policy(args.policy), 0, frameskip, kwargs)
+    env_id = wrapped_id(args.env, getattr(args, "env_wrapper", None) or ())
+    kwargs, frameskip = planned_env_kwargs(env_id, env_kwargs)
+    return Workload(env_id, 1, parse_policy(args.policy), 0, frameskip, kwargs)
 
 
 def profile_env(workload) -> dict:
