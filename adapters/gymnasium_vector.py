@@ -4,7 +4,7 @@ Both reset a finished env within the same step (AutoresetMode.SAME_STEP), as `se
 every adapter counts the same transitions.
 """
 
-from rlbench.api import Adapter, Option, env_call, env_fns, make_policy, register
+from rlbench.api import Adapter, Option, env_call, env_fns, env_info, make_policy, register, spaces
 
 
 class VectorSession:
@@ -21,6 +21,28 @@ class VectorSession:
     def close(self):
         self.envs.close()
 
+
+def _same(batch, item, space) -> bool:
+    """Whether a one-env batch holds `item`, part by part."""
+    import numpy as np
+    kind = type(space).__name__
+    if kind == "Dict":
+        return all(_same(batch[k], item[k], space[k]) for k in space.spaces)
+    if kind == "Tuple":
+        return all(_same(batch[i], item[i], s) for i, s in enumerate(space.spaces))
+    if isinstance(batch, np.ndarray):
+        return np.array_equal(batch[0], np.asarray(item))
+    return batch[0] == item
+
+
+def _space_label(space) -> str:
+    """`Dict` holding what: the space's own type, and the first part inside a Dict or Tuple that is not an
+    array space (the one that decides)."""
+    inner = getattr(space, "spaces", None)
+    parts = list(inner.values()) if isinstance(inner, dict) else list(inner) if isinstance(inner, tuple) else []
+    odd = next((p for p in parts if type(p).__name__ not in ("Box", "Discrete", "MultiDiscrete", "MultiBinary")),
+               None)
+    return f"{type(odd).__name__} inside {type(space).__name__}" if odd is not None else type(space).__name__
 
 
 @register
@@ -48,6 +70,30 @@ class GymnasiumAsync(Adapter):
         Option("shared_memory", bool, True, "observations through shared memory instead of pipes"),
         Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn")),
     )
+
+    def supports(self, workload, options):
+        """Whether the observations live in gymnasium's shared memory as AsyncVectorEnv uses it, asked of
+        gymnasium itself while planning: one env's buffer is made and read once (AsyncVectorEnv reads its
+        batch once, at construction, and relies on it being a view), then an observation is written into it.
+        Dynamic shapes (Sequence, Graph) and custom Space subclasses cannot be made (AsyncVectorEnv would fail
+        once its workers start); a Text part is read as a copy, so the batch would never change."""
+        if not options["shared_memory"] or not env_info(workload.env_id).probed:
+            return None
+        from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
+        space = spaces(workload.env_id, workload.env_kwargs)[0]
+        fallback = "gymnasium-async carries them with shared_memory=false, through its pipes"
+        try:
+            buffer = create_shared_memory(space, n=1)
+        except Exception as exc:  # noqa: BLE001  (gymnasium's CustomSpaceError, TypeError for dynamic shapes)
+            return (f"{_space_label(space)} observations cannot live in gymnasium's shared memory "
+                    f"({type(exc).__name__}): {fallback}")
+        batch = read_from_shared_memory(space, buffer, n=1)
+        sample = space.sample()
+        write_to_shared_memory(space, 0, sample, buffer)
+        if not _same(batch, sample, space):
+            return (f"{_space_label(space)} observations in gymnasium's shared memory are read as a copy, not a "
+                    f"view: AsyncVectorEnv's batch would never change: {fallback}")
+        return None
 
     def open(self, workload, options):
         import gymnasium as gym

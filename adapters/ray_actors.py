@@ -97,8 +97,11 @@ class RayActorsSession:
         self.info = {"workers": n, "runtime_init_s": init_s, "cluster": cluster,
                      "placement": [{"actor": i, **p} for i, p in enumerate(placement)],
                      "batch_size": self.per * (o["wait_k"] if o["mode"] == "async" else n)}
-        self.policy = make_policy(workload, *self._spaces()) if o["policy"] == "driver" else None
-        self.obs = batch.join([self._fetch(r) for r in ray.get([a.observe.remote() for a in self.actors])])
+        obs_space, act_space = self._spaces()
+        self.obs_space = obs_space   # how actors' batches join (a Text part is a tuple, not an array)
+        self.policy = make_policy(workload, obs_space, act_space) if o["policy"] == "driver" else None
+        self.obs = batch.join([self._fetch(r) for r in ray.get([a.observe.remote() for a in self.actors])],
+                              obs_space)
         self.pending = {}
         if o["mode"] == "async":
             self._send(range(n), self.obs)
@@ -130,11 +133,11 @@ class RayActorsSession:
             actions = self.policy(self.obs) if self.policy is not None else None
             refs = [a.step.remote(actions[i * self.per:(i + 1) * self.per] if actions is not None else None)
                     for i, a in enumerate(self.actors)]
-            self.obs = batch.join([self._fetch(r) for r in self.ray.get(refs)])
+            self.obs = batch.join([self._fetch(r) for r in self.ray.get(refs)], self.obs_space)
             return self.workload.num_envs
         ready, _ = self.ray.wait(list(self.pending), num_returns=self.opts["wait_k"])
         indices = [self.pending.pop(r) for r in ready]
-        obs = batch.join([self._fetch(r) for r in self.ray.get(ready)])
+        obs = batch.join([self._fetch(r) for r in self.ray.get(ready)], self.obs_space)
         self._send(indices, obs)
         return len(indices) * self.per
 

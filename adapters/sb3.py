@@ -13,6 +13,7 @@ import os
 from time import perf_counter, perf_counter_ns
 
 import numpy as np
+from rlbench.adapters._kit.batch import ARRAY_SPACES, DYNAMIC_SPACES
 from rlbench.adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
@@ -40,6 +41,7 @@ from rlbench.api import (
     make_policy,
     register,
     replay_spec,
+    unsupported_leaves,
 )
 
 
@@ -71,6 +73,10 @@ class SB3Dummy(Adapter):
     description = "stable_baselines3 DummyVecEnv: envs stepped in a loop, one process"
     requires = ("stable_baselines3",)
 
+    def supports(self, workload, options):
+        """DummyVecEnv keeps one preallocated numpy buffer per observation part (obs_space_info)."""
+        return unsupported_leaves(workload, self.name, carries=ARRAY_SPACES)
+
     def open(self, workload, options):
         from stable_baselines3.common.vec_env import DummyVecEnv
         return SB3Session(DummyVecEnv(env_fns(workload)), workload, workers=1)
@@ -89,6 +95,10 @@ class SB3Subproc(Adapter):
         Option("start_method", str, "fork", "multiprocessing start method (SB3's own default is forkserver)",
                ("fork", "forkserver", "spawn")),
     )
+
+    def supports(self, workload, options):
+        """SubprocVecEnv stacks the workers' observations part by part with np.stack: shapes must not vary."""
+        return unsupported_leaves(workload, self.name, refuses=DYNAMIC_SPACES)
 
     def open(self, workload, options):
         from stable_baselines3.common.vec_env import SubprocVecEnv

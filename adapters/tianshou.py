@@ -24,6 +24,7 @@ import os
 
 import numpy as np
 from rlbench.adapters._kit import batch, ray_runtime
+from rlbench.adapters._kit.batch import ARRAY_SPACES
 
 from rlbench.api import (
     PRIORITY_ALPHA,
@@ -38,6 +39,7 @@ from rlbench.api import (
     make_policy,
     register,
     replay_spec,
+    unsupported_leaves,
     unsupported_spaces,
 )
 
@@ -171,6 +173,10 @@ class TianshouShmem(_TianshouAdapter):
     name = "tianshou-shmem"
     description = "tianshou ShmemVectorEnv: one subprocess per env, observations through shared memory"
     options = (*_ASYNC, _CONTEXT)
+
+    def supports(self, workload, options):
+        """Its shared buffers are numpy arrays of each part's shape and dtype: array spaces only."""
+        return super().supports(workload, options) or unsupported_leaves(workload, self.name, carries=ARRAY_SPACES)
 
     def open(self, workload, options):
         from tianshou.env import SubprocVectorEnv

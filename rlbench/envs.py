@@ -333,6 +333,34 @@ def unsupported_spaces(workload, who: str, obs=SPACES, act=("Box", "Discrete", "
     return None
 
 
+def space_leaves(space, path: str = ""):
+    """(path, kind) of every part of a space that is no Dict or Tuple, nested ones opened: ("/mission",
+    "MissionSpace") for MiniGrid's Dict observation."""
+    kind = type(space).__name__
+    if kind == "Dict":
+        for key, part in space.spaces.items():
+            yield from space_leaves(part, f"{path}/{key}")
+    elif kind == "Tuple":
+        for i, part in enumerate(space.spaces):
+            yield from space_leaves(part, f"{path}/{i}")
+    else:
+        yield path, kind
+
+
+def unsupported_leaves(workload, who: str, carries: tuple = None, refuses: tuple = ()):
+    """The reason an adapter cannot carry some part of the user's env's observations (None when it can):
+    a part, at any depth of Dicts and Tuples, of a kind not in `carries` (None: any) or in `refuses`."""
+    if not env_info(workload.env_id).probed:
+        return None
+    for path, kind in space_leaves(spaces(workload.env_id, workload.env_kwargs)[0]):
+        if (carries is not None and kind not in carries) or kind in refuses:
+            where = f" (at {path[1:]})" if path else ""
+            what = (f"carries {', '.join(carries)}, in Dicts and Tuples too, only" if carries is not None
+                    else f"carries no {', '.join(refuses)}")
+            return f"{kind} observations{where}: {who} {what}"
+    return None
+
+
 def typed_env_kwargs(env_id: str, given: dict) -> dict:
     """given env arguments checked against the env's known ones and typed like their defaults."""
     from rlbench.errors import UsageError

@@ -38,11 +38,32 @@ class TimedPolicy:
 
 
 def batch_len(obs) -> int:
-    """How many observations a batch holds, whatever the space: Dict and Tuple batches (a dict or tuple
-    of arrays, as vector envs batch them) hold as many as their first part."""
+    """How many observations a batch holds: Dict and Tuple batches (a dict or tuple of part batches, as
+    vector envs batch them) hold as many as their first part. Without the space, nested dicts and tuples
+    are opened down to an array; `batch_counter` knows the space."""
     while isinstance(obs, (dict, tuple)):
         obs = next(iter(obs.values())) if isinstance(obs, dict) else obs[0]
     return len(obs)
+
+
+def batch_counter(space):
+    """obs batch -> how many observations it holds, for batches of this single-env space: the first part
+    of nested Dicts and Tuples, found once here. A part that is no array (Text, Sequence, Graph, a custom
+    Space) is batched as a tuple of observations, which the space tells from a Tuple space's batch."""
+    import gymnasium as gym
+    path = []
+    while isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        key = next(iter(space.spaces)) if isinstance(space, gym.spaces.Dict) else 0
+        path.append(key)
+        space = space[key]
+    if not path:
+        return len
+
+    def count(obs) -> int:
+        for key in path:
+            obs = obs[key]
+        return len(obs)
+    return count
 
 
 def random_sampler(action_space, rng: np.random.Generator):
@@ -66,16 +87,16 @@ def random_sampler(action_space, rng: np.random.Generator):
 
 
 def random_policy(spec, observation_space, action_space, seed):
-    sample = random_sampler(action_space, np.random.default_rng(seed))
-    return lambda obs: sample(batch_len(obs))
+    sample, count = random_sampler(action_space, np.random.default_rng(seed)), batch_counter(observation_space)
+    return lambda obs: sample(count(obs))
 
 
 def fixed_cost_policy(spec, observation_space, action_space, seed):
-    sample = random_sampler(action_space, np.random.default_rng(seed))
+    sample, count = random_sampler(action_space, np.random.default_rng(seed)), batch_counter(observation_space)
 
     def act(obs):
         busy_wait_us(spec.cost_us)
-        return sample(batch_len(obs))
+        return sample(count(obs))
     return act
 
 

@@ -8,7 +8,7 @@ and the policy sees what `serial` hands it. On a plain array each is the numpy o
 """
 import numpy as np
 
-from rlbench.api import USER_FAMILIES, env_info, spaces, unsupported_spaces
+from rlbench.api import env_info, spaces, unsupported_spaces
 
 
 def dict_parts(space):
@@ -25,7 +25,7 @@ def spaces_reason(workload, who: str, obs: tuple, parts: tuple, act: tuple = Non
     every part is of a kind in `parts`, else the reason naming the first that is not. Cheap: the user's
     env's spaces are built once per process."""
     reason = unsupported_spaces(workload, who, obs=obs)   # the observations first, the actions last
-    if reason is None and env_info(workload.env_id).family in USER_FAMILIES:
+    if reason is None and env_info(workload.env_id).probed:
         space = spaces(workload.env_id, workload.env_kwargs)[0]
         if type(space).__name__ == "Dict":
             bad = next((kind for kind in dict_parts(space) if kind not in parts), None)
@@ -45,13 +45,24 @@ def stack(space, items, out=None):
     return concatenate(space, items, out)
 
 
-def join(batches):
-    """Batches one after the other, along the env axis (np.concatenate of every part)."""
+ARRAY_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")  # batched as one array
+DYNAMIC_SPACES = ("Sequence", "Graph", "OneOf")  # observations whose shape varies: they do not stack
+
+
+def join(batches, space=None):
+    """Batches one after the other, along the env axis: np.concatenate of every array part; a part of a
+    space that is no array (Text, Sequence, Graph, a custom Space: gymnasium batches it as a tuple of
+    observations) joined as tuples. The space tells such a tuple from a Tuple space's batch; without it,
+    tuples are taken for Tuple batches."""
     first = batches[0]
+    kind = type(space).__name__ if space is not None else None
     if isinstance(first, dict):
-        return {key: join([b[key] for b in batches]) for key in first}
-    if isinstance(first, tuple):
-        return tuple(join([b[i] for b in batches]) for i in range(len(first)))
+        return {key: join([b[key] for b in batches], space[key] if space is not None else None) for key in first}
+    if isinstance(first, tuple) and kind in (None, "Tuple"):
+        return tuple(join([b[i] for b in batches], space[i] if space is not None else None)
+                     for i in range(len(first)))
+    if kind is not None and kind not in ARRAY_SPACES:
+        return tuple(item for b in batches for item in b)
     return np.concatenate(batches)
 
 

@@ -7,7 +7,9 @@
 
 An agent walks a corridor of `length` cells towards a goal; `step_cost_us` burns CPU inside step() like a
 physics engine would, per frame (`frameskip` frames per step). `obs` picks the observation space (box, dict,
-tuple, discrete, multidiscrete, multibinary) and `act` the action space (discrete, box, multidiscrete,
+tuple, discrete, multidiscrete, multibinary; and what third-party envs bring: text, sequence, graph, mission
+(a Dict of an image, a direction and a custom MissionSpace holding a str, as MiniGrid's)) and `act` the
+action space (discrete, box, multidiscrete,
 multibinary), so one env exercises every space an adapter may or may not carry. The dynamics depend only on
 the actions and the reset seed: the same seed and actions give the same transitions under every strategy.
 """
@@ -16,7 +18,26 @@ import time
 import gymnasium as gym
 import numpy as np
 
-OBS = ("box", "dict", "tuple", "discrete", "multidiscrete", "multibinary")
+OBS = ("box", "dict", "tuple", "discrete", "multidiscrete", "multibinary",
+       "text", "sequence", "graph", "mission")   # the last four: what third-party envs bring
+WORDS = ("go", "left", "right", "to", "the", "goal")
+
+
+class MissionSpace(gym.Space):
+    """A custom Space subclass holding a str, as MiniGrid's own MissionSpace does: no shape, no dtype."""
+
+    def __init__(self, seed=None):
+        super().__init__(None, None, seed)
+
+    def sample(self, mask=None, probability=None):
+        return " ".join(self.np_random.choice(WORDS, 3))
+
+    def contains(self, x) -> bool:
+        return isinstance(x, str)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, MissionSpace)
+
 ACT = ("discrete", "box", "multidiscrete", "multibinary")
 
 
@@ -39,6 +60,11 @@ class Corridor(gym.Env):
             "discrete": gym.spaces.Discrete(n),
             "multidiscrete": gym.spaces.MultiDiscrete([n, n]),
             "multibinary": gym.spaces.MultiBinary(n),
+            "text": gym.spaces.Text(32, charset="abcdefghijklmnopqrstuvwxyz "),
+            "sequence": gym.spaces.Sequence(gym.spaces.Discrete(n)),
+            "graph": gym.spaces.Graph(gym.spaces.Box(-1.0, 1.0, (2,), np.float32), gym.spaces.Discrete(2)),
+            "mission": gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (3, 3, 3), np.uint8),
+                                        "direction": gym.spaces.Discrete(4), "mission": MissionSpace()}),
         }[obs]
         self.action_space = {
             "discrete": gym.spaces.Discrete(3),
@@ -71,7 +97,19 @@ class Corridor(gym.Env):
             return p
         if self.obs_kind == "multidiscrete":
             return np.array([p, g], np.int64)
-        return (np.arange(n) == p).astype(np.int8)
+        if self.obs_kind == "multibinary":
+            return (np.arange(n) == p).astype(np.int8)
+        mission = f"go {'left' if g < p else 'right'} to the goal"
+        if self.obs_kind == "text":
+            return mission
+        if self.obs_kind == "sequence":
+            return tuple(range(min(p, g), max(p, g) + 1))        # the cells between agent and goal: any length
+        if self.obs_kind == "graph":
+            return gym.spaces.GraphInstance(nodes=np.stack([x, x[::-1]]).astype(np.float32),
+                                            edges=np.array([int(p < g)]), edge_links=np.array([[0, 1]]))
+        image = np.zeros((3, 3, 3), np.uint8)                      # mission
+        image[1, 1] = (10 * p, 10 * g, 255 * (p == g))
+        return {"image": image, "direction": int(p < g) + 2 * int(p > g), "mission": mission}
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
