@@ -16,7 +16,19 @@ Counting: PufferLib resets a finished env on the send after the one that finishe
 it then is not used (as EnvPool does): that step is no transition and is not counted. Dict and Tuple
 observations arrive flattened into one array (PufferLib's emulation): the policy sees what PufferLib gives.
 """
-from rlbench.api import Adapter, Option, Unsupported, env_call, make_env, make_policy, register, unsupported_spaces
+from rlbench.adapters._kit.batch import ARRAY_SPACES
+
+from rlbench.api import (
+    Adapter,
+    Option,
+    Unsupported,
+    env_call,
+    make_env,
+    make_policy,
+    register,
+    unsupported_leaves,
+    unsupported_spaces,
+)
 
 OBS = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")   # what its emulation flattens
 ACT = ("Box", "Discrete", "MultiDiscrete")
@@ -85,7 +97,9 @@ class _Puffer(Adapter):
     environment = "pufferlib"   # adapters/envs/pufferlib.txt: pufferlib-core without its torch pin
 
     def supports(self, workload, options):
-        return unsupported_spaces(workload, self.name, obs=OBS, act=ACT)
+        """Its emulation flattens every observation part into one structured numpy record: arrays only."""
+        return (unsupported_spaces(workload, self.name, obs=OBS, act=ACT)
+                or unsupported_leaves(workload, self.name, carries=ARRAY_SPACES))
 
 
 @register
