@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras browser bench lint test test-slow report compare ci-report check-overhead check-tune \
+.PHONY: install install-extras browser bench lint test test-slow envzoo report compare ci-report check-overhead check-tune \
 	device-kit device-rehearse clean
 
 install: $(STAMP)
@@ -45,8 +45,16 @@ lint: install
 test: install install-extras browser lint
 	$(PY) -m pytest -q -m "not slow"
 
-test-slow: install install-extras browser
+test-slow: install install-extras browser envzoo
 	$(PY) -m pytest -q -m slow
+
+# Third-party env packages (tests/envzoo/requirements.txt) in a folder of their own, for tests/test_env_zoo.py.
+ENVZOO := .envzoo
+envzoo: $(ENVZOO)/.installed
+$(ENVZOO)/.installed: tests/envzoo/requirements.txt | install
+	rm -rf $(ENVZOO)
+	$(PY) -m pip install -q --target $(ENVZOO) --no-deps -r tests/envzoo/requirements.txt
+	touch $@
 
 # Rebuild CSV and HTML of a run (default: the last one) from its results.jsonl.
 DIR ?= reports/latest

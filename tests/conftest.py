@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
@@ -205,3 +206,18 @@ def _another_bystanders(name: str, ours: set) -> bool:
     import psutil
     m = re.fullmatch(r"rlbenchtest_bystander_(\d+)_\d+", name)
     return bool(m) and int(m.group(1)) not in ours and psutil.pid_exists(int(m.group(1)))
+
+
+def canon_batch(batch, space):
+    """A batch as {path: list of python values}, whatever container the adapter returned it in (a tuple of
+    str, or numpy's array of str; a tuple of GraphInstances), so carriers compare by value."""
+    kind = type(space).__name__
+    if kind == "Dict":
+        return {f"/{k}{p}": v for k in space.spaces for p, v in canon_batch(batch[k], space[k]).items()}
+    if kind == "Tuple":
+        return {f"/{i}{p}": v for i, s in enumerate(space.spaces) for p, v in canon_batch(batch[i], s).items()}
+    if kind == "Graph":
+        return {"": [(g.nodes.tolist(), g.edges.tolist(), g.edge_links.tolist()) for g in batch]}
+    if kind == "Sequence":
+        return {"": [tuple(np.asarray(x).tolist()) for x in batch]}
+    return {"": np.asarray(batch).tolist() if isinstance(batch, np.ndarray) else list(batch)}

@@ -8,9 +8,8 @@ import os
 import sys
 from dataclasses import replace
 
-import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, canon_batch
 
 from rlbench import registry
 from rlbench.api import PolicySpec, Workload
@@ -51,31 +50,16 @@ def _decision(adapter, options, obs):
     return refusal(cls(), _workload(obs), cls.resolve_options(options))
 
 
-def _canon(batch, space):
-    """A batch as {path: list of python values}, whatever container the adapter returned it in (a tuple of
-    str, or numpy's array of str; a tuple of GraphInstances), so carriers compare by value."""
-    kind = type(space).__name__
-    if kind == "Dict":
-        return {f"/{k}{p}": v for k in space.spaces for p, v in _canon(batch[k], space[k]).items()}
-    if kind == "Tuple":
-        return {f"/{i}{p}": v for i, s in enumerate(space.spaces) for p, v in _canon(batch[i], s).items()}
-    if kind == "Graph":
-        return {"": [(g.nodes.tolist(), g.edges.tolist(), g.edge_links.tolist()) for g in batch]}
-    if kind == "Sequence":
-        return {"": [tuple(np.asarray(x).tolist()) for x in batch]}
-    return {"": np.asarray(batch).tolist() if isinstance(batch, np.ndarray) else list(batch)}
-
-
 def _trajectory(adapter, options, obs):
     workload = _workload(obs)
     space = spaces(workload.env_id, workload.env_kwargs)[0]
     cls = registry.get(adapter)
     session = cls().open(workload, cls.resolve_options(options))
     try:
-        out = [_canon(session.obs, space)]
+        out = [canon_batch(session.obs, space)]
         for _ in range(STEPS):
             assert session.step() == N
-            out.append(_canon(session.obs, space))
+            out.append(canon_batch(session.obs, space))
         return out
     finally:
         session.close()
