@@ -3,7 +3,6 @@ them: every (env, adapter) pair either gives serial's observations step for step
 planning with its reason; none is an `error` row. The table is docs/compatibility-envs.md, checked here
 (RLBENCH_WRITE_DOCS=1 rewrites it from this run). Slow: real envs, a Ray start per Ray session."""
 import os
-import sys
 
 import pytest
 from conftest import REPO, canon_batch
@@ -15,8 +14,6 @@ from rlbench.envs import refusal, spaces
 ZOO_DIR = REPO / ".envzoo"
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not (ZOO_DIR / ".installed").exists(), reason="no .envzoo: make envzoo")]
-if str(ZOO_DIR) not in sys.path and ZOO_DIR.exists():
-    sys.path[:0] = [str(ZOO_DIR), str(REPO / "tests" / "envzoo"), str(REPO / "examples")]
 
 # kind -> (package, env as rlbench names it, env_kwargs)
 ZOO = {
@@ -35,11 +32,16 @@ N, STEPS = 2, 8
 DOC = REPO / "docs" / "compatibility-envs.md"
 
 
+PATHS = [str(ZOO_DIR), str(REPO / "tests" / "envzoo"), str(REPO / "examples")]
+
+
 @pytest.fixture(autouse=True)
 def zoo_on_pythonpath(monkeypatch):
-    """Worker processes (spawned, Ray's) import the packages too."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ZOO_DIR), str(REPO / "tests" / "envzoo"),
-                                                      str(REPO / "examples")]))
+    """Here and in worker processes (spawned, Ray's) only while these tests run: the folder must not shadow
+    the main environment's packages for the other tests."""
+    for path in reversed(PATHS):
+        monkeypatch.syspath_prepend(path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(PATHS))
 
 
 # rlpyt-cpu's workers pick their own actions: a deterministic policy, so serial's are the same
