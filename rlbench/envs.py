@@ -144,7 +144,7 @@ def _registered(env_id: str) -> bool:
 def _user_target(env_id: str):
     """`module:name` -> ("factory", callable) or ("id", name) once the module is imported (which registers
     its ids). A name that is an identifier the module defines is a factory; anything else an env id."""
-    from rlbench.errors import UsageError
+    from rlbench.errors import UsageError, install_hint
     module_name, _, name = env_id.partition(":")
     if not module_name or not name:
         raise UsageError(f"bad env '{env_id}' (expected module:EnvId-v0 or package.module:make_env)")
@@ -153,7 +153,7 @@ def _user_target(env_id: str):
             module = importlib.import_module(module_name)
     except Exception as exc:  # the user's module: any failure to import is theirs to see, in one line
         raise UsageError(f"env '{env_id}': module {module_name} failed to import: "
-                         f"{type(exc).__name__}: {exc}{_install_hint(exc)}") from None
+                         f"{type(exc).__name__}: {exc}{install_hint(exc)}") from None
     target = getattr(module, name, None) if name.isidentifier() else None
     if callable(target):
         return "factory", target
@@ -250,27 +250,12 @@ def refusal(adapter, workload, options: dict):
 def _wrapper(path: str):
     """`package.module:fn`: a callable taking an env and returning the wrapped env (a gymnasium.Wrapper
     class works as is)."""
+    from rlbench import registry
     from rlbench.errors import UsageError
     module_name, _, name = path.partition(":")
     if not module_name or not name.isidentifier():
         raise UsageError(f"bad env wrapper '{path}' (expected package.module:fn, a callable env -> env)")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module
-        raise UsageError(f"env wrapper '{path}': module {module_name} failed to import: "
-                         f"{type(exc).__name__}: {exc}{_install_hint(exc)}") from None
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise UsageError(f"env wrapper '{path}': module {module_name} defines no callable '{name}'")
-    return fn
-
-
-def _install_hint(exc) -> str:
-    """For a module that is not installed: how to install it into the environment rlbench runs in."""
-    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
-        return ""
-    return (f" (not installed here: {sys.executable} -m pip install <the package that provides "
-            f"{exc.name.split('.')[0]}>, or put its folder on PYTHONPATH)")
+    return registry.load_factory(path, "env wrapper")
 
 
 def frameskip_of(info: EnvInfo, env_kwargs: dict) -> int:

@@ -7,3 +7,13 @@ class UsageError(Exception):
 
 class Unsupported(Exception):
     """Raised by an adapter when it cannot host a workload here (missing package, no GPU, ...)."""
+
+
+def install_hint(exc: BaseException) -> str:
+    """For a user's module that is not installed: how to install it into the environment rlbench runs in
+    ("" for any other failure to import)."""
+    import sys
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return ""
+    return (f" (not installed here: {sys.executable} -m pip install <the package that provides "
+            f"{exc.name.split('.')[0]}>, or put its folder on PYTHONPATH)")

@@ -9,7 +9,7 @@ import sys
 from importlib.metadata import entry_points
 
 from rlbench.contract import Adapter, Family
-from rlbench.errors import UsageError
+from rlbench.errors import UsageError, install_hint
 
 ADAPTERS = {}
 LOAD_ERRORS = {}
@@ -96,7 +96,7 @@ def load_factory(path: str, what: str):
         module = importlib.import_module(module_name)
     except Exception as exc:  # the user's module: whatever it raises is theirs to see, in one line
         raise UsageError(f"{what} '{path}': module {module_name} failed to import: "
-                         f"{type(exc).__name__}: {exc}") from None
+                         f"{type(exc).__name__}: {exc}{install_hint(exc)}") from None
     target = getattr(module, attr, None)
     if not callable(target):
         raise UsageError(f"{what} '{path}': module {module_name} has no function '{attr}'")

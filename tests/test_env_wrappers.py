@@ -73,7 +73,7 @@ def test_a_suite_names_its_wrappers(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("wrapper, said", [
-    ("toyenvs.wrappers:nothing", "env wrapper 'toyenvs.wrappers:nothing': module toyenvs.wrappers defines no callable "
+    ("toyenvs.wrappers:nothing", "env wrapper 'toyenvs.wrappers:nothing': module toyenvs.wrappers has no function "
                                  "'nothing'"),
     ("no_such_package.wrappers:flat", "env wrapper 'no_such_package.wrappers:flat': module no_such_package.wrappers "
                                       "failed to import: ModuleNotFoundError"),
