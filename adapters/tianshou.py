@@ -88,13 +88,13 @@ class TianshouSession:
         return len(obs)
 
     def _step_async(self) -> int:
-        obs, _, terminated, truncated, info = self.venv.step(self.policy(batch.take(self.obs, self.ready)),
-                                                             self.ready)
+        obs, _, terminated, truncated, info = self.venv.step(
+            self.policy(batch.take(self.obs, self.ready, self.space)), self.ready)
         ids = np.fromiter((i["env_id"] for i in info), dtype=np.int64, count=len(info))
         done = np.flatnonzero(np.logical_or(terminated, truncated))
         if len(done):
             obs[done] = self.venv.reset(env_id=ids[done])[0]
-        batch.put(self.obs, ids, self._batch(obs))
+        self.obs = batch.put(self.obs, ids, self._batch(obs), self.space)
         self.ready = ids
         return len(ids)
 

@@ -127,3 +127,34 @@ def test_tune_races_gymnasium_async_over_pipes_where_shared_memory_cannot_hold_t
     settings = [cell.given_options for _, cell in space.settings("gymnasium-async", 4)]
     assert settings == [{"shared_memory": False}]
     assert any("cannot live in gymnasium's shared memory" in x.reason for x in space.left)
+
+
+def test_tianshou_async_mode_carries_a_mission_env_by_env():
+    """Envs come back in any order (wait_num < num_envs): each one's observations, mission strings included,
+    are those it has under serial with an obs-only policy."""
+    policy = PolicySpec("user", factory="toyenvs.policies:linear")
+    workload = replace(_workload("mission"), policy=policy)
+    space = spaces(workload.env_id, workload.env_kwargs)[0]
+    want = []
+    session = registry.get("serial")().open(workload, {})
+    try:
+        want.append(canon_batch(session.obs, space))
+        for _ in range(STEPS):
+            session.step()
+            want.append(canon_batch(session.obs, space))
+    finally:
+        session.close()
+    cls = registry.get("tianshou-subproc")
+    session = cls().open(workload, cls.resolve_options({"wait_num": 2}))
+    try:
+        first = canon_batch(session.obs, space)
+        seen = [[{k: v[i] for k, v in first.items()}] for i in range(N)]
+        for _ in range(STEPS):
+            assert 1 <= session.step() == len(session.ready) <= N
+            now = canon_batch(session.obs, space)
+            for i in session.ready:
+                seen[i].append({k: v[i] for k, v in now.items()})
+    finally:
+        session.close()
+    for i, got in enumerate(seen):
+        assert got == [{k: v[i] for k, v in w.items()} for w in want[:len(got)]], f"env {i}"

@@ -66,23 +66,38 @@ def join(batches, space=None):
     return np.concatenate(batches)
 
 
-def take(batch, index):
-    """batch[index] of every part (a view where numpy gives one: a slice)."""
+def _items(space) -> bool:
+    """Whether a batch of this space is a tuple of observations (no array: Text, Sequence, a custom Space)."""
+    return space is not None and type(space).__name__ not in (*ARRAY_SPACES, "Dict", "Tuple")
+
+
+def take(batch, index, space=None):
+    """batch[index] of every part (a view where numpy gives one: a slice); a part that is a tuple of
+    observations (the space says which) gives the tuple of those picked."""
     if isinstance(batch, dict):
-        return {key: take(part, index) for key, part in batch.items()}
+        return {key: take(part, index, space[key] if space is not None else None) for key, part in batch.items()}
+    if _items(space):
+        return tuple(batch[i] for i in np.arange(len(batch))[index])
     if isinstance(batch, tuple):
-        return tuple(take(part, index) for part in batch)
+        return tuple(take(part, index, space[i] if space is not None else None) for i, part in enumerate(batch))
     return batch[index]
 
 
-def put(batch, index, value) -> None:
-    """batch[index] = value for every part; `value` has the batch's structure (a batch, or one observation
-    when index picks one env)."""
+def put(batch, index, value, space=None):
+    """batch[index] = value for every part, in place where a part is an array; returns the batch, since a
+    part that is a tuple of observations (the space says which) is replaced by a new tuple. `value` has the
+    batch's structure (a batch, or one observation when index picks one env)."""
     if isinstance(batch, dict):
         for key, part in batch.items():
-            put(part, index, value[key])
-    elif isinstance(batch, tuple):
-        for part, v in zip(batch, value):
-            put(part, index, v)
-    else:
-        batch[index] = value
+            batch[key] = put(part, index, value[key], space[key] if space is not None else None)
+        return batch
+    if _items(space):
+        items, picked = list(batch), np.arange(len(batch))[index]
+        for j, i in enumerate(np.atleast_1d(picked)):
+            items[i] = value[j] if np.ndim(picked) else value
+        return tuple(items)
+    if isinstance(batch, tuple):
+        return tuple(put(part, index, v, space[i] if space is not None else None)
+                     for i, (part, v) in enumerate(zip(batch, value)))
+    batch[index] = value
+    return batch

@@ -7,10 +7,14 @@ import numpy as np
 
 
 def _features(observation_space):
-    """obs batch -> (batch, features) float32, for any of the corridor's observation spaces."""
+    """obs batch -> (batch, features) float32, for any of the corridor's observation spaces; text (a batch of
+    str, as vector envs batch a Text or custom str space) gives no features."""
     def flat(batch):
         if isinstance(batch, dict):
             return np.concatenate([flat(batch[k]) for k in sorted(batch)], axis=1)
+        if isinstance(batch, tuple) and batch and isinstance(batch[0], str) or \
+                isinstance(batch, np.ndarray) and batch.dtype.kind in "US":
+            return np.zeros((len(batch), 0), np.float32)
         if isinstance(batch, tuple):
             return np.concatenate([flat(b) for b in batch], axis=1)
         b = np.asarray(batch, np.float32)
