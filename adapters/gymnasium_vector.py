@@ -4,7 +4,17 @@ Both reset a finished env within the same step (AutoresetMode.SAME_STEP), as `se
 every adapter counts the same transitions.
 """
 
-from rlbench.api import Adapter, Option, env_call, env_fns, env_info, make_policy, register, spaces
+from rlbench.api import (
+    Adapter,
+    Option,
+    env_call,
+    env_fns,
+    env_info,
+    make_policy,
+    register,
+    spaces,
+    structured_actions,
+)
 
 
 class VectorSession:
@@ -51,6 +61,9 @@ class GymnasiumSync(Adapter):
     description = "gymnasium.vector.SyncVectorEnv: all envs in this process"
     requires = ("gymnasium",)
 
+    def supports(self, workload, options):
+        return structured_actions(workload, self.name)
+
     def open(self, workload, options):
         import gymnasium as gym
         envs = gym.vector.SyncVectorEnv(env_fns(workload), autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -77,8 +90,9 @@ class GymnasiumAsync(Adapter):
         batch once, at construction, and relies on it being a view), then an observation is written into it.
         Dynamic shapes (Sequence, Graph) and custom Space subclasses cannot be made (AsyncVectorEnv would fail
         once its workers start); a Text part is read as a copy, so the batch would never change."""
-        if not options["shared_memory"] or not env_info(workload.env_id).probed:
-            return None
+        actions = structured_actions(workload, self.name)
+        if actions or not options["shared_memory"] or not env_info(workload.env_id).probed:
+            return actions
         from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
         space = spaces(workload.env_id, workload.env_kwargs)[0]
         fallback = "gymnasium-async carries them with shared_memory=false, through its pipes"

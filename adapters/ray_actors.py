@@ -20,7 +20,17 @@ from dataclasses import replace
 import numpy as np
 from rlbench.adapters._kit import batch, ray_runtime
 
-from rlbench.api import Adapter, Option, Unsupported, Workload, env_fns, make_env, make_policy, register
+from rlbench.api import (
+    Adapter,
+    Option,
+    Unsupported,
+    Workload,
+    env_fns,
+    make_env,
+    make_policy,
+    register,
+    structured_actions,
+)
 
 STRATEGIES = {"pack": "PACK", "spread": "SPREAD"}
 
@@ -179,7 +189,7 @@ class RayActors(Adapter):
             return f"num_envs={workload.num_envs} must be a positive multiple of actors={n}"
         if options["mode"] == "async" and not 1 <= options["wait_k"] <= n:
             return f"wait_k={options['wait_k']} must be between 1 and actors={n}"
-        return None
+        return structured_actions(workload, self.name)   # its actors step gymnasium's SyncVectorEnv
 
     def open(self, workload, options):
         return RayActorsSession(workload, options)

@@ -14,6 +14,7 @@ from rlbench.envs import (
                           jax_api,
                           make_env,
                           spaces,
+                          structured_actions,
                           unsupported_leaves,
                           unsupported_spaces,
 )
@@ -43,7 +44,8 @@ __all__ = [
     "Workload", "PolicySpec", "make_env", "env_fns", "env_info", "envpool_kwargs", "make_policy",
     "random_sampler", "register_policy", "become_subreaper", "batch_len",
     # the user's envs (families gymnasium and custom): their spaces, and the reason an adapter cannot carry them
-    "USER_FAMILIES", "spaces", "unsupported_spaces", "unsupported_leaves", "env_call",
+    "USER_FAMILIES", "spaces", "unsupported_spaces", "unsupported_leaves", "structured_actions",
+    "env_call",
     # a user's JAX env (family custom, built by its factory): its API, and the env itself
     "env_api", "jax_api", "build_user_env",
     # the replay family (kind "replay"): its workloads, driver and the disk stores' page-cache option

@@ -346,6 +346,19 @@ def unsupported_leaves(workload, who: str, carries: tuple = None, refuses: tuple
     return None
 
 
+def structured_actions(workload, who: str):
+    """The reason an adapter that hands a batch of actions to gymnasium's vector env (which takes a Dict or
+    Tuple action space's batch as a dict or tuple of arrays, not one array of dicts) cannot take the user's
+    env's Dict or Tuple actions; None for any other action space."""
+    if not env_info(workload.env_id).probed:
+        return None
+    kind = type(spaces(workload.env_id, workload.env_kwargs)[1]).__name__
+    if kind not in ("Dict", "Tuple"):
+        return None
+    return (f"{kind} actions: {who} steps gymnasium's vector env, which takes them batched part by part; "
+            "rlbench's policies give one array of actions (serial and SB3 carry them)")
+
+
 def typed_env_kwargs(env_id: str, given: dict) -> dict:
     """given env arguments checked against the env's known ones and typed like their defaults."""
     from rlbench.errors import UsageError

@@ -83,6 +83,7 @@ def random_sampler(action_space, rng: np.random.Generator):
         high = np.where(np.isfinite(action_space.high), action_space.high, 1.0)
         shape, dtype = action_space.shape, action_space.dtype
         return lambda n: rng.uniform(low, high, size=(n, *shape)).astype(dtype)
+    action_space.seed(int(rng.integers(0, 2**31 - 1)))   # any other space samples itself: seeded from ours
     return lambda n: np.stack([action_space.sample() for _ in range(n)])
 
 

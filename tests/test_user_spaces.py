@@ -37,8 +37,8 @@ def examples_on_pythonpath(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(EXAMPLES))
 
 
-def _workload(obs):
-    return Workload(ENV, N, PolicySpec(), seed=0, env_kwargs={**SHORT, "obs": obs})
+def _workload(obs, act="discrete"):
+    return Workload(ENV, N, PolicySpec(), seed=0, env_kwargs={**SHORT, "obs": obs, "act": act})
 
 
 def _label(adapter, options):
@@ -158,3 +158,38 @@ def test_tianshou_async_mode_carries_a_mission_env_by_env():
         session.close()
     for i, got in enumerate(seen):
         assert got == [{k: v[i] for k, v in w.items()} for w in want[:len(got)]], f"env {i}"
+
+
+ACTS = ("dict", "text")   # action spaces some envs take: a Dict of a Discrete and a Box; gymnasium's Text
+ACTED = [(a, o, act) for a, o in ADAPTERS for act in ACTS
+         if a not in RAY and not registry.get(a).environment and a != "serial"
+         and refusal(registry.get(a)(), _workload("box", act), registry.get(a).resolve_options(o)) is None]
+
+
+@pytest.mark.parametrize("adapter, options, act", ACTED, ids=[f"{_label(a, o)}-{act}" for a, o, act in ACTED])
+def test_actions_of_other_spaces_give_serials_transitions_where_carried(adapter, options, act):
+    def run(name, opts):
+        workload = _workload("box", act)
+        space = spaces(workload.env_id, workload.env_kwargs)[0]
+        cls = registry.get(name)
+        session = cls().open(workload, cls.resolve_options(opts))
+        try:
+            out = [canon_batch(session.obs, space)]
+            for _ in range(STEPS):
+                assert session.step() == N
+                out.append(canon_batch(session.obs, space))
+            return out
+        finally:
+            session.close()
+    assert run(adapter, options) == run("serial", {})
+
+
+@pytest.mark.parametrize("act", ACTS)
+def test_an_adapter_that_cannot_take_the_actions_says_so_while_planning(act):
+    for adapter, options in ADAPTERS:
+        cls = registry.get(adapter)
+        reason = refusal(cls(), _workload("box", act), cls.resolve_options(options))
+        if adapter in ("serial", "sb3-dummy", "sb3-subproc") or (act == "text" and adapter.startswith("gymnasium")):
+            assert reason is None, (adapter, reason)
+        elif reason is not None:
+            assert f"{act.capitalize()} actions" in reason and "\n" not in reason, (adapter, reason)

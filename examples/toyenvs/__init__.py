@@ -38,7 +38,7 @@ class MissionSpace(gym.Space):
     def __eq__(self, other) -> bool:
         return isinstance(other, MissionSpace)
 
-ACT = ("discrete", "box", "multidiscrete", "multibinary")
+ACT = ("discrete", "box", "multidiscrete", "multibinary", "dict", "text")   # the last two: what some envs take
 
 
 class Corridor(gym.Env):
@@ -71,6 +71,8 @@ class Corridor(gym.Env):
             "box": gym.spaces.Box(-1.0, 1.0, (1,), np.float32),
             "multidiscrete": gym.spaces.MultiDiscrete([3, 2]),
             "multibinary": gym.spaces.MultiBinary(2),
+            "dict": gym.spaces.Dict({"move": gym.spaces.Discrete(3), "speed": gym.spaces.Box(0.0, 1.0, (1,))}),
+            "text": gym.spaces.Text(8, charset="lrs"),
         }[act]
         self.pos = self.goal = self.t = 0
 
@@ -81,6 +83,10 @@ class Corridor(gym.Env):
             return int(np.sign(np.round(float(a.reshape(-1)[0]))))
         if self.act_kind == "multibinary":
             return int(a[0]) - int(a[1])
+        if self.act_kind == "dict":
+            return int(action["move"]) - 1
+        if self.act_kind == "text":
+            return {"l": -1, "r": 1}.get(str(action)[:1], 0)
         return int(a.reshape(-1)[0]) - 1
 
     def _obs(self):
