@@ -52,6 +52,7 @@ from rlbench.adapters._kit.ppo import (
 )
 
 from rlbench.api import (
+    JAX_APIS,
     Adapter,
     Option,
     Unsupported,
@@ -64,7 +65,6 @@ from rlbench.api import (
 )
 from rlbench.api import spaces as env_spaces
 
-JAX_APIS = ("gymnax", "jumanji")
 ENV_API = Option("env_api", str, "auto", "a user's JAX env's API (auto: detected; declare it for an env offering both)",
                  choices=("auto", *JAX_APIS))
 

@@ -4,6 +4,7 @@ imports this one: the core depends on `rlbench.contract`, the leaf these names c
 """
 from rlbench.contract import PAGE_CACHE, Adapter, Metrics, Option, Session
 from rlbench.envs import (
+                          JAX_APIS,
                           USER_FAMILIES,
                           build_user_env,
                           env_api,
@@ -47,7 +48,7 @@ __all__ = [
     "USER_FAMILIES", "spaces", "unsupported_spaces", "unsupported_leaves", "structured_actions",
     "env_call",
     # a user's JAX env (family custom, built by its factory): its API, and the env itself
-    "env_api", "jax_api", "build_user_env",
+    "JAX_APIS", "env_api", "jax_api", "build_user_env",
     # the replay family (kind "replay"): its workloads, driver and the disk stores' page-cache option
     "ReplaySession", "ReplaySpec", "replay_spec", "in_process_only", "scratch_dir", "REPLAY_PREFIX",
     "REPLAY_WORKLOADS", "PRIORITY_ALPHA", "PRIORITY_BETA", "PAGE_CACHE", "pagecache",

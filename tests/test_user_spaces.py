@@ -50,8 +50,8 @@ def _decision(adapter, options, obs):
     return refusal(cls(), _workload(obs), cls.resolve_options(options))
 
 
-def _trajectory(adapter, options, obs):
-    workload = _workload(obs)
+def _trajectory(adapter, options, obs, act="discrete"):
+    workload = _workload(obs, act)
     space = spaces(workload.env_id, workload.env_kwargs)[0]
     cls = registry.get(adapter)
     session = cls().open(workload, cls.resolve_options(options))
@@ -168,20 +168,7 @@ ACTED = [(a, o, act) for a, o in ADAPTERS for act in ACTS
 
 @pytest.mark.parametrize("adapter, options, act", ACTED, ids=[f"{_label(a, o)}-{act}" for a, o, act in ACTED])
 def test_actions_of_other_spaces_give_serials_transitions_where_carried(adapter, options, act):
-    def run(name, opts):
-        workload = _workload("box", act)
-        space = spaces(workload.env_id, workload.env_kwargs)[0]
-        cls = registry.get(name)
-        session = cls().open(workload, cls.resolve_options(opts))
-        try:
-            out = [canon_batch(session.obs, space)]
-            for _ in range(STEPS):
-                assert session.step() == N
-                out.append(canon_batch(session.obs, space))
-            return out
-        finally:
-            session.close()
-    assert run(adapter, options) == run("serial", {})
+    assert _trajectory(adapter, options, "box", act) == _trajectory("serial", {}, "box", act)
 
 
 @pytest.mark.parametrize("act", ACTS)
