@@ -28,6 +28,10 @@ def parse_args(argv):
     common.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches")
     common.add_argument("--profile", action="store_true", help="one extra py-spy run per cell (speedscope)")
     common.add_argument("--ray-address", help="run Ray-based adapters on this existing cluster (HOST:PORT, auto)")
+    common.add_argument("--cluster", metavar="ADDRESS", help="run the cells on this Ray cluster's nodes (HOST:PORT, "
+                                                             "auto), each on cores of its own")
+    common.add_argument("--node-class", metavar="ID", help="on --cluster: the class of identical nodes to use "
+                                                           "(default: the largest)")
     common.add_argument("--no-build", action="store_true", help="never build an adapter's own environment: "
                                                                 "its cells are unsupported until built")
     common.add_argument("--allow-errors", action="store_true", help="exit 0 even when a cell has error or "
@@ -72,6 +76,9 @@ def parse_args(argv):
     tun.add_argument("--adapters", action="append", metavar="A,B", help="race only these adapters (default: every "
                                                                         "env-stepping adapter available here)")
     tun.add_argument("--out", help="run directory (default reports/<run-id>)")
+    tun.add_argument("--cluster", metavar="ADDRESS", help="race the candidates on this Ray cluster's nodes, several "
+                                                          "at once (HOST:PORT, auto)")
+    tun.add_argument("--node-class", metavar="ID", help="on --cluster: the class of identical nodes to use")
     cal = sub.add_parser("calibrate", help="measure each strategy's cost per env step on this machine (cached; "
                                            "`rlbench tune` runs what is missing)")
     cal.add_argument("--adapters", action="append", metavar="A,B", help="only these adapters (default: every "

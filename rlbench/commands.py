@@ -13,7 +13,8 @@ from rlbench.running import rundir
 
 # what a run keeps of its command line (plan.json), enough to plan it again: resume, rerun
 PLAN_ARGS = ("suite", "adapter", "env", "num_envs", "policy", "opt", "env_kwarg", "env_wrapper", "repeats", "duration",
-             "warmup", "timeout", "only", "profile", "ray_address")
+             "warmup", "timeout", "only", "profile", "ray_address",
+             "cluster", "node_class")
 VALIDATE_SUITE = os.path.join(rlbench.ROOT, "suites", "validate.toml")
 
 

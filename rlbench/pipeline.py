@@ -2,8 +2,8 @@
 prepare what the cells need, sweep them (a fresh process per cell and repeat), export the reports and
 summarize. Each stage is one call here; what it does lives in its own module.
 
-Exit codes: 0 every row ok or unsupported; 1 an error or timeout row (unless --allow-errors), or rows that
-could not be written (disk full); 2 bad input, nothing written; 130 interrupted."""
+Exit codes: 0 every row ok or unsupported; 1 an error, timeout or lost row (unless --allow-errors), or rows
+that could not be written (disk full); 2 bad input, nothing written; 130 interrupted."""
 import contextlib
 import os
 import signal
@@ -19,8 +19,10 @@ from rlbench.planning.flags import plan_from_args
 from rlbench.results.model import ResultSet
 from rlbench.results.store import ResultStore, StoreError
 from rlbench.running import rundir
+from rlbench.running.cluster.join import join, leave
 
 HANDLED = ("SIGTERM", "SIGHUP")  # like Ctrl-C: the running cell is killed, every finished row kept
+FAILED = ("error", "timeout", "lost")
 
 
 @dataclass
@@ -41,16 +43,20 @@ def run(args, plan_args, resume: str = None) -> tuple:
     record = {**rundir.plan_record(args, suite, run_id, env, plan_args),
               "dropped": [d.to_dict() for d in dropped]}
     saved = rundir.check_resumable(resume, record) if resume else None  # before the lock: a refusal writes nothing
-    lock = rundir.open_out_dir(out_dir, bool(resume))
     try:
-        run_id, env, done = open_run(out_dir, suite, record, env, saved)
-        outcome = Outcome()
-        with stops_early(outcome, out_dir):
-            envs = prepare(suite, out_dir, env, build=not args.no_build)
-            sweep(suite, run_id, out_dir, envs, done, args.profile)
-        view = export_run(out_dir, env)
+        cluster = join(suite.settings, suite.cells)   # nodes refused or too small: UsageError, nothing written
+        lock = rundir.open_out_dir(out_dir, bool(resume))
+        try:
+            run_id, env, done = open_run(out_dir, suite, record, env, saved, cluster)
+            outcome = Outcome()
+            with stops_early(outcome, out_dir):
+                envs = prepare(suite, out_dir, env, build=not args.no_build)
+                sweep(suite, run_id, out_dir, envs, done, args.profile, cluster)
+            view = export_run(out_dir, env)
+        finally:
+            lock.release()
     finally:
-        lock.release()
+        leave()
     if view is None:
         return (130 if outcome.interrupted else 1), out_dir
     print_summary(view, out_dir)
@@ -64,19 +70,23 @@ def out_dir_of(args, run_id, resume) -> tuple:
     return resume or args.out or os.path.join(rundir.REPORTS, run_id), resume
 
 
-def open_run(out_dir, suite, record, env, saved) -> tuple:
-    """A new run writes its plan; a resumed one keeps its id and the rows it has. Returns (run id, env.json
-    contents, the (cell, repeat, profiled) triples already done)."""
+def open_run(out_dir, suite, record, env, saved, cluster=None) -> tuple:
+    """A new run writes its plan; a resumed one keeps its id and the rows it has (but `lost` ones: a node
+    went away under them). Returns (run id, env.json contents, the (cell, repeat, profiled) triples already
+    done)."""
     if saved:
         kept = rundir.read_env(out_dir)
         env, done = {**kept, "resumed_at": [*kept.get("resumed_at", []), now()]}, {
-            (r["cell_id"], r["repeat"], bool(r.get("profiled"))) for r in ResultSet.load(out_dir).rows}
+            (r["cell_id"], r["repeat"], bool(r.get("profiled"))) for r in ResultSet.load(out_dir).rows
+            if r["status"] != "lost"}
         run_id = saved["run_id"]
     else:
         run_id, done = record["run_id"], set()
         rundir.write_plan(out_dir, record)
         env.update(run_id=run_id, settings=suite.settings.__dict__, cells=len(suite.cells),
                    dropped=record["dropped"])
+    if cluster is not None:
+        env["cluster"] = cluster.record()
     ResultStore(out_dir).close()  # interrupted in what follows, it is still a run (of no rows)
     rundir.write_env(out_dir, env)
     rundir.point_latest(out_dir)
@@ -118,10 +128,10 @@ def prepare(suite, out_dir, env: dict, build: bool) -> dict:
     return prepared
 
 
-def sweep(suite, run_id, out_dir, envs, done, profile: bool) -> None:
+def sweep(suite, run_id, out_dir, envs, done, profile: bool, cluster=None) -> None:
     """Every (cell, repeat) not done, a fresh process each, repeats interleaved (rlbench.running.sweep)."""
     from rlbench.running.sweep import run_sweep
-    run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, profile, envs, done)
+    run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, profile, envs, done, cluster=cluster)
 
 
 def export_run(out_dir, env):
@@ -146,9 +156,9 @@ def exit_code(outcome: Outcome, results: ResultSet, allow_errors: bool) -> int:
         return 130
     if outcome.store_failed:
         return 1
-    failed = [r for r in results.rows if r["status"] in ("error", "timeout")]
+    failed = [r for r in results.rows if r["status"] in FAILED]
     if failed and not allow_errors:
-        print(f"rlbench: {len(failed)} row(s) with status error or timeout: exit 1 (--allow-errors: exit 0)",
+        print(f"rlbench: {len(failed)} row(s) with status error, timeout or lost: exit 1 (--allow-errors: exit 0)",
               file=sys.stderr)
         return 1
     return 0

@@ -47,7 +47,7 @@ BAD_PROTOCOLS = {
     "float for an int": ("[protocol]\nrepeats = 1.5\n", ["protocol.repeats=1.5", "int"]),
     "bool": ("[protocol]\ntimeout_s = true\n", ["protocol.timeout_s=True"]),
     "zero repeats": ("[protocol]\nrepeats = 0\n", ["protocol.repeats=0 must be an integer >= 1"]),
-    "unknown key": ("[protocol]\nbogus = 1\n", ["'bogus'", "protocol", "valid: affinity, duration_s"]),
+    "unknown key": ("[protocol]\nbogus = 1\n", ["'bogus'", "protocol", "valid: affinity, cluster, cores, duration_s"]),
 }
 
 

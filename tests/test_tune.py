@@ -95,6 +95,7 @@ PROFILE = {"step": {"median_us": 20.0, "p99_us": 30.0, "cv": 0.1}, "reset_share"
 
 class _Recorded:
     """A Measurer replaying recorded rates: (adapter, num_envs) -> steps/s of each repeat."""
+    slots = 1
 
     def __init__(self, rates):
         self.rates, self.t = rates, 0.0

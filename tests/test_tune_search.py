@@ -24,6 +24,8 @@ def peak_curve(peak_n: float, height: float, width: float = 1.5):
 class Simulated:
     """A Measurer: each job costs job_s on the clock and gives curve(adapter)(num_envs) x log-normal noise."""
 
+    slots = 1   # one job at a time, as on one machine
+
     def __init__(self, curves: dict, noise: float = 0.03, job_s: float = 1.0, seed: int = 0):
         self.curves, self.noise, self.job, self.t = curves, noise, job_s, 0.0
         self.rng = np.random.default_rng(seed)

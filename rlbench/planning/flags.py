@@ -11,7 +11,7 @@ from rlbench.planning.suite import Suite, load_suite, make_cell, merge_duplicate
 from rlbench.workload import Workload, parse_policy
 
 FLAG_NAMES = {"repeats": "--repeats", "duration_s": "--duration", "warmup_s": "--warmup", "timeout_s": "--timeout",
-              "ray_address": "--ray-address"}
+              "ray_address": "--ray-address", "cluster": "--cluster", "node_class": "--node-class"}
 
 
 def plan_from_args(args) -> Suite:
@@ -25,7 +25,9 @@ def plan_from_args(args) -> Suite:
         raise UsageError("rlbench run needs a suite file or --adapter NAME --env ID")
     overrides = {k: v for k, v in (("repeats", args.repeats), ("duration_s", args.duration),
                                    ("warmup_s", args.warmup),
-                                   ("timeout_s", args.timeout), ("ray_address", args.ray_address))
+                                   ("timeout_s", args.timeout), ("ray_address", args.ray_address),
+                                   ("cluster", getattr(args, "cluster", None)),
+                                   ("node_class", getattr(args, "node_class", None)))
                  if v is not None}
     settings = parse_settings("command line", overrides, suite.settings, FLAG_NAMES)
     cells = tuple(replace(c, protocol=tuple((k, v) for k, v in c.protocol if k not in overrides))

@@ -29,6 +29,10 @@ class Settings(TimingProtocol):
     affinity: tuple = ()
     seed: int = 0
     ray_address: str = ""   # an existing Ray cluster for Ray-based adapters (RAY_ADDRESS); "" = local
+    cluster: str = ""       # run the cells on this Ray cluster's nodes (rlbench.running.cluster); "" = here
+    node_class: str = ""    # which class of identical nodes (its id); "" = the largest
+    cores: int = 0          # on a cluster, the cores a cell reserves; 0 = a whole node, as alone on a machine
+    exclusive: bool = False  # on a cluster, the whole node reserved even when the cell pins fewer cores
 
     def protocol(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(TimingProtocol)}

@@ -33,7 +33,7 @@ from rlbench.workload import Workload, parse_policy
 TOP_KEYS = {"name", "description", "schema", "protocol", "sweep", "limits"}
 SWEEP_KEYS = {"adapters", "envs", "num_envs", "policy", "env_kwargs", "wrappers", "options", "omp_threads", "affinity",
               "protocol"}
-SWEEP_PROTOCOL_KEYS = {"warmup_s", "warmup_units", "duration_s", "min_units", "timeout_s"}
+SWEEP_PROTOCOL_KEYS = {"warmup_s", "warmup_units", "duration_s", "min_units", "timeout_s", "cores", "exclusive"}
 SETTING_TYPES = {f.name: f.type for f in fields(Settings)}
 
 
@@ -77,7 +77,8 @@ def load_suite(path: str, text: str = None) -> Suite:
 
 # The valid range of each numeric setting: (low, low is allowed)
 SETTING_RANGES = {"repeats": (1, True), "timeout_s": (0, False), "warmup_s": (0, True), "warmup_units": (0, True),
-                  "duration_s": (0, True), "min_units": (1, True), "omp_threads": (0, True), "seed": (0, True)}
+                  "duration_s": (0, True), "min_units": (1, True), "omp_threads": (0, True), "seed": (0, True),
+                  "cores": (0, True)}
 
 
 def parse_settings(where: str, table: dict, base: Settings = Settings(), names: dict = None) -> Settings:
@@ -89,7 +90,12 @@ def parse_settings(where: str, table: dict, base: Settings = Settings(), names: 
         kind = SETTING_TYPES[key]
         label = f"{where}: {names.get(key, f'protocol.{key}')}"
         if kind is str:
-            values[key] = _ray_address(where, raw) if key == "ray_address" else raw
+            values[key] = _ray_address(where, raw, key) if key in ("ray_address", "cluster") else \
+                _text(label, raw)
+        elif kind is bool:
+            if not isinstance(raw, bool):
+                raise UsageError(f"{label}={raw!r} must be true or false")
+            values[key] = raw
         elif kind is tuple:
             if not isinstance(raw, list):
                 raise UsageError(f"{label}={raw!r} must be a list of CPU ids")
@@ -146,12 +152,19 @@ def parse_limits(where: str, table: dict) -> dict:
     return {**LIMIT_DEFAULTS, **table}
 
 
-def _ray_address(where: str, raw) -> str:
-    """'' (start a local Ray per cell), 'auto' (the cluster this machine is part of), HOST:PORT of a
-    head node's GCS, or ray://HOST:PORT (Ray Client)."""
+def _ray_address(where: str, raw, key: str = "ray_address") -> str:
+    """'' (ray_address: start a local Ray per cell; cluster: run here), 'auto' (the cluster this machine is
+    part of), HOST:PORT of a head node's GCS, or ray://HOST:PORT (Ray Client)."""
     if isinstance(raw, str) and (raw in ("", "auto") or re.fullmatch(r"(ray://)?[\w.\-]+:\d{1,5}", raw)):
         return raw
-    raise UsageError(f"{where}: ray_address={raw!r} (valid: '' for a local Ray, 'auto', HOST:PORT or ray://HOST:PORT)")
+    empty = "a local Ray" if key == "ray_address" else "this machine"
+    raise UsageError(f"{where}: {key}={raw!r} (valid: '' for {empty}, 'auto', HOST:PORT or ray://HOST:PORT)")
+
+
+def _text(label: str, raw) -> str:
+    if not isinstance(raw, str):
+        raise UsageError(f"{label}={raw!r} must be a string")
+    return raw
 
 
 def expand(where: str, sweep: dict, seed: int) -> list:

@@ -31,7 +31,7 @@ SESSION_METRICS = metrics.session_metrics()
 RUN_IDENTITY = ("schema", "run_id", "suite", "cell_id", "cell_index", "adapter", "kind", "env", "env_kwargs",
                 "num_envs", "workers", "batch_size", "policy", "device", "options", "frameskip", "seed", "repeat",
                 "profiled")
-RUN_SETTINGS = ("omp_threads", "torch_threads", "affinity", "cpus", "placement")
+RUN_SETTINGS = ("omp_threads", "torch_threads", "affinity", "cpus", "placement", "node", "node_class")
 RUN_OUTCOME = ("status", "error", "log", "profile", "started_at")
 HARNESS_FIGURES = tuple(n for n, m in METRICS.items() if m.family == "all" and m.row)
 RUN_COLUMNS = (*RUN_IDENTITY, *HARNESS_FIGURES, *FAMILY_INFO, *RUN_SETTINGS, *SESSION_METRICS, *RUN_OUTCOME)
@@ -208,6 +208,16 @@ class Benchmark:
         return MappingProxyType(row)
 
 
+def _superseded_lost(runs: list) -> list:
+    """A repeat lost with its node and run again (`rlbench resume`) counts once: the later row."""
+    def key(r):
+        return r.get("repeat"), bool(r.get("profiled"))
+    later = {}
+    for i, r in enumerate(runs):
+        later[key(r)] = i
+    return [r for i, r in enumerate(runs) if r["status"] != "lost" or later[key(r)] == i]
+
+
 @dataclass(frozen=True)
 class ResultSet:
     """One run directory: its environment fingerprint and its benchmarks (cell_id -> Benchmark, read-only, in
@@ -223,6 +233,7 @@ class ResultSet:
         for row in rows:
             run = row if isinstance(row, Run) else Run.from_row(row)
             grouped.setdefault(run.cell_id, []).append(run)
+        grouped = {c: _superseded_lost(runs) for c, runs in grouped.items()}
         limits = env.get("limits")
         return cls(env, MappingProxyType({c: Benchmark(c, tuple(runs), limits) for c, runs in grouped.items()}),
                    tuple(skipped))

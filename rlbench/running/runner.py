@@ -21,6 +21,8 @@ from rlbench.running.treewatch import TreeWatch
 GRACE_S = 2.0          # what a cell that ended left behind gets to exit by itself
 PARENT_VAR = "RLBENCH_HARNESS_PID"
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+# what a Ray worker has that would make a Ray inside the cell join the cluster instead of its own cores
+RAY_WORKER_VARS = ("RAY_ADDRESS", "RAY_JOB_ID", "RAY_RAYLET_PID", "RAY_CLIENT_MODE", "RAY_LD_PRELOAD_ON_WORKERS")
 
 
 class Runner:
@@ -53,11 +55,17 @@ class Runner:
     def scratch_dir(self, job: Job) -> str:
         return os.path.join(self.out_dir, "scratch", f"{_slug(job.cell.cell_id)}-r{job.repeat}")
 
-    def child_env(self, job: Job, temp: str) -> dict:
+    def child_env(self, job: Job, temp: str, cores: tuple = None) -> dict:
+        """`cores`: the cores a cluster node leased the cell (rlbench.running.cluster): its threads are set
+        explicitly (Ray's worker has OMP_NUM_THREADS of its own), and a Ray the cell starts is a local one on
+        those cores, never the cluster's."""
         env = dict(os.environ)
         env["TMPDIR"] = temp  # what the tree leaves in temp files (Ray's session folders) goes with it
         env[PARENT_VAR] = str(os.getpid())  # the cell dies with the harness (rlbench.running.child)
-        threads = job.cell.threads(self.settings)
+        threads = job.cell.threads(self.settings) or (len(cores) if cores else 0)
+        if cores:
+            for var in RAY_WORKER_VARS:
+                env.pop(var, None)
         if threads:
             env.update({v: str(threads) for v in THREAD_VARS})
         env["PYTHONUNBUFFERED"] = "1"
@@ -65,12 +73,14 @@ class Runner:
         if self.interpreter(job) != self.python:  # the adapter's own environment, as if activated
             venv = os.path.dirname(os.path.dirname(self.interpreter(job)))
             env.update(VIRTUAL_ENV=venv, PATH=os.path.join(venv, "bin") + os.pathsep + env.get("PATH", ""))
-        if self.settings.ray_address:  # Ray reads it in ray.init(): the core needs no Ray of its own
+        if self.settings.ray_address and not cores:  # Ray reads it in ray.init(): the core needs no Ray of its own
             env["RAY_ADDRESS"] = self.settings.ray_address
         return env
 
-    def run(self, job: Job, index: int) -> dict:
+    def run(self, job: Job, index: int, cores: tuple = None) -> dict:
         spec = job.cell.spec(self.settings, job.repeat)
+        if cores:
+            spec["affinity"] = list(cores)
         log_path = os.path.join(self.out_dir, "logs", f"{index:05d}-{_slug(job.cell.cell_id)}-r{job.repeat}.log")
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         shm_before = proctree.shm_snapshot()
@@ -88,7 +98,7 @@ class Runner:
                 watch = TreeWatch(f"{index}", ours_before, self.reaper, temp)
                 watch.start()
                 proc = subprocess.Popen(self.command(job, spec), stdout=subprocess.PIPE, stderr=log,
-                                        env=self.child_env(job, temp), start_new_session=True)
+                                        env=self.child_env(job, temp, cores), start_new_session=True)
                 try:
                     out, _ = proc.communicate(timeout=timeout_s)
                     result = _last_result(out) or {"status": "error", "error": _no_result(proc.returncode, log_path)}

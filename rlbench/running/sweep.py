@@ -49,10 +49,13 @@ def skip_reason(cell, envs: dict):
     return ("unsupported", reason) if reason else None
 
 
-def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=None, done=(), admit=None) -> ResultSet:
+def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=None, done=(), admit=None,
+              cluster=None) -> ResultSet:
     """`envs`: adapter environment name -> adapter_envs.Prepared (what rlbench.cli's prepare step built).
     `done`: (cell_id, repeat, profiled) of the rows the folder already holds (a resumed run): not run again.
     `admit(job)`: whether a job may still start (rlbench tune's budget); one refused is not run, no row.
+    `cluster`: the nodes to run on (rlbench.running.cluster.nodes.ClusterView), several jobs at once;
+    None: here, one job at a time.
     A row that cannot be written (rlbench.results.store.StoreError) stops the sweep."""
     envs = envs or {}
     done = set(done)
@@ -78,9 +81,15 @@ def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=
         for cell, (status, reason) in skipped:
             finish({**base_row(run_id, suite_name, cell, settings, 0, False), "status": status, "error": reason})
         pythons = {a: p.python for p in envs.values() if p.python for a in p.env.adapters}
+        first = _next_log_index(out_dir)
+        if cluster is not None:
+            on_cluster(cluster, settings, out_dir, pythons, list(zip(jobs, range(first, first + len(jobs)))),
+                       progress, admit, lambda job, result: finish(
+                           {**base_row(run_id, suite_name, job.cell, settings, job.repeat, job.profile), **result,
+                            "node_class": cluster.class_id}))
+            return ResultSet.from_rows(rows)
         reaper = Reaper()
         runner = Runner(settings, out_dir, pythons=pythons, reaper=reaper)
-        first = _next_log_index(out_dir)
         for i, job in enumerate(jobs, first):
             if admit is not None and not admit(job):
                 progress.done += 1
@@ -97,6 +106,26 @@ def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=
         if reaper is not None:
             reaper.close()
     return ResultSet.from_rows(rows)
+
+
+def on_cluster(view, settings, out_dir, pythons, jobs, progress, admit, finish) -> None:
+    """The jobs on the cluster's nodes, several at once; each result's log (and profile) written here."""
+    from rlbench.running.cluster.dispatch import ClusterDispatch
+
+    def finished(job, result):
+        for key, field, mode in (("log_text", "log", "w"), ("profile_bytes", "profile", "wb")):
+            data = result.pop(key, None)
+            if data is not None and result.get(field):
+                path = os.path.join(out_dir, result[field])
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, mode) as f:
+                    f.write(data)
+        if result.get("batch_size") is None:
+            result.pop("batch_size", None)
+        finish(job, result)
+
+    ClusterDispatch(view, settings, pythons).run(
+        jobs, lambda job: progress.start(f"{job.cell.cell_id} r{job.repeat}"), finished, admit)
 
 
 def _next_log_index(out_dir: str) -> int:

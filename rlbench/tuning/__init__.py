@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from rlbench import registry
 from rlbench.envs import planned_env_kwargs, wrapped_id
@@ -20,6 +20,7 @@ from rlbench.planning.plan import Settings
 from rlbench.report.writer import write_atomic
 from rlbench.results.model import ResultSet
 from rlbench.running import rundir
+from rlbench.running.cluster.join import join, leave
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import Space, available_mb, cpus_here, default_max_envs, stepping_adapters
 from rlbench.tuning.decide import decide, lines
@@ -55,9 +56,28 @@ def tune(args) -> tuple:
     t0 = time.monotonic()
     workload = plan_workload(args)
     budget_s = parse_budget(args.budget)
-    cpus = cpus_here()
     named = [a for item in (args.adapters or []) for a in item.split(",") if a]
     stepping_adapters(named)  # unknown or non-stepping names: refused before anything runs
+    settings = replace(SETTINGS, cluster=_address(args), node_class=getattr(args, "node_class", None) or "")
+    try:
+        cluster = join(settings)
+        return _tune(args, t0, workload, budget_s, named, settings, cluster)
+    finally:
+        leave()
+
+
+def _address(args) -> str:
+    if not getattr(args, "cluster", None):
+        return ""
+    from rlbench.planning.suite import parse_settings
+    return parse_settings("command line", {"cluster": args.cluster}, names={"cluster": "--cluster"}).cluster
+
+
+def _tune(args, t0, workload, budget_s, named, settings, cluster) -> tuple:
+    """`cluster`: the class of nodes the candidates race on, one per node at a time (cores and calibration
+    are theirs, not this machine's: it is not calibrated)."""
+    cpus = cluster.cpus if cluster else cpus_here()
+    where = f"nodes of class {cluster.class_id} ({_machine(cluster)})" if cluster else "this machine"
     print(f"rlbench tune: profiling {label(workload)} in its own process", file=sys.stderr)
     profile = profile_env(workload)
     max_envs = args.max_envs or default_max_envs(profile)
@@ -71,13 +91,14 @@ def tune(args) -> tuple:
     lock = rundir.open_out_dir(out_dir, False)
     try:
         env = {**fingerprint(), "run_id": run_id, "suite_path": None, "command": "tune",
-               "settings": SETTINGS.__dict__, "budget_s": budget_s}
+               "settings": settings.__dict__, "budget_s": budget_s,
+               **({"cluster": cluster.record()} if cluster else {})}
         rundir.write_env(out_dir, env)
         rundir.point_latest(out_dir)
         envs = prepare(space.adapters, env)
-        measurer = SweepMeasurer(run_id, SETTINGS, out_dir, envs, t0=t0)
+        measurer = SweepMeasurer(run_id, settings, out_dir, envs, t0=t0, cluster=cluster)
         calibration = calibrate_here(runnable, cpus, max_envs, envs, measurer, budget_s, out_dir) \
-            if profile.get("api", "gymnasium") == "gymnasium" else NOT_CALIBRATED
+            if profile.get("api", "gymnasium") == "gymnasium" and cluster is None else NOT_CALIBRATED
         search = Search(space, measurer, budget_s - report_s(budget_s), profile, calibration["adapters"], cpus,
                         memory_mb=available_mb())
         interrupted = False
@@ -91,7 +112,9 @@ def tune(args) -> tuple:
         results = ResultSet.load(out_dir)
         decision = decide(search, results, profile, max_envs)
         decision["search"] = f"{search.stop_reason}; {measurer.elapsed():.0f} s of the {budget_s:.0f} s budget used"
-        record = tune_record(workload, budget_s, measurer.elapsed(), max_envs, profile, calibration, search, decision)
+        decision["where"] = where
+        record = tune_record(workload, budget_s, measurer.elapsed(), max_envs, profile, calibration, search, decision,
+                             settings)
         write_atomic(os.path.join(out_dir, TUNE_JSON), json.dumps(record, indent=2, default=str) + "\n")
         env.update(ended_at=now(), cells=len(search.candidates),
                    tune={"label": label(workload), **decision, "points": chart_points(search)})
@@ -133,6 +156,11 @@ def calibrate_here(adapters, cpus, max_envs, envs, measurer, budget_s, out_dir) 
                                               admit=admit, announce=announce)
     measurer.learn({a: calibrate.wall_s(figures, a) for a in adapters})
     return {"path": path, "sizes": ns, "measured_now": sorted({r["adapter"] for r in rows}), "adapters": figures}
+
+
+def _machine(cluster) -> str:
+    fp = cluster.fingerprint
+    return f"{len(cluster.nodes)} x {fp.get('cpu_model')}, {cluster.cpus} cores, {fp.get('ram_gb')} GB"
 
 
 def label(workload) -> str:
@@ -186,7 +214,7 @@ def chart_points(search) -> list:
     return out
 
 
-def tune_record(workload, budget_s, used_s, max_envs, profile, calibration, search, decision) -> dict:
+def tune_record(workload, budget_s, used_s, max_envs, profile, calibration, search, decision, settings) -> dict:
     """tune.json: the profile, the calibration it read, every round of the search (what was added and why,
     predicted and measured rates, drops with p-values, prunes with predictions), every candidate and its
     fate, what could not race, the stop reason and the decision."""
@@ -198,6 +226,6 @@ def tune_record(workload, budget_s, used_s, max_envs, profile, calibration, sear
               "p_slower_than_leader": None if c.p != c.p else c.p, "why": c.why} for c in search.candidates]
     left = [{**asdict(x), "repeats": 0} for x in search.space.left]
     return {"schema": 2, "workload": workload.to_dict(), "budget_s": budget_s, "used_s": used_s,
-            "max_envs": max_envs, "settings": SETTINGS.__dict__, "profile": profile, "calibration": calibration,
+            "max_envs": max_envs, "settings": settings.__dict__, "profile": profile, "calibration": calibration,
             "stop_reason": search.stop_reason, "converged": search.converged, "rounds": search.rounds,
             "candidates": cands, "left_out": left, "decision": decision}

@@ -139,7 +139,7 @@ def lines(decision: dict, profile: dict, label: str) -> list:
     win = decision.get("winner")
     if not win:
         return out + [f"no answer: {decision.get('why_none')}"]
-    out.append(f"\nFastest for {label} on this machine: {win['config']}")
+    out.append(f"\nFastest for {label} on {decision.get('where', 'this machine')}: {win['config']}")
     out.append(f"  {rate(win['steps_per_s'])} env steps/s [95% CI {rate(win['ci_low'])}, {rate(win['ci_high'])}], "
                f"n={win['n']}")
     out.append(f"  {decision['verdict']}")

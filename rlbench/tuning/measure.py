@@ -13,8 +13,10 @@ SPAWN_S = 0.3   # a job's cost beyond its process's own wall time (spawn, reapin
 
 
 class SweepMeasurer:
-    def __init__(self, run_id: str, settings, out_dir: str, envs: dict, t0: float = None):
+    def __init__(self, run_id: str, settings, out_dir: str, envs: dict, t0: float = None, cluster=None):
         self.run_id, self.settings, self.out_dir, self.envs = run_id, settings, out_dir, envs
+        self.cluster = cluster
+        self.slots = len(cluster.nodes) if cluster else 1   # jobs measured at once (a node each on a cluster)
         self.t0 = time.monotonic() if t0 is None else t0
         self.done, self.walls = set(), {}   # (cell_id, repeat, profiled) run; cell_id or adapter -> wall times
 
@@ -44,7 +46,7 @@ class SweepMeasurer:
     def run(self, cells, level: int, admit) -> list:
         """The level-th repeat of each cell (those admit(cell) lets start), as results rows."""
         results = run_sweep(self.run_id, "tune", cells, replace(self.settings, repeats=level), self.out_dir,
-                            envs=self.envs, done=self.done, admit=lambda job: admit(job.cell))
+                            envs=self.envs, done=self.done, admit=lambda job: admit(job.cell), cluster=self.cluster)
         rows = []
         for run in results.rows:
             row = dict(run)

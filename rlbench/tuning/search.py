@@ -214,7 +214,7 @@ class Search:
         return self.deadline_s - self.measurer.elapsed()
 
     def cost_s(self, cands, repeats: int) -> float:
-        return sum(self.measurer.job_s(c.cell) * max(repeats - c.repeats, 0) for c in cands)
+        return sum(self.measurer.job_s(c.cell) * max(repeats - c.repeats, 0) for c in cands) / self.measurer.slots
 
     def admit(self, cell) -> bool:
         """A job starts only when expected to end before the deadline; a new configuration's, only when the
