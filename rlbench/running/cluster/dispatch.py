@@ -63,6 +63,7 @@ class ClusterDispatch:
         self.view, self.settings, self.pythons = view, settings, pythons
         self.selector = {"ray.io/node-id": "in(" + ",".join(n.node_id for n in view.nodes) + ")"}
         self.task = None
+        self.dead = set()   # nodes a job was lost on: no room is counted there any more
 
     def run(self, jobs, started, finished, admit=None) -> None:
         """jobs: (job, log index) in order. started(job) as one leaves; finished(job, result) as one ends,
@@ -84,6 +85,12 @@ class ClusterDispatch:
                             self._launch(waiting, started)
                             out[waiting.ref], waiting = waiting, None
                             continue
+                if waiting is not None and idle:  # room of ours came free while Ray had no room for it
+                    waiting = self._rehome(waiting, idle)
+                    if waiting.slot.node:
+                        self._launch(waiting, started)
+                        out[waiting.ref], waiting = waiting, None
+                        continue
                 refs = [o.ref for o in out.values()] + ([waiting.slot.ready] if waiting else [])
                 ready, _ = ray.wait(refs, num_returns=1, timeout=5.0) if refs else ([], [])
                 for ref in ready:
@@ -95,6 +102,8 @@ class ClusterDispatch:
                         result = self._result(done)
                         result["node"] = self._name(result.get("node") or done.slot.node)
                         finished(done.job, result)
+                        if result["status"] == "lost":
+                            self.dead.add(done.slot.node)
                         self._release(done.slot, idle, keep=result["status"] != "lost")
                 for ref, o in list(out.items()):
                     guard_s = self._guard_s(o.job)
@@ -123,14 +132,25 @@ class ClusterDispatch:
         slot = next((s for s in idle if s.shape == shape), None)
         if slot is not None:
             idle.remove(slot)
-        elif not out or self._fits(shape, [o.slot for o in out.values()] + idle):
+        elif self._fits(shape, [o.slot for o in out.values()] + idle):
             slot = self._reserve(shape, index)
         elif idle:  # the room is held by groups of other shapes: let them go
-            for s in idle:
-                _remove(s)
-            idle.clear()
+            _remove_all(idle)
             return self._place(head, out, idle)
+        elif not out:  # nothing of ours holds room: Ray knows when some comes free
+            slot = self._reserve(shape, index)
         return Out(job, index, slot) if slot is not None else None
+
+    def _rehome(self, waiting: Out, idle: list) -> Out:
+        """A job whose group is not placed yet takes an idle group of its shape; else the idle groups go, so
+        that its own can be placed."""
+        same = next((s for s in idle if s.shape == waiting.slot.shape), None)
+        if same is None:
+            _remove_all(idle)
+            return waiting
+        idle.remove(same)
+        _remove(waiting.slot)
+        return Out(waiting.job, waiting.index, same)
 
     def _fits(self, shape, held) -> bool:
         """Whether a node of the class has room beside what this run holds there."""
@@ -139,7 +159,8 @@ class ClusterDispatch:
             c, g = used.get(s.node, (0, 0))
             used[s.node] = (c + s.shape[0], g + s.shape[1])
         return any(n.cpus - used.get(n.node_id, (0, 0))[0] >= shape[0] and
-                   n.gpus - used.get(n.node_id, (0, 0))[1] >= shape[1] for n in self.view.nodes)
+                   n.gpus - used.get(n.node_id, (0, 0))[1] >= shape[1]
+                   for n in self.view.nodes if n.node_id not in self.dead)
 
     def _reserve(self, shape, index) -> Slot:
         from ray.util.placement_group import placement_group
@@ -196,6 +217,12 @@ def _remove(slot: Slot) -> None:
         remove_placement_group(slot.group)
     except Exception:  # noqa: BLE001  the cluster is gone: nothing of it is held any more
         pass
+
+
+def _remove_all(slots: list) -> None:
+    for slot in slots:
+        _remove(slot)
+    slots.clear()
 
 
 def lost(node: str, why: str) -> dict:

@@ -18,7 +18,7 @@ class SimulatedCluster:
         from ray.cluster_utils import Cluster
         mine = sorted(os.sched_getaffinity(0))
         self.cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-        self.nodes = []
+        self.nodes, self.cores = [], {}   # node -> the cores it was given
         for i in range(nodes):
             self.add_node(cpus, [mine[(i * cpus + j) % len(mine)] for j in range(cpus)], env_vars)
         self.cluster.wait_for_nodes()
@@ -31,6 +31,7 @@ class SimulatedCluster:
         node = self.cluster.add_node(num_cpus=cpus, env_vars={NODE_CPUS_VAR: ",".join(map(str, cores)),
                                                               **(env_vars or {})})
         self.nodes.append(node)
+        self.cores[node] = tuple(cores)
         return node
 
     def kill(self, node) -> None:
