@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras browser bench lint test test-slow envzoo report compare ci-report check-overhead check-tune \
+.PHONY: install install-extras browser bench bench-cluster check-cluster lint test test-slow envzoo report compare ci-report check-overhead check-tune \
 	device-kit device-rehearse clean
 
 install: $(STAMP)
@@ -55,6 +55,17 @@ $(ENVZOO)/.installed: tests/envzoo/requirements.txt | install
 	rm -rf $(ENVZOO)
 	$(PY) -m pip install -q --target $(ENVZOO) --no-deps -r tests/envzoo/requirements.txt
 	touch $@
+
+# SUITE across a Ray cluster simulated on this machine (CLUSTER_NODES nodes of CLUSTER_CPUS CPUs, cores of their
+# own), as `rlbench run SUITE --cluster ADDRESS` runs it across real nodes. check-cluster: wall time and figures of
+# the same 1-core sweep here, on 1 node and on CLUSTER_NODES nodes (a benchmark, not a test).
+CLUSTER_NODES ?= 2
+CLUSTER_CPUS ?= 1
+bench-cluster: install
+	$(PY) -m rlbench.running.cluster.simulated --nodes $(CLUSTER_NODES) --cpus $(CLUSTER_CPUS) -- \
+		$(VENV)/bin/rlbench run $(SUITE) --cluster {address}
+check-cluster: install
+	$(PY) scripts/check_cluster.py --nodes $(CLUSTER_NODES) $(ARGS)
 
 # Rebuild CSV and HTML of a run (default: the last one) from its results.jsonl.
 DIR ?= reports/latest

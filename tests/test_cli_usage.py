@@ -77,7 +77,7 @@ FLAG_ERRORS = {
     "no sweep at all": ([], "needs a suite file or --adapter"),
     "unknown flag": (["--adapter", "serial", "--bogus", *FLAGS], "--bogus"),
     "bad ray address": (["--adapter", "serial", "--ray-address", "head node", *FLAGS],
-                        "ray_address='head node' (valid: '' for a local Ray, 'auto', HOST:PORT or ray://HOST:PORT)"),
+                        "--ray-address='head node' (valid: '' for a local Ray, 'auto', HOST:PORT or ray://HOST:PORT)"),
 }
 
 

@@ -178,3 +178,26 @@ def test_tune_races_on_several_nodes(tmp_path, simulated):
     decision = json.loads((out / "tune.json").read_text())["decision"]
     assert decision["winner"] and decision["where"].startswith("nodes of class")
     assert not cells_running()
+
+
+def test_interrupted_driver_leaves_nothing_on_the_nodes(tmp_path, simulated):
+    """SIGTERM to the driver while cells run on two nodes: exit 130, the finished rows kept, and no cell
+    process (nor anything it started) left on any node."""
+    cluster = simulated(nodes=2, cpus=1)
+    logs = tmp_path / "probe"
+    logs.mkdir()
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "rlbench.cli", "run", str(probe_suite(tmp_path, logs, duration=3.0)),
+                             "--cluster", cluster.address, "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=cli_env())
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len({p[3] for p in probes(logs) if p[2] is None}) < 2:
+        time.sleep(0.2)  # a cell open on each node's core
+    assert len(cells_running()) >= 2
+    proc.terminate()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-3000:]
+    deadline = time.monotonic() + 15
+    while cells_running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not cells_running(), "a cell outlived the interrupted driver"

@@ -90,7 +90,7 @@ def parse_settings(where: str, table: dict, base: Settings = Settings(), names: 
         kind = SETTING_TYPES[key]
         label = f"{where}: {names.get(key, f'protocol.{key}')}"
         if kind is str:
-            values[key] = _ray_address(where, raw, key) if key in ("ray_address", "cluster") else \
+            values[key] = _ray_address(label, raw, key) if key in ("ray_address", "cluster") else \
                 _text(label, raw)
         elif kind is bool:
             if not isinstance(raw, bool):
@@ -152,13 +152,13 @@ def parse_limits(where: str, table: dict) -> dict:
     return {**LIMIT_DEFAULTS, **table}
 
 
-def _ray_address(where: str, raw, key: str = "ray_address") -> str:
+def _ray_address(label: str, raw, key: str) -> str:
     """'' (ray_address: start a local Ray per cell; cluster: run here), 'auto' (the cluster this machine is
     part of), HOST:PORT of a head node's GCS, or ray://HOST:PORT (Ray Client)."""
     if isinstance(raw, str) and (raw in ("", "auto") or re.fullmatch(r"(ray://)?[\w.\-]+:\d{1,5}", raw)):
         return raw
     empty = "a local Ray" if key == "ray_address" else "this machine"
-    raise UsageError(f"{where}: {key}={raw!r} (valid: '' for {empty}, 'auto', HOST:PORT or ray://HOST:PORT)")
+    raise UsageError(f"{label}={raw!r} (valid: '' for {empty}, 'auto', HOST:PORT or ray://HOST:PORT)")
 
 
 def _text(label: str, raw) -> str:

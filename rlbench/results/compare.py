@@ -43,6 +43,12 @@ def parse_threshold(text: str) -> float:
 
 
 def machine(env: dict) -> dict:
+    """What makes two runs' machines the same; a cluster run's are its class's nodes, not the driver."""
+    cluster = env.get("cluster")
+    if cluster:
+        fp = cluster["classes"][cluster["class"]]["fingerprint"]
+        return {"cpu_model": fp.get("cpu_model"), "cpu_logical_cores": fp.get("cpu_logical_cores"),
+                "ram_gb": fp.get("ram_gb"), "gpus": [name for name, _ in fp.get("gpus") or []]}
     gpus = [g.get("name") for g in env.get("gpus") or []]
     ram = env.get("ram_gb")
     return {"cpu_model": env.get("cpu_model"), "cpu_logical_cores": env.get("cpu_logical_cores"),
