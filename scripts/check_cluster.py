@@ -78,7 +78,8 @@ def main() -> int:
             walls[name] = run(suite, os.path.join(tmp, name.replace(" ", "-")), cluster.address)
             figures[name] = medians(os.path.join(tmp, name.replace(" ", "-")))
     one, many = "1 node", f"{args.nodes} nodes"
-    print(f"{'cell':<58} {'here':>10} " + " ".join(f"{k:>14}" for k in (one, many)))
+    width = max(map(len, figures["here"]), default=4)
+    print(f"{'cell':<{width}} {'here':>10} " + " ".join(f"{k:>14}" for k in (one, many)))
     ratios = {one: [], many: []}
     for cell, here in figures["here"].items():
         cols = []
@@ -87,7 +88,7 @@ def main() -> int:
             if v:
                 ratios[k].append(v / here)
             cols.append(f"{v / here:>13.3f}x" if v else f"{'-':>14}")
-        print(f"{cell:<58} {here:>10.0f} " + " ".join(cols))
+        print(f"{cell:<{width}} {here:>10.0f} " + " ".join(cols))
     for k in (one, many):
         r = np.array(ratios[k])
         print(f"{k}: cluster/here steps/s, geometric mean {np.exp(np.log(r).mean()):.3f} "
