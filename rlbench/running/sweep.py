@@ -124,8 +124,14 @@ def on_cluster(view, settings, out_dir, pythons, jobs, progress, admit, finish) 
             result.pop("batch_size", None)
         finish(job, result)
 
+    def admitted(job):
+        if admit(job):
+            return True
+        progress.done += 1
+        return False
+
     ClusterDispatch(view, settings, pythons).run(
-        jobs, lambda job: progress.start(f"{job.cell.cell_id} r{job.repeat}"), finished, admit)
+        jobs, lambda job: progress.start(f"{job.cell.cell_id} r{job.repeat}"), finished, admitted if admit else None)
 
 
 def _next_log_index(out_dir: str) -> int:
