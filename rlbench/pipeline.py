@@ -45,6 +45,8 @@ def run(args, plan_args, resume: str = None) -> tuple:
     saved = rundir.check_resumable(resume, record) if resume else None  # before the lock: a refusal writes nothing
     try:
         cluster = join(suite.settings, suite.cells)   # nodes refused or too small: UsageError, nothing written
+        if saved and cluster is not None:
+            same_class(out_dir, cluster)
         lock = rundir.open_out_dir(out_dir, bool(resume))
         try:
             run_id, env, done = open_run(out_dir, suite, record, env, saved, cluster)
@@ -68,6 +70,14 @@ def out_dir_of(args, run_id, resume) -> tuple:
     if resume and args.out and os.path.abspath(args.out) != os.path.abspath(resume):
         raise UsageError(f"--out {args.out} and --resume {resume}: a resumed run writes into its own folder")
     return resume or args.out or os.path.join(rundir.REPORTS, run_id), resume
+
+
+def same_class(out_dir, cluster) -> None:
+    """A resumed cluster run goes on on nodes of the class it started on: rows of two classes never pool."""
+    started = (rundir.read_env(out_dir).get("cluster") or {}).get("class")
+    if started and started != cluster.class_id:
+        raise UsageError(f"resume {out_dir}: it ran on nodes of class {started}, the cluster's nodes now are of class "
+                         f"{cluster.class_id}; resume it when nodes of class {started} are in the cluster")
 
 
 def open_run(out_dir, suite, record, env, saved, cluster=None) -> tuple:

@@ -169,3 +169,11 @@ def test_compare_reads_a_cluster_runs_class():
            "cluster": {"class": "c1", "classes": {"c1": {"fingerprint": fp, "nodes": []}}}}
     assert machine(env) == {"cpu_model": "EPYC", "cpu_logical_cores": 16, "ram_gb": 64, "gpus": ["H100"]}
     assert machine({k: v for k, v in env.items() if k != "cluster"})["cpu_model"] == "laptop"
+
+
+def test_a_resumed_cluster_run_stays_on_its_class(tmp_path):
+    from rlbench.pipeline import same_class
+    (tmp_path / "env.json").write_text('{"cluster": {"class": "aaaa1111"}}')
+    same_class(str(tmp_path), SimpleNamespace(class_id="aaaa1111"))
+    with pytest.raises(UsageError, match="it ran on nodes of class aaaa1111, the cluster's nodes now are of class b"):
+        same_class(str(tmp_path), SimpleNamespace(class_id="bbbb2222"))
