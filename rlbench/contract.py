@@ -157,7 +157,7 @@ class Family:
     identity_keys: ClassVar[tuple] = ()   # of those, what summary.csv repeats from a cell's first ok run
     summary_keys: ClassVar[tuple] = ()    # the summary.csv columns `summary_extras` adds
     races: ClassVar[tuple] = ()           # of its kinds, those whose env steps/s `rlbench tune` races
-    metrics: ClassVar[tuple] = ()         # its figures (rlbench.results.metrics.Metric): CSV columns, formats, README
+    metrics: ClassVar[tuple] = ()         # its figures (rlbench.results.metrics.Metric): CSV columns, formats, docs
 
     def workload_info(self, env_id: str):
         """The rlbench.envs.EnvInfo of one of its own workloads (its env_kwargs, their choices and ranges);

@@ -1,5 +1,5 @@
 """The metrics registry is the one list: the sessions' allowed names, the CSV columns of figures, every
-figure's header, unit and format, and the README's reference all come from it; each family owns its own."""
+figure's header, unit and format, and the docs' reference (docs/metrics.md) all come from it; each family owns its own."""
 import math
 import re
 
@@ -15,11 +15,12 @@ FAMILIES = {"all", *(f.name for f in registry.families())}
 REFERENCE = REPO / "reports" / "reference"
 
 
-def test_readme_reference_is_the_registry():
-    text = (REPO / "README.md").read_text()
+def test_docs_reference_is_the_registry():
+    text = (REPO / "docs" / "metrics.md").read_text()
     block = re.search(r"<!-- metrics:begin -->\n(.*?)<!-- metrics:end -->", text, re.S)
-    assert block, "README lacks the metrics block"
-    assert block.group(1) == metrics.markdown(), "README is stale: paste `python -m rlbench.results.metrics` into it"
+    assert block, "docs/metrics.md lacks the metrics block"
+    assert block.group(1) == metrics.markdown(), \
+        "docs/metrics.md is stale: paste `python -m rlbench.results.metrics` between its markers"
     listed = re.findall(r"^\| `(\w+)` \|", block.group(1), re.M)
     assert listed == list(metrics.METRICS), "the reference lists every registered figure once, in registry order"
 

@@ -3,12 +3,12 @@ results.csv row or a summary.csv row, with its unit, display format, short label
 where it comes from, how summary.csv aggregates it and one line saying what it means. The sessions' allowed
 names (SESSION_METRICS), the CSV columns of figures (rlbench.results.model), table headers and formats
 (`metric(name)`, for summary columns too: `latency_p99_ms_median`, `steps_per_s_ci_low`, ...) and the
-README's column reference are all read from here, so a new figure is added in one place.
+docs' column reference (docs/metrics.md) are all read from here, so a new figure is added in one place.
 
 The harness's own figures are defined here (HARNESS); each family defines its own in its package
 (`Family.metrics`, rlbench.families.*), and they are assembled on first use, in the order of
 rlbench.registry.families(): this module imports nothing of rlbench at import time, so a family module can
-import `Metric` from it. `python -m rlbench.results.metrics` prints the README's reference.
+import `Metric` from it. `python -m rlbench.results.metrics` prints the reference in docs/metrics.md.
 """
 import math
 import sys
@@ -226,7 +226,7 @@ def _summary_text(m: Metric) -> str:
 
 
 def markdown() -> str:
-    """The README's column reference, a table per family: each figure's unit, whether results.csv has it
+    """The column reference of docs/metrics.md, a table per family: each figure's unit, whether results.csv has it
     (one value per repeat), its summary.csv columns and what it is."""
     from rlbench import registry
     found = _assembled()[0]

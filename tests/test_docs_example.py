@@ -1,24 +1,24 @@
-"""The README's "Adding an adapter" example, exactly as written, works as an adapter."""
+"""The "Adding an adapter" example of the docs (docs/adapters.md), exactly as written, works as an adapter."""
 import pathlib
 import re
 
 from _dist import fake_distribution
 from conftest import run_cli_subprocess
 
-README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "adapters.md"
 
 
-def readme_example() -> str:
-    text = README.read_text()
+def docs_example() -> str:
+    text = PAGE.read_text()
     block = re.search(r"<!-- example-adapter:start -->\n```python\n(.*?)```\n<!-- example-adapter:end -->",
                       text, re.S)
-    assert block, "README lost its example-adapter block"
+    assert block, "docs/adapters.md lost its example-adapter block"
     return block.group(1)
 
 
-def test_readme_adapter_example_runs(tmp_path):
-    env = fake_distribution(tmp_path, "readme_example", {"threads": "threads_example"},
-                            {"threads_example": readme_example()})
+def test_docs_adapter_example_runs(tmp_path):
+    env = fake_distribution(tmp_path, "docs_example", {"threads": "threads_example"},
+                            {"threads_example": docs_example()})
     out = tmp_path / "run"
     run = run_cli_subprocess(["run", "--adapter", "threads", "--env", "CartPole-v1", "--num-envs", "4",
                               "--opt", "workers=2", "--repeats", "2", "--duration", "0.1"], out=out, env=env, cwd=tmp_path)
