@@ -1,35 +1,32 @@
 """What each `rlbench` command does, from its parsed arguments: rlbench.cli only parses and dispatches here.
 `rlbench run` itself is rlbench.pipeline, `rlbench tune` rlbench.tuning; the others are short enough to
 live together."""
-import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 
 import rlbench
 from rlbench import pipeline, registry
 from rlbench.errors import UsageError
+from rlbench.planning.request import RunRequest, TuneRequest
 from rlbench.running import rundir
 
-# what a run keeps of its command line (plan.json), enough to plan it again: resume, rerun
-PLAN_ARGS = ("suite", "adapter", "env", "num_envs", "policy", "opt", "env_kwarg", "env_wrapper", "repeats", "duration",
-             "warmup", "timeout", "only", "profile", "ray_address",
-             "cluster", "node_class")
 VALIDATE_SUITE = os.path.join(rlbench.ROOT, "suites", "validate.toml")
 
 
-def run(args, resume: str = None) -> tuple:
-    """(exit code, run folder) of `rlbench run` with these arguments."""
-    return pipeline.run(args, PLAN_ARGS, resume)
+def run(request: RunRequest, resume: str = None) -> tuple:
+    """(exit code, run folder) of `rlbench run` asked this."""
+    return pipeline.run(request, resume)
 
 
 def cmd_run(args) -> int:
-    return run(args)[0]
+    return run(RunRequest.from_flags(args))[0]
 
 
 def cmd_tune(args) -> int:
     from rlbench.tuning import tune
-    return tune(args)[0]
+    return tune(TuneRequest.from_flags(args))[0]
 
 
 def cmd_calibrate(args) -> int:
@@ -56,21 +53,19 @@ def cmd_calibrate(args) -> int:
 
 def cmd_resume(args) -> int:
     rundir.check_run(args.dir, "resume")
-    return run(saved_args(args.dir, args), resume=args.dir)[0]
+    return run(saved_request(args.dir, args), resume=args.dir)[0]
 
 
 def cmd_rerun(args) -> int:
     rundir.check_run(args.dir, "rerun")
-    return run(saved_args(args.dir, args, out=args.out))[0]
+    return run(saved_request(args.dir, args, out=args.out))[0]
 
 
-def saved_args(run_dir: str, args, out=None) -> argparse.Namespace:
+def saved_request(run_dir: str, args, out=None) -> RunRequest:
     """The `rlbench run` a folder's plan.json kept, planned from the suite text it kept (not the file,
     which may have changed or be elsewhere)."""
-    saved = rundir.read_plan(run_dir)
-    kept = saved.get("args") or {}
-    return argparse.Namespace(**{k: kept.get(k) for k in PLAN_ARGS}, suite_text=saved.get("suite_text"), out=out,
-                              resume=None, no_build=args.no_build, allow_errors=args.allow_errors)
+    return RunRequest.from_plan(rundir.read_plan(run_dir), out=out, no_build=args.no_build,
+                                allow_errors=args.allow_errors)
 
 
 def cmd_report(args) -> int:
@@ -107,8 +102,7 @@ def cmd_validate(args) -> int:
         rc, out_dir = 0, args.from_dir
         pipeline.rebuild_report(out_dir)
     else:
-        args.suite, args.adapter = VALIDATE_SUITE, None
-        rc, out_dir = run(args)
+        rc, out_dir = run(replace(RunRequest.from_flags(args), suite=VALIDATE_SUITE, adapter=()))
     results = ResultSet.load(out_dir)
     rows = validation_rows(results)
     print("\n" + (validation_text(rows) if rows else "no cell of this run matches a validation check"))

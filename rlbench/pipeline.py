@@ -32,15 +32,15 @@ class Outcome:
     store_failed: bool = False
 
 
-def run(args, plan_args, resume: str = None) -> tuple:
-    """(exit code, run folder). `plan_args`: the argument names plan.json keeps (to resume or rerun).
+def run(args, resume: str = None) -> tuple:
+    """(exit code, run folder) of the rlbench.planning.request.RunRequest `args`.
     Cells that cannot run anywhere (an adapter's supports() says why) leave the plan first; none left is a
     UsageError, before anything is written."""
     suite, dropped = drop_impossible(plan_from_args(args))
     run_id = rundir.new_run_id(suite.name)
-    out_dir, resume = out_dir_of(args, run_id, resume or getattr(args, "resume", None))
+    out_dir, resume = out_dir_of(args, run_id, resume or args.resume)
     env = {**fingerprint(), "suite_path": suite.path, "suite_sha256": suite.sha256}  # the text it planned from
-    record = {**rundir.plan_record(args, suite, run_id, env, plan_args),
+    record = {**rundir.plan_record(args, suite, run_id, env),
               "dropped": [d.to_dict() for d in dropped]}
     saved = rundir.check_resumable(resume, record) if resume else None  # before the lock: a refusal writes nothing
     try:
@@ -62,7 +62,7 @@ def run(args, plan_args, resume: str = None) -> tuple:
     if view is None:
         return (130 if outcome.interrupted else 1), out_dir
     print_summary(view, out_dir)
-    return exit_code(outcome, view.results, getattr(args, "allow_errors", False)), out_dir
+    return exit_code(outcome, view.results, args.allow_errors), out_dir
 
 
 def out_dir_of(args, run_id, resume) -> tuple:

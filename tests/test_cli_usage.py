@@ -116,7 +116,8 @@ def test_out_directory_holding_a_run_is_refused(tmp_path, capsys, monkeypatch):
 
 
 def _plan(argv):
-    return flags.plan_from_args(cli.parse_args(["run", *argv]))
+    from rlbench.planning.request import RunRequest
+    return flags.plan_from_args(RunRequest.from_flags(cli.parse_args(["run", *argv])))
 
 
 def test_only_filters_cells_by_glob():

@@ -121,7 +121,9 @@ def test_cli_limits_bad_size(capsys):
 
 
 def test_run_measures_limits_before_a_replay_sweep(tmp_path, monkeypatch, capsys):
-    args = cli.parse_args(["run", "--adapter", "serial", "--env", "CartPole-v1", *TINY, "--out", str(tmp_path / "r")])
+    from rlbench.planning.request import RunRequest
+    args = RunRequest.from_flags(cli.parse_args(["run", "--adapter", "serial", "--env", "CartPole-v1", *TINY, "--out",
+                                                 str(tmp_path / "r")]))
     suite = flags.plan_from_args(args)
     monkeypatch.setattr(pipeline, "plan_from_args", lambda _: replace(suite, limits={**TINY_SIZES, "measure": True, "repeats": 1}))
     monkeypatch.setattr(registry.get("serial"), "kind", "replay")  # stands in for a replay backend

@@ -167,7 +167,8 @@ def test_a_sweep_may_set_its_own_durations_and_the_command_line_still_wins(tmp_p
     assert long.settings(suite.settings).duration_s == 7.5 and long.settings(suite.settings).timeout_s == 300
     assert short.settings(suite.settings).duration_s == suite.settings.duration_s
     assert long.spec(suite.settings, 0)["protocol"]["duration_s"] == 7.5
-    cli_plan = plan(parse_args(["run", str(path), "--duration", "0.1"]))
+    from rlbench.planning.request import RunRequest
+    cli_plan = plan(RunRequest.from_flags(parse_args(["run", str(path), "--duration", "0.1"])))
     assert cli_plan.cells[0].settings(cli_plan.settings).duration_s == 0.1
     assert cli_plan.cells[0].settings(cli_plan.settings).timeout_s == 300
     with pytest.raises(UsageError, match="unknown key 'repeats' in protocol"):

@@ -15,10 +15,11 @@ FLAG_NAMES = {"repeats": "--repeats", "duration_s": "--duration", "warmup_s": "-
 
 
 def plan_from_args(args) -> Suite:
+    """args: rlbench.planning.request.RunRequest."""
     if args.suite and args.adapter:
         raise UsageError("give either a suite file or --adapter/--env, not both")
     if args.suite:
-        suite = load_suite(args.suite, getattr(args, "suite_text", None))
+        suite = load_suite(args.suite, args.suite_text)
     elif args.adapter and args.env:
         suite = suite_from_flags(args)
     else:
@@ -26,8 +27,7 @@ def plan_from_args(args) -> Suite:
     overrides = {k: v for k, v in (("repeats", args.repeats), ("duration_s", args.duration),
                                    ("warmup_s", args.warmup),
                                    ("timeout_s", args.timeout), ("ray_address", args.ray_address),
-                                   ("cluster", getattr(args, "cluster", None)),
-                                   ("node_class", getattr(args, "node_class", None)))
+                                   ("cluster", args.cluster), ("node_class", args.node_class))
                  if v is not None}
     settings = parse_settings("command line", overrides, suite.settings, FLAG_NAMES)
     cells = tuple(replace(c, protocol=tuple((k, v) for k, v in c.protocol if k not in overrides))
@@ -54,7 +54,7 @@ def suite_from_flags(args) -> Suite:
     policy = parse_policy(args.policy)
     options, env_kwargs = pairs("--opt", args.opt), pairs("--env-kwarg", args.env_kwarg)
     cells = []
-    for env_id in (wrapped_id(e, getattr(args, "env_wrapper", None) or ()) for e in args.env):
+    for env_id in (wrapped_id(e, args.env_wrapper) for e in args.env):
         try:
             kw, frameskip = planned_env_kwargs(env_id, env_kwargs)
         except UsageError as exc:

@@ -174,14 +174,14 @@ def point_latest(out_dir) -> None:
 
 
 
-def plan_record(args, suite, run_id: str, env: dict, plan_args) -> dict:
-    """plan.json: what was asked (arguments, suite text) and what it resolved to (settings, cells), and the
-    machine: enough to run it again elsewhere, or to resume it here."""
-    text = getattr(args, "suite_text", None)
+def plan_record(args, suite, run_id: str, env: dict) -> dict:
+    """plan.json: what was asked (the RunRequest's planned fields, the suite text) and what it resolved to
+    (settings, cells), and the machine: enough to run it again elsewhere, or to resume it here."""
+    text = args.suite_text
     if args.suite and text is None:
         with open(args.suite, encoding="utf-8") as f:
             text = f.read()
-    return _jsonable({"schema": 1, "run_id": run_id, "args": {k: getattr(args, k, None) for k in plan_args},
+    return _jsonable({"schema": 1, "run_id": run_id, "args": args.planned(),
                       "suite_text": text, "settings": suite.settings.__dict__,
                       "cells": [c.cell_id for c in suite.cells],
                       "machine": {k: env.get(k) for k in MACHINE_KEYS}})

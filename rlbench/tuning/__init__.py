@@ -52,13 +52,13 @@ def parse_budget(raw: str) -> float:
 
 
 def tune(args) -> tuple:
-    """(exit code, run folder) of `rlbench tune`."""
+    """(exit code, run folder) of `rlbench tune` asked this rlbench.planning.request.TuneRequest."""
     t0 = time.monotonic()
     workload = plan_workload(args)
     budget_s = parse_budget(args.budget)
-    named = [a for item in (args.adapters or []) for a in item.split(",") if a]
+    named = [a for item in args.adapters for a in item.split(",") if a]
     stepping_adapters(named)  # unknown or non-stepping names: refused before anything runs
-    settings = replace(SETTINGS, cluster=_address(args), node_class=getattr(args, "node_class", None) or "")
+    settings = replace(SETTINGS, cluster=_address(args), node_class=args.node_class or "")
     try:
         cluster = join(settings)
         return _tune(args, t0, workload, budget_s, named, settings, cluster)
@@ -67,7 +67,7 @@ def tune(args) -> tuple:
 
 
 def _address(args) -> str:
-    if not getattr(args, "cluster", None):
+    if not args.cluster:
         return ""
     from rlbench.planning.suite import parse_settings
     return parse_settings("command line", {"cluster": args.cluster}, names={"cluster": "--cluster"}).cluster
@@ -172,7 +172,7 @@ def plan_workload(args) -> Workload:
     env_kwargs = pairs("--env-kwarg", args.env_kwarg)
     if registry.family_of_workload(args.env) is not None:
         raise UsageError(f"--env {args.env}: tune races env-stepping strategies; give an env, not a workload")
-    env_id = wrapped_id(args.env, getattr(args, "env_wrapper", None) or ())
+    env_id = wrapped_id(args.env, args.env_wrapper)
     kwargs, frameskip = planned_env_kwargs(env_id, env_kwargs)
     return Workload(env_id, 1, parse_policy(args.policy), 0, frameskip, kwargs)
 
