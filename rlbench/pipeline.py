@@ -17,9 +17,10 @@ from rlbench.machine.fingerprint import fingerprint, now
 from rlbench.planning.drop import drop_impossible
 from rlbench.planning.flags import plan_from_args
 from rlbench.results.model import ResultSet
-from rlbench.results.store import ResultStore, StoreError
+from rlbench.results.store import StoreError
 from rlbench.running import rundir
 from rlbench.running.cluster.join import join, leave
+from rlbench.running.rundir import RunDir
 
 HANDLED = ("SIGTERM", "SIGHUP")  # like Ctrl-C: the running cell is killed, every finished row kept
 FAILED = ("error", "timeout", "lost")
@@ -37,39 +38,31 @@ def run(args, resume: str = None) -> tuple:
     Cells that cannot run anywhere (an adapter's supports() says why) leave the plan first; none left is a
     UsageError, before anything is written."""
     suite, dropped = drop_impossible(plan_from_args(args))
-    run_id = rundir.new_run_id(suite.name)
-    out_dir, resume = out_dir_of(args, run_id, resume or args.resume)
+    folder = RunDir.choose(suite.name, args.out, resume or args.resume)
     env = {**fingerprint(), "suite_path": suite.path, "suite_sha256": suite.sha256}  # the text it planned from
-    record = {**rundir.plan_record(args, suite, run_id, env),
-              "dropped": [d.to_dict() for d in dropped]}
-    saved = rundir.check_resumable(resume, record) if resume else None  # before the lock: a refusal writes nothing
+    plan = {**rundir.plan_record(args, suite, folder.run_id, env), "dropped": [d.to_dict() for d in dropped]}
+    saved = folder.check_resumable(plan)
+    outcome = Outcome()
+    with on_cluster(suite, folder, saved) as cluster, folder:
+        env, done = open_run(folder, suite, plan, env, saved, cluster)
+        with stops_early(outcome, folder.path):
+            envs = prepare(suite, folder.path, env, build=not args.no_build)
+            sweep(suite, folder, envs, done, args.profile, cluster)
+        view = export_run(folder, env)
+    return finish(view, outcome, folder.path, args.allow_errors), folder.path
+
+
+@contextlib.contextmanager
+def on_cluster(suite, folder, saved):
+    """The class of cluster nodes the cells run on (None: here), joined before anything is written (nodes
+    refused or too small: a UsageError), left however the run ends."""
     try:
-        cluster = join(suite.settings, suite.cells)   # nodes refused or too small: UsageError, nothing written
+        cluster = join(suite.settings, suite.cells)
         if saved and cluster is not None:
-            same_class(out_dir, cluster)
-        lock = rundir.open_out_dir(out_dir, bool(resume))
-        try:
-            run_id, env, done = open_run(out_dir, suite, record, env, saved, cluster)
-            outcome = Outcome()
-            with stops_early(outcome, out_dir):
-                envs = prepare(suite, out_dir, env, build=not args.no_build)
-                sweep(suite, run_id, out_dir, envs, done, args.profile, cluster)
-            view = export_run(out_dir, env)
-        finally:
-            lock.release()
+            same_class(folder.path, cluster)
+        yield cluster
     finally:
         leave()
-    if view is None:
-        return (130 if outcome.interrupted else 1), out_dir
-    print_summary(view, out_dir)
-    return exit_code(outcome, view.results, args.allow_errors), out_dir
-
-
-def out_dir_of(args, run_id, resume) -> tuple:
-    """(the run folder, the folder resumed or None): --resume's folder, --out, or reports/<run-id>."""
-    if resume and args.out and os.path.abspath(args.out) != os.path.abspath(resume):
-        raise UsageError(f"--out {args.out} and --resume {resume}: a resumed run writes into its own folder")
-    return resume or args.out or os.path.join(rundir.REPORTS, run_id), resume
 
 
 def same_class(out_dir, cluster) -> None:
@@ -80,29 +73,23 @@ def same_class(out_dir, cluster) -> None:
                          f"{cluster.class_id}; resume it when nodes of class {started} are in the cluster")
 
 
-def open_run(out_dir, suite, record, env, saved, cluster=None) -> tuple:
-    """A new run writes its plan; a resumed one keeps its id and the rows it has (but `lost` ones: a node
-    went away under them). Returns (run id, env.json contents, the (cell, repeat, profiled) triples already
-    done)."""
+def open_run(folder, suite, plan, env, saved, cluster=None) -> tuple:
+    """A new run writes its plan; a resumed one keeps its id and the rows it has (but `lost` ones). Returns
+    (env.json contents, the (cell, repeat, profiled) triples already done)."""
     if saved:
-        kept = rundir.read_env(out_dir)
-        env, done = {**kept, "resumed_at": [*kept.get("resumed_at", []), now()]}, {
-            (r["cell_id"], r["repeat"], bool(r.get("profiled"))) for r in ResultSet.load(out_dir).rows
-            if r["status"] != "lost"}
-        run_id = saved["run_id"]
+        kept = folder.read_env()
+        env, done = {**kept, "resumed_at": [*kept.get("resumed_at", []), now()]}, folder.done()
     else:
-        run_id, done = record["run_id"], set()
-        rundir.write_plan(out_dir, record)
-        env.update(run_id=run_id, settings=suite.settings.__dict__, cells=len(suite.cells),
-                   dropped=record["dropped"])
+        done = set()
+        env.update(run_id=folder.run_id, settings=suite.settings.__dict__, cells=len(suite.cells),
+                   dropped=plan["dropped"])
     if cluster is not None:
         env["cluster"] = cluster.record()
-    ResultStore(out_dir).close()  # interrupted in what follows, it is still a run (of no rows)
-    rundir.write_env(out_dir, env)
-    rundir.point_latest(out_dir)
+    folder.begin(env, None if saved else plan)
     todo = f" ({len(done)} rows kept, running the rest)" if done else ""
-    print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {out_dir}{todo}", file=sys.stderr)
-    return run_id, env, done
+    print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {folder.path}{todo}",
+          file=sys.stderr)
+    return env, done
 
 
 @contextlib.contextmanager
@@ -138,27 +125,35 @@ def prepare(suite, out_dir, env: dict, build: bool) -> dict:
     return prepared
 
 
-def sweep(suite, run_id, out_dir, envs, done, profile: bool, cluster=None) -> None:
+def sweep(suite, folder, envs, done, profile: bool, cluster=None) -> None:
     """Every (cell, repeat) not done, a fresh process each, repeats interleaved (rlbench.running.sweep)."""
     from rlbench.running.sweep import run_sweep
-    run_sweep(run_id, suite.name, suite.cells, suite.settings, out_dir, profile, envs, done, cluster=cluster)
+    run_sweep(folder.run_id, suite.name, suite.cells, suite.settings, folder.path, profile, envs, done,
+              cluster=cluster)
 
 
-def export_run(out_dir, env):
-    """env.json's end (and the Ray cluster the cells ran on), then the reports; None, with one line said,
-    when they cannot be written (`rlbench report` rebuilds them later from results.jsonl)."""
+def export_run(folder, env):
+    """env.json's end (and the Ray cluster the cells' actors ran on), then the reports; None, with one line
+    said, when they cannot be written (`rlbench report` rebuilds them later from results.jsonl)."""
     env["ended_at"] = now()
-    on_cluster = [r for r in ResultSet.load(out_dir).rows if r.get("cluster")]
-    if on_cluster:  # the cluster as the last cell saw it, and where each cell's actors ran
-        env["ray_cluster"] = {**on_cluster[-1]["cluster"],
-                              "placements": {r["cell_id"]: r.get("placement") for r in on_cluster}}
+    actors = [r for r in ResultSet.load(folder.path).rows if r.get("cluster")]
+    if actors:  # the cluster as the last cell saw it, and where each cell's actors ran
+        env["ray_cluster"] = {**actors[-1]["cluster"], "placements": {r["cell_id"]: r.get("placement") for r in actors}}
     try:
-        rundir.write_env(out_dir, env)
-        return rebuild_report(out_dir)
+        folder.write_env(env)
+        return rebuild_report(folder.path)
     except OSError as exc:
-        print(f"rlbench: error: cannot write the report: {exc.strerror or exc}; `rlbench report {out_dir}` "
+        print(f"rlbench: error: cannot write the report: {exc.strerror or exc}; `rlbench report {folder.path}` "
               "rebuilds it from results.jsonl", file=sys.stderr)
         return None
+
+
+def finish(view, outcome: Outcome, out_dir: str, allow_errors: bool) -> int:
+    """The summary, then the exit code; a report that could not be written: 1 (130 if interrupted)."""
+    if view is None:
+        return 130 if outcome.interrupted else 1
+    print_summary(view, out_dir)
+    return exit_code(outcome, view.results, allow_errors)
 
 
 def exit_code(outcome: Outcome, results: ResultSet, allow_errors: bool) -> int:

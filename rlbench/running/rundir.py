@@ -14,6 +14,8 @@ from filelock import FileLock, Timeout
 
 from rlbench.errors import UsageError
 from rlbench.report.writer import write_atomic
+from rlbench.results.model import ResultSet
+from rlbench.results.store import ResultStore
 
 REPORTS = "reports"  # where runs go by default; reports/latest points at the last one
 PLAN = "plan.json"
@@ -23,6 +25,59 @@ RUN_MARKERS = ("results.jsonl", PLAN)
 # what must match for rows of two sessions to stand in one run (rlbench.machine.fingerprint's keys)
 MACHINE_KEYS = ("cpu_model", "cpu_logical_cores", "cpu_affinity", "ram_gb", "gpus", "python", "packages",
                 "rlbench_version", "git")
+
+
+class RunDir:
+    """One run folder, from choosing it to its report: its id, its lock (held inside `with`), plan.json,
+    env.json, results.jsonl and the reports/latest link. `rlbench run` and `rlbench tune` both use it."""
+
+    def __init__(self, path: str, run_id: str, resuming: bool = False):
+        self.path, self.run_id, self.resuming = path, run_id, resuming
+        self._lock = None
+
+    @classmethod
+    def choose(cls, name: str, out: str = None, resume: str = None) -> "RunDir":
+        """--resume's folder, --out, or reports/<run-id>; nothing is written yet."""
+        if resume and out and os.path.abspath(out) != os.path.abspath(resume):
+            raise UsageError(f"--out {out} and --resume {resume}: a resumed run writes into its own folder")
+        run_id = new_run_id(name)
+        return cls(resume or out or os.path.join(REPORTS, run_id), run_id, bool(resume))
+
+    def check_resumable(self, plan: dict):
+        """The saved plan of a folder resumed (its run id kept), when it is the same run on the same
+        machine; None for a new run. Checked before the lock: a refusal writes nothing."""
+        if not self.resuming:
+            return None
+        saved = check_resumable(self.path, plan)
+        self.run_id = saved["run_id"]
+        return saved
+
+    def __enter__(self) -> "RunDir":
+        self._lock = open_out_dir(self.path, self.resuming)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._lock.release()
+
+    def begin(self, env: dict, plan: dict = None) -> None:
+        """plan.json (a new run's), results.jsonl (interrupted from here on, it is still a run, of no rows),
+        env.json and the latest link."""
+        if plan is not None:
+            write_plan(self.path, plan)
+        ResultStore(self.path).close()
+        self.write_env(env)
+        point_latest(self.path)
+
+    def write_env(self, env: dict) -> None:
+        write_env(self.path, env)
+
+    def read_env(self) -> dict:
+        return read_env(self.path)
+
+    def done(self) -> set:
+        """(cell, repeat, profiled) of the rows it holds, but `lost` ones (a node went away under them)."""
+        return {(r["cell_id"], r["repeat"], bool(r.get("profiled"))) for r in ResultSet.load(self.path).rows
+                if r["status"] != "lost"}
 
 
 def is_run(path: str) -> bool:

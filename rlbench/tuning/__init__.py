@@ -19,8 +19,8 @@ from rlbench.planning.flags import pairs
 from rlbench.planning.plan import Settings
 from rlbench.report.writer import write_atomic
 from rlbench.results.model import ResultSet
-from rlbench.running import rundir
 from rlbench.running.cluster.join import join, leave
+from rlbench.running.rundir import RunDir
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import Space, available_mb, cpus_here, default_max_envs, stepping_adapters
 from rlbench.tuning.decide import decide, lines
@@ -86,15 +86,13 @@ def _tune(args, t0, workload, budget_s, named, settings, cluster) -> tuple:
     if not runnable:
         raise UsageError(f"no adapter can run {workload.env_id} here: "
                          + "; ".join(f"{x.adapter}: {x.reason}" for x in space.left[:6]))
-    run_id = rundir.new_run_id("tune")
-    out_dir = args.out or os.path.join(rundir.REPORTS, run_id)
-    lock = rundir.open_out_dir(out_dir, False)
-    try:
+    folder = RunDir.choose("tune", args.out)
+    out_dir, run_id = folder.path, folder.run_id
+    with folder:
         env = {**fingerprint(), "run_id": run_id, "suite_path": None, "command": "tune",
                "settings": settings.__dict__, "budget_s": budget_s,
                **({"cluster": cluster.record()} if cluster else {})}
-        rundir.write_env(out_dir, env)
-        rundir.point_latest(out_dir)
+        folder.begin(env)
         envs = prepare(space.adapters, env)
         measurer = SweepMeasurer(run_id, settings, out_dir, envs, t0=t0, cluster=cluster)
         calibration = calibrate_here(runnable, cpus, max_envs, envs, measurer, budget_s, out_dir) \
@@ -118,11 +116,9 @@ def _tune(args, t0, workload, budget_s, named, settings, cluster) -> tuple:
         write_atomic(os.path.join(out_dir, TUNE_JSON), json.dumps(record, indent=2, default=str) + "\n")
         env.update(ended_at=now(), cells=len(search.candidates),
                    tune={"label": label(workload), **decision, "points": chart_points(search)})
-        rundir.write_env(out_dir, env)
+        folder.write_env(env)
         from rlbench import report
         report.export(ResultSet.load(out_dir), out_dir)
-    finally:
-        lock.release()
     print("\n".join(lines(decision, profile, label(workload))))
     print(f"\nreport: {os.path.join(out_dir, 'index.html')}  decision: {os.path.join(out_dir, TUNE_JSON)}")
     print(f"rlbench tune: {time.monotonic() - t0:.0f} s of the {budget_s:.0f} s budget used", file=sys.stderr)
