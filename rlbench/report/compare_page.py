@@ -4,8 +4,7 @@ writer."""
 import os
 
 from rlbench.report.csv_reporter import frame_to_csv
-from rlbench.report.format import data_v, fixed, rate, speedup
-from rlbench.report.format import esc as _e
+from rlbench.report.format import data_v, esc, fixed, rate, speedup
 from rlbench.report.html import CSS, SORT_JS
 from rlbench.report.view import CompareView
 from rlbench.report.writer import write_files
@@ -31,20 +30,20 @@ def export_compare(view: CompareView) -> dict:
 
 
 def _row(r) -> str:
-    return (f"<tr style='background:{COLOURS.get(r['verdict'], 'none')}'><td>{_e(r['cell_id'])}</td>"
-            f"<td>{_e(r['verdict'])}</td>"
+    return (f"<tr style='background:{COLOURS.get(r['verdict'], 'none')}'><td>{esc(r['cell_id'])}</td>"
+            f"<td>{esc(r['verdict'])}</td>"
             f"<td data-v='{data_v(r['base_median'])}'>{rate(r['base_median'])}</td>"
             f"<td data-v='{data_v(r['new_median'])}'>{rate(r['new_median'])}</td>"
             f"<td data-v='{data_v(r['change_pct'])}'>{fixed(r['change_pct'], '+.1f')}</td>"
-            f"<td data-v='{data_v(r['ratio'])}'>{_e(speedup(r['ratio'], r['ratio_ci_low'], r['ratio_ci_high']))}</td>"
+            f"<td data-v='{data_v(r['ratio'])}'>{esc(speedup(r['ratio'], r['ratio_ci_low'], r['ratio_ci_high']))}</td>"
             f"<td data-v='{data_v(r['p_value'])}'>{fixed(r['p_value'], '.3g')}</td>"
-            f"<td>{r['base_n'] or 0} / {r['new_n'] or 0}</td><td>{_e(r['reason'] or '')}</td></tr>")
+            f"<td>{r['base_n'] or 0} / {r['new_n'] or 0}</td><td>{esc(r['reason'] or '')}</td></tr>")
 
 
 def winners_table(view: CompareView) -> str:
     """Each workload's verdict in base and in new (the runs' own headlines), the change of winner marked."""
-    rows = "".join(f"<tr style='background:{COLOURS['uncertain'] if changed else 'none'}'><td>{_e(label)}</td>"
-                   f"<td>{_e(b.sentence() if b else '-')}</td><td>{_e(n.sentence() if n else '-')}</td>"
+    rows = "".join(f"<tr style='background:{COLOURS['uncertain'] if changed else 'none'}'><td>{esc(label)}</td>"
+                   f"<td>{esc(b.sentence() if b else '-')}</td><td>{esc(n.sentence() if n else '-')}</td>"
                    f"<td>{'yes' if changed else ''}</td></tr>" for label, b, n, changed in view.winners)
     if not rows:
         return ""
@@ -57,12 +56,12 @@ def page(view: CompareView) -> str:
     head = ("<tr><th>cell</th><th>verdict</th><th>base steps/s</th><th>new steps/s</th><th>change %</th>"
             "<th>new/base [95% CI]</th><th>p</th><th>n base / new</th><th>reason</th></tr>")
     body = "".join(_row(r) for r in view.records)
-    machines = "".join(f"<tr><td>{_e(k)}</td><td>{_e(b)}</td><td>{_e(n)}</td></tr>" for k, b, n in view.machines)
+    machines = "".join(f"<tr><td>{esc(k)}</td><td>{esc(b)}</td><td>{esc(n)}</td></tr>" for k, b, n in view.machines)
     verdict = (f"<p><b>{len(c.regressions)} regression(s)</b>: slower by more than {fixed(c.threshold, '.0%')} "
                f"and significant at alpha {fixed(c.alpha, 'g')}.</p>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>rlbench compare</title><style>{CSS}</style>"
-            f"</head><body><h1>rlbench compare</h1><p>base: {_e(view.base_dir)}<br>new: {_e(view.new_dir)}</p>"
-            f"{verdict}<p>{_e(c.counts_label)}</p>"
+            f"</head><body><h1>rlbench compare</h1><p>base: {esc(view.base_dir)}<br>new: {esc(view.new_dir)}</p>"
+            f"{verdict}<p>{esc(c.counts_label)}</p>"
             f"<table class='sortable'><thead>{head}</thead><tbody>{body}</tbody></table>{winners_table(view)}"
             f"<h2>Machines</h2><table class='meta'><tr><th>key</th><th>base</th><th>new</th></tr>{machines}</table>"
             f"<script>{SORT_JS}</script></body></html>")

@@ -1,6 +1,7 @@
 """results.csv (tidy, one row per repeat) and summary.csv (one row per cell), from the run view's pandas
 frames; every CSV of a report (profiles, validation, compare) is written by `frame_to_csv` the same way."""
 import json
+import math
 
 
 def frame_to_csv(frame) -> str:
@@ -17,7 +18,7 @@ def _cell(v):
     if isinstance(v, (dict, list, tuple)):
         return json.dumps(v, sort_keys=True) if v else ""
     if isinstance(v, float):
-        return "" if v != v else f"{v:.6g}"
+        return "" if math.isnan(v) else f"{v:.6g}"
     return "" if v is None else v
 
 

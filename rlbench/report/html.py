@@ -5,8 +5,7 @@ import json
 
 from rlbench import SCHEMA_VERSION
 from rlbench.report import charts
-from rlbench.report.format import data_v, figure, is_num, pct, reason_counts, si
-from rlbench.report.format import esc as _e
+from rlbench.report.format import data_v, esc, figure, is_num, pct, reason_counts, si
 from rlbench.report.points import env_label
 from rlbench.report.recommendation import recommendation_section
 from rlbench.report.view import run_view
@@ -37,12 +36,12 @@ def export_html(view) -> dict:
 
 
 def page(view) -> str:
-    parts = [f"<h1>rlbench report: {_e(view.suite)}</h1>", recommendation_section(view.env),
+    parts = [f"<h1>rlbench report: {esc(view.suite)}</h1>", recommendation_section(view.env),
              headlines_box(view.headlines), _headline(view.env)]
     parts += [draw() for _, _, draw in view.sections()]
     parts += ["<h2>Summary (median of repeats; click a header to sort)</h2>", summary_table(view.ran)]
     if view.skipped:
-        parts += ["<h2>Not run here</h2><ul>"] + [f"<li>{_e(r['cell_id'])}: {_e(r['error'])}</li>"
+        parts += ["<h2>Not run here</h2><ul>"] + [f"<li>{esc(r['cell_id'])}: {esc(r['error'])}</li>"
                                                   for r in view.skipped] + ["</ul>"]
     parts.append(dropped_note(view.dropped))
     parts += ["<h2>Machine and software</h2>", _fingerprint_table(view.env)]
@@ -63,7 +62,7 @@ def headlines_box(lines) -> str:
     """The run's answer on top of the page: a sentence per workload, '' when no family has one."""
     if not lines:
         return ""
-    return "<div class='headlines'><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul></div>"
+    return "<div class='headlines'><ul>" + "".join(f"<li>{esc(line)}</li>" for line in lines) + "</ul></div>"
 
 
 def dropped_note(dropped) -> str:
@@ -72,9 +71,9 @@ def dropped_note(dropped) -> str:
     if not dropped:
         return ""
     summary = "; ".join(f"{reason} (x{n})" for reason, n in reason_counts(d.get("reason", "") for d in dropped).items())
-    items = "".join(f"<li>{_e(d.get('cell_id', ''))}: {_e(d.get('reason', ''))}</li>" for d in dropped)
+    items = "".join(f"<li>{esc(d.get('cell_id', ''))}: {esc(d.get('reason', ''))}</li>" for d in dropped)
     return (f"<details class='dropped'><summary>{len(dropped)} planned cell{'s' if len(dropped) != 1 else ''} "
-            f"left out, as they cannot run on any machine: {_e(summary)}</summary><ul>{items}</ul></details>")
+            f"left out, as they cannot run on any machine: {esc(summary)}</summary><ul>{items}</ul></details>")
 
 
 def _headline(env) -> str:
@@ -83,9 +82,9 @@ def _headline(env) -> str:
     gpus = ", ".join(g.get("name", "?") for g in env.get("gpus") or []) or "no GPU"
     git = env.get("git") or {}
     commit = (git.get("commit") or "?")[:10] + (" (dirty)" if git.get("dirty") else "")
-    return (f"<p>{_e(cpu)}, {_e(cores)}, {_e(gpus)}; Python {_e(env.get('python', '?'))}; "
-            f"rlbench {_e(env.get('rlbench_version', '?'))} at {_e(commit)}; "
-            f"{_e(env.get('started_at', '?'))} to {_e(env.get('ended_at', '?'))}.</p>"
+    return (f"<p>{esc(cpu)}, {esc(cores)}, {esc(gpus)}; Python {esc(env.get('python', '?'))}; "
+            f"rlbench {esc(env.get('rlbench_version', '?'))} at {esc(commit)}; "
+            f"{esc(env.get('started_at', '?'))} to {esc(env.get('ended_at', '?'))}.</p>"
             "<p>Bars and shaded bands show the 95% confidence interval of each cell's median over its repeats; "
             "each repeat ran in a fresh process. Charts are interactive: hover a point for its cell, median, CI, "
             "n and CV; click a legend entry to hide or show its line (double-click to show it alone); drag to "
@@ -120,7 +119,7 @@ def summary_view(rows) -> tuple:
 
 def summary_table(rows) -> str:
     view = summary_view(rows)
-    head = "".join(f"<th>{_e(h)}</th>" for h, _, _ in view)
+    head = "".join(f"<th>{esc(h)}</th>" for h, _, _ in view)
     body = []
     for r in rows:
         r = {**r, "env_label": env_label(r), "options_label": kv_label(r.get("options"))}
@@ -128,20 +127,20 @@ def summary_table(rows) -> str:
         for _, key, fmt in view:
             v = r.get(key)
             if key == "status":
-                text = _e(v) + (f" <span class='warn'>{_e(r['warning'])}</span>" if r["warning"] else "")
-                text += f"<br><small>{_e(r['error'])}</small>" if r["error"] else ""
-                text += f" <a href='{_e(r['profile'])}'>profile</a>" if r.get("profile") else ""
+                text = esc(v) + (f" <span class='warn'>{esc(r['warning'])}</span>" if r["warning"] else "")
+                text += f"<br><small>{esc(r['error'])}</small>" if r["error"] else ""
+                text += f" <a href='{esc(r['profile'])}'>profile</a>" if r.get("profile") else ""
                 cells.append(f"<td>{text}</td>")
             elif fmt is not None and isinstance(v, float):
-                cells.append(f"<td data-v='{data_v(v)}'>{_e(fmt(v))}</td>")
+                cells.append(f"<td data-v='{data_v(v)}'>{esc(fmt(v))}</td>")
             else:
-                cells.append(f"<td>{_e('' if v is None else v)}</td>")
+                cells.append(f"<td>{esc('' if v is None else v)}</td>")
         cls = "" if r["status"] == "ok" else " class='bad'"
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
     return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def _fingerprint_table(env) -> str:
-    rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(json.dumps(v) if isinstance(v, (dict, list)) else v)}</td></tr>"
+    rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(json.dumps(v) if isinstance(v, (dict, list)) else v)}</td></tr>"
                    for k, v in env.items())
     return f"<table class='meta'>{rows}</table>"

@@ -120,45 +120,44 @@ def _policy_frac(run):
     return policy_s / seconds if policy_s is not None and seconds else None
 
 
-_M = Metric
 HARNESS = (  # measured by the harness around every session, one value per repeat (family "all")
-    _M("env_steps", "steps", "env steps made in the timed window, over all envs", summary=(), label="env steps"),
-    _M("frames", "frames", "env_steps x frameskip (Atari: 4)", summary=()),
-    _M("units", "units", "units of work in the timed window: step() calls (a vector step, a rollout, a scan)",
+    Metric("env_steps", "steps", "env steps made in the timed window, over all envs", summary=(), label="env steps"),
+    Metric("frames", "frames", "env_steps x frameskip (Atari: 4)", summary=()),
+    Metric("units", "units", "units of work in the timed window: step() calls (a vector step, a rollout, a scan)",
       summary=()),
-    _M("seconds", "s", "length of the timed window, from the end of warm-up to the end of its last unit",
+    Metric("seconds", "s", "length of the timed window, from the end of warm-up to the end of its last unit",
       summary=()),
-    _M("steps_per_s", "steps/s", "env steps per second over the timed window, env_steps / seconds (the figure "
+    Metric("steps_per_s", "steps/s", "env steps per second over the timed window, env_steps / seconds (the figure "
       "strategies are compared on)", summary=("median", "ci", "iqr", "cv", "min", "max"), label="steps/s"),
-    _M("frames_per_s", "frames/s", "steps_per_s x frameskip, to match published FPS", label="frames/s"),
-    _M("units_per_s", "units/s", "units of work per second over the timed window", summary=(), label="units/s"),
-    _M("latency_p50_ms", "ms", "median time of one unit of work: for a 16-env vector step, the time of 16 env "
+    Metric("frames_per_s", "frames/s", "steps_per_s x frameskip, to match published FPS", label="frames/s"),
+    Metric("units_per_s", "units/s", "units of work per second over the timed window", summary=(), label="units/s"),
+    Metric("latency_p50_ms", "ms", "median time of one unit of work: for a 16-env vector step, the time of 16 env "
       "steps", label="p50 ms"),
-    _M("latency_p95_ms", "ms", "95th percentile of the unit time", summary=(), label="p95 ms"),
-    _M("latency_p99_ms", "ms", "99th percentile of the unit time", label="p99 ms"),
-    _M("latency_p999_ms", "ms", "99.9th percentile of the unit time", summary=(), label="p99.9 ms"),
-    _M("latency_max_ms", "ms", "the slowest unit of the window", summary=(), label="max ms"),
-    _M("latency_mean_ms", "ms", "mean time of one unit of work", summary=(), label="mean ms"),
-    _M("policy_s", "s", "time inside the policy over the timed window, when it ran in the harness's process "
+    Metric("latency_p95_ms", "ms", "95th percentile of the unit time", summary=(), label="p95 ms"),
+    Metric("latency_p99_ms", "ms", "99th percentile of the unit time", label="p99 ms"),
+    Metric("latency_p999_ms", "ms", "99.9th percentile of the unit time", summary=(), label="p99.9 ms"),
+    Metric("latency_max_ms", "ms", "the slowest unit of the window", summary=(), label="max ms"),
+    Metric("latency_mean_ms", "ms", "mean time of one unit of work", summary=(), label="mean ms"),
+    Metric("policy_s", "s", "time inside the policy over the timed window, when it ran in the harness's process "
       "(empty when the strategy acts inside its own workers)", summary=(), label="policy s"),
-    _M("env_s", "s", "seconds - policy_s: time outside the policy (env, transport, waiting)", summary=(),
+    Metric("env_s", "s", "seconds - policy_s: time outside the policy (env, transport, waiting)", summary=(),
       label="env s"),
-    _M("policy_frac", "share", "policy_s / seconds: the share of the window inside the policy, the rest is env and "
+    Metric("policy_frac", "share", "policy_s / seconds: the share of the window inside the policy, the rest is env and "
       "transport", source="derived", derive=_policy_frac, label="policy share"),
-    _M("cpu_util", "cores", "busy cores of the whole process tree over the timed window (1.0 = one core)",
+    Metric("cpu_util", "cores", "busy cores of the whole process tree over the timed window (1.0 = one core)",
       label="CPU cores busy"),
-    _M("peak_rss_mb", "MB", "each process's peak resident set, summed over the tree (an upper bound of the tree's "
+    Metric("peak_rss_mb", "MB", "each process's peak resident set, summed over the tree (an upper bound of the tree's "
       "peak)", summary=("max",), label="peak RSS MB"),
-    _M("setup_s", "s", "opening the session: imports, env construction, workers' start (compile_s and "
+    Metric("setup_s", "s", "opening the session: imports, env construction, workers' start (compile_s and "
       "runtime_init_s are inside it); never in a rate", summary=(), label="setup s"),
-    _M("close_s", "s", "closing the session", summary=(), label="close s"),
-    _M("runtime_init_s", "s", "starting or joining a framework runtime (Ray), inside setup_s", source="info",
+    Metric("close_s", "s", "closing the session", summary=(), label="close s"),
+    Metric("runtime_init_s", "s", "starting or joining a framework runtime (Ray), inside setup_s", source="info",
       summary=(), label="runtime init s"),
-    _M("wall_s", "s", "the whole repeat as the harness timed it: process start, setup, warm-up, timed window, "
+    Metric("wall_s", "s", "the whole repeat as the harness timed it: process start, setup, warm-up, timed window, "
       "close and cleanup", summary=(), label="wall s"),
-    _M("warmup_units", "units", "units of work in the warm-up before the timed window", summary=(),
+    Metric("warmup_units", "units", "units of work in the warm-up before the timed window", summary=(),
       label="warm-up units"),
-    _M("warmup_steps", "steps", "env steps made in the warm-up", summary=(), label="warm-up steps"),
+    Metric("warmup_steps", "steps", "env steps made in the warm-up", summary=(), label="warm-up steps"),
 )
 
 

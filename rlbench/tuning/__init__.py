@@ -4,6 +4,7 @@ the run folder, calibrate what this machine has not seen, search (rlbench.tuning
 decide, write tune.json and the report, print the answer. Each stage is one call here; the whole, profile
 and calibration included, keeps to the budget."""
 import json
+import math
 import os
 import re
 import subprocess
@@ -219,7 +220,7 @@ def tune_record(workload, budget_s, used_s, max_envs, profile, calibration, sear
               "predicted_max_steps_per_s": c.predicted, "status": c.status, "repeats": c.repeats,
               "ok_repeats": len(c.values), "steps_per_s": c.values,
               "steps_per_s_median": c.median if c.values else None, "round_out": c.round_out or None,
-              "p_slower_than_leader": None if c.p != c.p else c.p, "why": c.why} for c in search.candidates]
+              "p_slower_than_leader": None if math.isnan(c.p) else c.p, "why": c.why} for c in search.candidates]
     left = [{**asdict(x), "repeats": 0} for x in search.space.left]
     return {"schema": 2, "workload": workload.to_dict(), "budget_s": budget_s, "used_s": used_s,
             "max_envs": max_envs, "settings": settings.__dict__, "profile": profile, "calibration": calibration,

@@ -1,8 +1,7 @@
 """The compiled-programs section: compile time apart from every rate, the carry's bandwidth against the
 devices' copy rate, and aggregate env steps/s against agents trained at once."""
 from rlbench.report import charts
-from rlbench.report.format import data_v, figure, fixed, pct, rate, with_ci
-from rlbench.report.format import esc as _e
+from rlbench.report.format import data_v, esc, figure, fixed, pct, rate, with_ci
 from rlbench.report.points import STAT_COLUMNS, env_label, stat_points
 from rlbench.results.stats import median_ci
 
@@ -43,9 +42,9 @@ def jax_section(results) -> str:
                   r.get("state_gb_per_s_median"), r.get("device_copy_gbps_median"), r.get("unit_cost_us_median"),
                   r.get("unit_cost_frac_median"), frac[0]]
         cells = [fmt(v) for (_, _, fmt), v in zip(shown[:-1], values)] + [with_ci(*frac, fmt=shown[-1][2])]
-        body.append(f"<tr><td>{_e(r['cell_id'])}</td>"
-                    + "".join(f"<td data-v='{data_v(v)}'>{_e(c)}</td>" for c, v in zip(cells, values)) + "</tr>")
-    head = "".join(f"<th>{_e(header)}</th>" for _, header, _ in shown[:-1]) + f"<th>{_e(shown[-1][1])} [95% CI]</th>"
+        body.append(f"<tr><td>{esc(r['cell_id'])}</td>"
+                    + "".join(f"<td data-v='{data_v(v)}'>{esc(c)}</td>" for c, v in zip(cells, values)) + "</tr>")
+    head = "".join(f"<th>{esc(header)}</th>" for _, header, _ in shown[:-1]) + f"<th>{esc(shown[-1][1])} [95% CI]</th>"
     fig = agents_figure([r for r, _ in compiled])
     chart = charts.to_html(fig, charts.chart_id("jax", "agents")) if fig else ""
     return ("<h2>Compiled programs (JAX): compile time apart from the rate</h2>"

@@ -5,10 +5,7 @@ import io
 
 from rlbench.families.replay.driver import KWARGS, PREFIX, WORKLOADS
 from rlbench.report import charts
-from rlbench.report.format import data_v, figure, fixed, pct, size, with_ci
-from rlbench.report.format import esc as _e
-from rlbench.report.format import grouped as _num
-from rlbench.report.format import is_num as _ok
+from rlbench.report.format import data_v, esc, figure, fixed, grouped, is_num, pct, size, with_ci
 from rlbench.results.stats import median_ci, ratio_ci
 from rlbench.workload import kv_label
 
@@ -38,15 +35,15 @@ def replay_rows(results) -> list:
         rate = r["steps_per_s_median"]
         item = r.get("item_bytes")
         repeats = [run["steps_per_s"] * item / 1e6 for run in results.benchmarks[r["cell_id"]].ok_runs
-                   if item and _ok(run.get("steps_per_s"))]
+                   if item and is_num(run.get("steps_per_s"))]
         gbps = r.get("limit_gbps")
         _, frac_low, frac_high = (median_ci([mb / (gbps * 1e3) for mb in repeats])
-                                  if _ok(r.get("limit_frac")) and gbps else (None, None, None))
+                                  if is_num(r.get("limit_frac")) and gbps else (None, None, None))
         out.append({
             "workload": r["env"][len(PREFIX):], "mode": mode, "store": store_label(r), "actors": r["num_envs"],
             "item_bytes": item, "capacity_items": r.get("capacity_items"), "capacity_scale": r.get("capacity_scale"),
             "page_cache": r.get("page_cache") or "", "n": r["n"], "status": r["status"],
-            "items_per_s": rate, "mb_per_s": rate * item / 1e6 if item and _ok(rate) else None,
+            "items_per_s": rate, "mb_per_s": _mb_per_s(rate, item),
             "add_items_per_s": r.get("add_items_per_s_median"),
             "sample_items_per_s": r.get("sample_items_per_s_median"),
             "bound": r.get("bound") or "", "limit_gbps": gbps, "limit_frac": r.get("limit_frac"),
@@ -57,10 +54,13 @@ def replay_rows(results) -> list:
             "keeps_up": kept.get(r["cell_id"], "") if mode == "target" else "", "error": r.get("error") or "",
             "adapter": r["adapter"], "cell_id": r["cell_id"], "cv": r.get("steps_per_s_cv"),
             "mb_per_s_repeats": repeats,
-            **{f"mb_per_s_ci_{b}": (r[f"steps_per_s_ci_{b}"] * item / 1e6
-                                   if item and _ok(r.get(f"steps_per_s_ci_{b}")) else None) for b in ("low", "high")},
+            **{f"mb_per_s_ci_{b}": _mb_per_s(r.get(f"steps_per_s_ci_{b}"), item) for b in ("low", "high")},
         })
     return out
+
+
+def _mb_per_s(items_per_s, item_bytes):
+    return items_per_s * item_bytes / 1e6 if item_bytes and is_num(items_per_s) else None
 
 
 def store_label(row) -> str:
@@ -83,7 +83,7 @@ def targets(rows) -> list:
     ratio with its bootstrap 95% CI (the first of both stores' repeats, rlbench.results.stats.ratio_ci; the
     second limit_frac's)."""
     out = []
-    sampled = [r for r in rows if r["mode"] == "max-sample" and _ok(r["mb_per_s"]) and r["n"]]
+    sampled = [r for r in rows if r["mode"] == "max-sample" and is_num(r["mb_per_s"]) and r["n"]]
     for workload in WORKLOADS:
         at = [r for r in sampled if r["workload"] == workload]
         ours = max((r for r in at if r["adapter"] in OURS), key=lambda r: r["mb_per_s"], default=None)
@@ -95,7 +95,7 @@ def targets(rows) -> list:
                         "figure": f"{mb(ours['mb_per_s'])} vs {mb(peer['mb_per_s'])} MB/s ({peer['store']})",
                         "ratio": ratio, "ratio_ci_low": low, "ratio_ci_high": high, "met": ratio >= 1.0})
     for r in sampled:
-        if r["adapter"] == "shm-ring" and (r["item_bytes"] or 0) >= 10_000_000 and _ok(r["limit_frac"]) \
+        if r["adapter"] == "shm-ring" and (r["item_bytes"] or 0) >= 10_000_000 and is_num(r["limit_frac"]) \
                 and r["bound"] == "memcpy_1core":
             out.append({"target": f"{r['workload']}: shm-ring sample bandwidth >= 0.7 x memcpy (1 core)",
                         "ours": r["store"], "figure": f"{mb(r['mb_per_s'])} MB/s vs {mb(r['limit_gbps'] * 1000)} MB/s",
@@ -145,8 +145,8 @@ def replay_section(results) -> str:
         at = [r for r in rows if r["workload"] == workload]
         if at:
             w = WORKLOADS[workload]
-            parts.append(f"<h3>{_e(workload)}: {_e(w.algorithm)} on {_e(w.env)}, {w.sampling}, items of "
-                         f"{_num(at[0]['item_bytes'])} bytes, {fixed(w.add_per_s, 'g')} adds/s and "
+            parts.append(f"<h3>{esc(workload)}: {esc(w.algorithm)} on {esc(w.env)}, {w.sampling}, items of "
+                         f"{grouped(at[0]['item_bytes'])} bytes, {fixed(w.add_per_s, 'g')} adds/s and "
                          f"{fixed(w.sample_per_s, 'g')} samples/s in batches of {w.batch_size}</h3>")
             parts.append(_workload_table(at))
     return "".join(parts)
@@ -156,45 +156,45 @@ def _limits_table(limits) -> str:
     if not limits:
         return "<p>No machine limits were measured in this run.</p>"
     if "error" in limits:
-        return f"<p class='warn'>Machine limits could not be measured: {_e(limits['error'])}</p>"
+        return f"<p class='warn'>Machine limits could not be measured: {esc(limits['error'])}</p>"
     cells = []
     for key, label, _ in LIMIT_LINES + (("disk_seq_read_gbps", "disk, sequential reads (cold)", ""),
                                         ("disk_random_read_4k_gbps", "disk, random 4 KiB reads (cold)", "")):
         fig = limits.get(key)
         if isinstance(fig, dict):
-            cells.append(f"<tr><td>{_e(label)}</td><td>{fixed(fig['median'], '.3g')} GB/s</td></tr>")
+            cells.append(f"<tr><td>{esc(label)}</td><td>{fixed(fig['median'], '.3g')} GB/s</td></tr>")
     where = f"{limits.get('disk_path', '?')} ({limits.get('fs_type', '?')}); page cache {limits.get('page_cache', '?')}"
     return (f"<table class='meta'><tr><th>machine limit</th><th>median</th></tr>{''.join(cells)}</table>"
-            f"<p><small>disk: {_e(where)}</small></p>")
+            f"<p><small>disk: {esc(where)}</small></p>")
 
 
 def _targets_table(rows) -> str:
-    body = "".join(f"<tr{'' if t['met'] else ' class=bad'}><td>{_e(t['target'])}</td><td>{_e(t['ours'])}</td>"
-                   f"<td>{_e(t['figure'])}</td><td data-v='{data_v(t['ratio'])}'>"
+    body = "".join(f"<tr{'' if t['met'] else ' class=bad'}><td>{esc(t['target'])}</td><td>{esc(t['ours'])}</td>"
+                   f"<td>{esc(t['figure'])}</td><td data-v='{data_v(t['ratio'])}'>"
                    f"{with_ci(t['ratio'], t.get('ratio_ci_low'), t.get('ratio_ci_high'))}</td>"
                    f"<td>{'met' if t['met'] else 'missed'}</td></tr>" for t in rows)
     head = "".join(f"<th>{h}</th>" for h in ("target", "our store", "figure", "ratio [95% CI]", "verdict"))
     return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-SAMPLE_P99 = figure("sample_latency_p99_ms", "sample p99 ms", _num)  # registered figures: their label and format
-ADD_P99 = figure("add_latency_p99_ms", "add p99 ms", _num)
+SAMPLE_P99 = figure("sample_latency_p99_ms", "sample p99 ms", grouped)  # registered figures: their label and format
+ADD_P99 = figure("add_latency_p99_ms", "add p99 ms", grouped)
 
 
 def _workload_table(rows) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in ("store", "mode", "actors", "items/s", "MB/s", "bound",
+    head = "".join(f"<th>{esc(h)}</th>" for h in ("store", "mode", "actors", "items/s", "MB/s", "bound",
                                                  "fraction [95% CI]", SAMPLE_P99[0], ADD_P99[0], "keeps up",
                                                  "capacity (scale)", "page cache", "status"))
     body = []
     for r in sorted(rows, key=lambda r: (r["mode"], -(r["mb_per_s"] or 0))):
         frac = r["limit_frac"]
-        cap = (f"{_num(r['capacity_items'])} ({fixed(r['capacity_scale'], '.3g')})" if _ok(r["capacity_scale"])
+        cap = (f"{grouped(r['capacity_items'])} ({fixed(r['capacity_scale'], '.3g')})" if is_num(r["capacity_scale"])
                else "-")
-        status = _e(r["status"]) + (f"<br><small>{_e(r['error'])}</small>" if r["error"] else "")
-        cells = [_e(r["store"]), _e(r["mode"]), _e(r["actors"]), _num(r["items_per_s"]), _num(r["mb_per_s"]),
-                 _e(r["bound"]), with_ci(frac, r.get("limit_frac_ci_low"), r.get("limit_frac_ci_high"), fmt=pct),
-                 _e(SAMPLE_P99[1](r["sample_latency_p99_ms"])), _e(ADD_P99[1](r["add_latency_p99_ms"])),
-                 _e(r["keeps_up"]), cap, _e(r["page_cache"]), status]
+        status = esc(r["status"]) + (f"<br><small>{esc(r['error'])}</small>" if r["error"] else "")
+        cells = [esc(r["store"]), esc(r["mode"]), esc(r["actors"]), grouped(r["items_per_s"]), grouped(r["mb_per_s"]),
+                 esc(r["bound"]), with_ci(frac, r.get("limit_frac_ci_low"), r.get("limit_frac_ci_high"), fmt=pct),
+                 esc(SAMPLE_P99[1](r["sample_latency_p99_ms"])), esc(ADD_P99[1](r["add_latency_p99_ms"])),
+                 esc(r["keeps_up"]), cap, esc(r["page_cache"]), status]
         vals = ["", "", r["actors"], r["items_per_s"], r["mb_per_s"], "", frac, r["sample_latency_p99_ms"],
                 r["add_latency_p99_ms"], "", r["capacity_items"], "", ""]
         tds = "".join(f"<td data-v='{data_v(v)}'>{c}</td>" if isinstance(v, (int, float)) else f"<td>{c}</td>"
@@ -212,14 +212,14 @@ def bandwidth_figure(rows, limits):
     """Sampled MB/s vs item bytes, log-log, one line per store (and actor count) with its 95% CI, the
     machine limits as dashed lines; None without a max-sample cell."""
     ok = [{**r, "series": _series(r), "label": f"{r['workload']}: {r['cell_id']}"}
-          for r in rows if r["mode"] == "max-sample" and _ok(r["mb_per_s"]) and r["mb_per_s"] > 0]
+          for r in rows if r["mode"] == "max-sample" and is_num(r["mb_per_s"]) and r["mb_per_s"] > 0]
     if not ok:
         return None
     lines = [(f"{label}: {mb(limits[k]['median'] * 1000)} MB/s", limits[k]["median"] * 1000, colour)
-             for k, label, colour in LIMIT_LINES if isinstance(limits.get(k), dict) and _ok(limits[k].get("median"))]
+             for k, label, colour in LIMIT_LINES if isinstance(limits.get(k), dict) and is_num(limits[k].get("median"))]
     return charts.scaling(ok, x="item_bytes", y="mb_per_s", series="series", lo="mb_per_s_ci_low",
                           hi="mb_per_s_ci_high", n="n", cv="cv", label="label", x_title="item size",
-                          y_title="sampled MB/s", x_fmt=size, y_fmt=lambda v: f"{_num(v)} MB/s", hlines=lines,
+                          y_title="sampled MB/s", x_fmt=size, y_fmt=lambda v: f"{grouped(v)} MB/s", hlines=lines,
                           height=460)
 
 

@@ -3,8 +3,7 @@ steps/s vs workers where a strategy's worker count is swept, the fastest strateg
 speedup over the one-process loop, and the latency of one unit; and the run's headline, a sentence per
 workload naming its fastest cell, its speedup over the loop and how clear its lead is."""
 from rlbench.report import charts, ranking
-from rlbench.report.format import data_v, fixed, pct, rate, speedup, with_ci
-from rlbench.report.format import esc as _e
+from rlbench.report.format import data_v, esc, fixed, pct, rate, speedup, with_ci
 from rlbench.report.points import STAT_COLUMNS, env_label, group_by, series_label, stat_points
 from rlbench.workload import kv_label
 
@@ -15,14 +14,14 @@ def stepping_section(results, kinds) -> str:
         return ""
     parts = ["<h2>Env stepping: vector envs, samplers, Ray, JAX</h2>"]
     for label, env_rows in group_by(rows, env_label).items():
-        parts.append(f"<h3>{_e(label)}: env steps/s vs num_envs</h3>")
+        parts.append(f"<h3>{esc(label)}: env steps/s vs num_envs</h3>")
         parts.append(throughput_chart(env_rows, charts.chart_id("throughput", label)))
         parts.append(winners_table(env_rows, results))
         scaling = workers_chart(env_rows, charts.chart_id("workers", label))
         if scaling:
-            parts.append(f"<h3>{_e(label)}: env steps/s vs workers at a fixed num_envs "
+            parts.append(f"<h3>{esc(label)}: env steps/s vs workers at a fixed num_envs "
                          f"(dashed: linear scaling from the fewest workers)</h3>{scaling}")
-        parts.append(f"<h3>{_e(label)}: latency of one unit (p50 solid, p99 dashed) vs num_envs</h3>")
+        parts.append(f"<h3>{esc(label)}: latency of one unit (p50 solid, p99 dashed) vs num_envs</h3>")
         parts.append(latency_chart(env_rows, charts.chart_id("latency", label), results))
     return "".join(parts)
 
@@ -124,13 +123,13 @@ def _whole_pct(v) -> str:
 
 def winners_table(rows, results=None) -> str:
     body = "".join(
-        f"<tr><td>{w['num_envs']}</td><td>{_e(w['policy'])}</td><td>{_e(w['winner'])}</td>"
+        f"<tr><td>{w['num_envs']}</td><td>{esc(w['policy'])}</td><td>{esc(w['winner'])}</td>"
         f"<td data-v='{data_v(w['steps_per_s'])}'>{rate(w['steps_per_s'])}</td>"
         f"<td data-v='{data_v(w['speedup_over_serial'])}'>"
         f"{speedup(w['speedup_over_serial'], w['speedup_ci_low'], w['speedup_ci_high'])}</td>"
         f"<td data-v='{data_v(w['efficiency'])}'>"
         f"{with_ci(w['efficiency'], w['efficiency_ci_low'], w['efficiency_ci_high'], fmt=_whole_pct)}</td>"
-        f"<td>{_e(w['runner_up'])}</td><td>{_e(w['lead'])}</td></tr>" for w in winners(rows, results))
+        f"<td>{esc(w['runner_up'])}</td><td>{esc(w['lead'])}</td></tr>" for w in winners(rows, results))
     head = "".join(f"<th>{h}</th>" for h in ("num_envs", "policy", "fastest", "steps/s",
                                              "speedup over serial [95% CI]",
                                              "parallel efficiency (speedup / cores) [95% CI]",

@@ -3,8 +3,7 @@ measured ratio with its bootstrap 95% CI."""
 
 from rlbench.families.validation.checks import COLUMNS, validation_rows
 from rlbench.report.csv_reporter import to_csv
-from rlbench.report.format import data_v, si, with_ci
-from rlbench.report.format import esc as _e
+from rlbench.report.format import data_v, esc, si, with_ci
 
 
 def validation_csv(results) -> dict:
@@ -35,10 +34,10 @@ def validation_table(rows) -> str:
     body = []
     for r in rows:
         bad = "outside" in r["verdict"] or "opposite" in r["verdict"]
-        cells = [f"<td>{_e(v)}</td>" for v in (r["check"], r["env"], r["workers"], r["quantity"])]
-        cells += [f"<td data-v='{data_v(r['measured'])}'>{_e(measured(r))}</td>"]
+        cells = [f"<td>{esc(v)}</td>" for v in (r["check"], r["env"], r["workers"], r["quantity"])]
+        cells += [f"<td data-v='{data_v(r['measured'])}'>{esc(measured(r))}</td>"]
         cells += [f"<td data-v='{data_v(v)}'>{si(v)}</td>" for v in (r["published"], r["measured_over_published"])]
-        cells += [f"<td>{_e(r['verdict'])}</td>", f"<td><small>{_e(r['conditions'])}</small></td>"]
+        cells += [f"<td>{esc(r['verdict'])}</td>", f"<td><small>{esc(r['conditions'])}</small></td>"]
         body.append(f"<tr{' class=bad' if bad else ''}>" + "".join(cells) + "</tr>")
     return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
