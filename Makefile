@@ -43,10 +43,10 @@ lint: install
 	$(PY) scripts/lint_imports.py
 
 test: install install-extras browser lint
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --durations=15
 
 test-slow: install install-extras browser envzoo
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow --durations=15
 
 # Third-party env packages (tests/envzoo/requirements.txt) in a folder of their own, for tests/test_env_zoo.py.
 ENVZOO := .envzoo
