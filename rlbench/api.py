@@ -25,14 +25,13 @@ from rlbench.families.replay.driver import (
                                             PRIORITY_ALPHA,
                                             PRIORITY_BETA,
                                             ReplaySession,
-                                            ReplaySpec,
                                             in_process_only,
                                             replay_spec,
                                             scratch_dir,
 )
 from rlbench.families.replay.driver import WORKLOADS as REPLAY_WORKLOADS
 from rlbench.machine import pagecache
-from rlbench.policy import batch_len, make_policy, random_sampler
+from rlbench.policy import make_policy
 from rlbench.registry import register, register_policy
 from rlbench.results.metrics import SESSION_METRICS
 from rlbench.running.proctree import become_subreaper  # for adapters whose framework orphans processes
@@ -43,13 +42,13 @@ __all__ = [
     "Adapter", "Option", "Session", "Metrics", "register", "Unsupported", "SESSION_METRICS",
     # the workload and how to build it
     "Workload", "PolicySpec", "make_env", "env_fns", "env_info", "envpool_kwargs", "make_policy",
-    "random_sampler", "register_policy", "become_subreaper", "batch_len",
+    "register_policy", "become_subreaper",
     # the user's envs (families gymnasium and custom): their spaces, and the reason an adapter cannot carry them
     "USER_FAMILIES", "spaces", "unsupported_spaces", "unsupported_leaves", "structured_actions",
     "env_call",
     # a user's JAX env (family custom, built by its factory): its API, and the env itself
     "JAX_APIS", "env_api", "jax_api", "build_user_env",
     # the replay family (kind "replay"): its workloads, driver and the disk stores' page-cache option
-    "ReplaySession", "ReplaySpec", "replay_spec", "in_process_only", "scratch_dir", "REPLAY_PREFIX",
+    "ReplaySession", "replay_spec", "in_process_only", "scratch_dir", "REPLAY_PREFIX",
     "REPLAY_WORKLOADS", "PRIORITY_ALPHA", "PRIORITY_BETA", "PAGE_CACHE", "pagecache",
 ]

@@ -37,15 +37,6 @@ class TimedPolicy:
         return actions
 
 
-def batch_len(obs) -> int:
-    """How many observations a batch holds: Dict and Tuple batches (a dict or tuple of part batches, as
-    vector envs batch them) hold as many as their first part. Without the space, nested dicts and tuples
-    are opened down to an array; `batch_counter` knows the space."""
-    while isinstance(obs, (dict, tuple)):
-        obs = next(iter(obs.values())) if isinstance(obs, dict) else obs[0]
-    return len(obs)
-
-
 def batch_counter(space):
     """obs batch -> how many observations it holds, for batches of this single-env space: the first part
     of nested Dicts and Tuples, found once here. A part that is no array (Text, Sequence, Graph, a custom
