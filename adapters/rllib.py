@@ -7,48 +7,8 @@ Both run in their own environment (`environment = "rllib"`, adapters/envs/rllib.
 requires gymnasium==1.2.2 and the main environment pins 1.3.0. The main environment imports this module only
 for names, options and supports(); Ray, RLlib and torch are imported inside the sessions.
 
-Both are built as RLlib users build them: a PPOConfig with `.environment(...)`, `.env_runners(...)`,
-`.rl_module(...)`, `.training(...)`; the env is rlbench's (`make_env`, registered with
-`ray.tune.registry.register_env` as RLlib's env creator, so every runner builds the same env every other
-adapter steps), vectorized by RLlib (`gym.make_vec`, `vectorize_mode` sync or async). RLlib's fault
-tolerance is off (restart_failed_env_runners=False, ignore_env_runner_failures=False): a runner that dies
-fails the next unit, and the cell is an error row. Each repeat starts a local Ray (ray_runtime, as
-ray-actors: `runtime_init_s`, outside every rate; `--ray-address` joins a cluster instead); close() stops the
-runners, shuts Ray down, waits for (then kills) every process it started and removes that Ray's session
-directory and the Algorithm's log directory, so nothing of the cell is left.
-
-`rllib-envrunner`: an EnvRunnerGroup of `num_env_runners` remote SingleAgentEnvRunners, each stepping
-num_envs / num_env_runners envs (0: one local EnvRunner in the cell process, no actor). One unit = one
-`sample()` round across all runners (RLlib's synchronous_parallel_sample, as PPO's training_step calls it):
-batch_mode truncate_episodes samples rollout_fragment_length steps of every env, complete_episodes one whole
-episode per env (from a reset). Env steps are counted from the returned episodes (sum of env_steps()),
-which is also what crosses the actor boundary. Actions: with policy `mlp`, RLlib's env-to-module connectors,
-its default PPO RLModule (fcnet_hiddens = the policy's hidden sizes, tanh) forward_exploration (explore=false:
-forward_inference) and its module-to-env connectors, on every vector step in every runner; with policy
-`random`, RLlib's own random_actions path (the action space's sample(); the connectors still process every
-observation), so it sits beside ray-actors' random policy on the same workload.
-
-`rllib-ppo`: PPO's train() with a local Learner (num_learners=0, in the cell process; N: N Learner actors)
-and `num_env_runners` runners (0: sampling in the cell process). CleanRL's CartPole hyperparameters, as
-cleanrl-ppo and sb3-ppo: num_steps (rollout_fragment_length) x num_envs per iteration, update_epochs x
-num_minibatches minibatches, lr annealed to 0 over total_timesteps, gamma, lambda, clip 0.2, entropy 0.01,
-vf 0.5, global-norm clip 0.5, no KL term, separate policy and value MLPs. RLlib's own choices stay: its value
-clip (vf_clip_param 10); its learner connector adds one bootstrap row per episode chunk to the train batch and
-its minibatch iterator cycles through update_epochs x that many rows in full minibatches (512 steps in 25
-chunks with minibatches of 128: ceil(4 x 537 / 128) = 17 Adam steps, not CleanRL's 16); a runner stops at the
-first vector step that reaches its share, so an iteration can hold a few steps more than num_envs x num_steps.
-One unit = one train() iteration; its env steps are RLlib's num_env_steps_sampled_lifetime difference.
-updates_per_s counts Adam steps (the learners' num_module_steps_trained / minibatch size). return_mean is the
-mean return of the last 100 finished episodes, as cleanrl-ppo and sb3-ppo report it: an on_episode_end callback
-in each runner logs every finished episode's whole return (its earlier chunks, returned by earlier sample()
-calls, included: RLlib's prev_episode_chunks) as an item_series metric, which train() hands back.
-RLlib's own episode_return_mean is not that figure: its window stats are cleared at every reduce, so it is
-the mean over the episodes that finished within the iteration. time_to_target_s / steps_to_target: from the
-first unit until return_mean first reached the target (CartPole-v1: 475).
-
-`mlp:device=cuda`: `unsupported: no CUDA device` where torch sees none; else rllib-envrunner gives each remote
-runner 1/num_env_runners of the GPU (its RLModule infers there) and rllib-ppo puts its learner(s) on the GPU,
-runners on the CPU.
+How each is built, what a unit is and what is counted: docs/strategies/stepping.md, "How the RLlib adapters
+are built".
 """
 import math
 import os

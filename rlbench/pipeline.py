@@ -1,4 +1,4 @@
-"""`rlbench run`, stage by stage, in the shape of hyperfine's main: plan the cells, open the run folder,
+"""`rlbench run`, stage by stage: plan the cells, open the run folder,
 prepare what the cells need, sweep them (a fresh process per cell and repeat), export the reports and
 summarize. Each stage is one call here; what it does lives in its own module.
 
@@ -185,7 +185,7 @@ def rebuild_report(out_dir):
 
 def print_summary(view, out_dir) -> None:
     """The medians table, the row count and the report's path, then the answer: each family's headline
-    sentences (rlbench.contract.Family.headlines), last, as hyperfine ends on its summary."""
+    sentences (rlbench.contract.Family.headlines), last."""
     from rlbench.report.console import medians_table
     print(medians_table(view))
     counts = {}

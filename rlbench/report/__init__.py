@@ -1,4 +1,4 @@
-"""Exporters, as hyperfine has them: each reads the run's one view model (rlbench.report.view.RunView, built
+"""Exporters: each reads the run's one view model (rlbench.report.view.RunView, built
 once from the ResultSet) and renders its files, {name: bytes}; one writer (rlbench.report.writer) writes them:
 the CSVs, each family's own files, the py-spy profiles' table, then the page."""
 import sys

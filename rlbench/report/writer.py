@@ -1,6 +1,6 @@
-"""The one writer every export goes through, as hyperfine's exporters have it: an exporter renders its
-files (name -> bytes), and they are written here, each whole or not at all, so a report is never
-half-written. Text (a family's exports, env.json, plan.json) is accepted too and written as UTF-8."""
+"""The one writer every export goes through: an exporter renders its files (name -> bytes), and they are written
+here, each whole or not at all, so a report is never half-written. Text (a family's exports, env.json,
+plan.json) is accepted too and written as UTF-8."""
 import os
 
 

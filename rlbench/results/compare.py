@@ -1,10 +1,10 @@
-"""Run against run, as asv's `continuous` judges it: a cell regressed only when it is both slower by more
+"""Run against run: a cell regressed only when it is both slower by more
 than the threshold and significantly so over its repeats, so a noisy CI machine does not cry wolf.
 
 Significance: two-sided Mann-Whitney U on the repeats' steps/s (scipy.stats.mannwhitneyu: the exact
 distribution, which small samples need; the normal approximation with tie and continuity corrections beyond
 12 per side or with ties). With too few repeats for the test to
-ever reach alpha (3 vs 3 cannot go below p = 0.1), the fallback is asv's pessimistic one: significant only
+ever reach alpha (3 vs 3 cannot go below p = 0.1), the fallback is pessimistic: significant only
 when the two 95% confidence intervals of the median do not overlap. Cells measured on machines whose
 fingerprints differ, or with different CPU sets or devices, are `not comparable`, never failed.
 

@@ -1,4 +1,4 @@
-"""The one registry of what rlbench measures, as pyperf's `_metadata` is for its runs: every figure of a
+"""The one registry of what rlbench measures: every figure of a
 results.csv row or a summary.csv row, with its unit, display format, short label, the family that reports it,
 where it comes from, how summary.csv aggregates it and one line saying what it means. The sessions' allowed
 names (SESSION_METRICS), the CSV columns of figures (rlbench.results.model), table headers and formats

@@ -1,4 +1,4 @@
-"""Results model, as pyperf has it: Run (one repeat) -> Benchmark (one cell) -> ResultSet (a run dir), all
+"""The results model: Run (one repeat) -> Benchmark (one cell) -> ResultSet (a run dir), all
 immutable, read from results.jsonl (rlbench.results.store), the source of truth; CSV and HTML are rebuilt from
 it. A cell's summary is computed once, when first asked for, and every view (summary.csv, the HTML tables,
 exports) reads that one. Which figures a row and a summary carry comes from the metrics registry

@@ -1,15 +1,13 @@
-"""Adapters whose framework cannot share the main environment (Sample Factory, Reverb, Brax) set
-`environment = NAME`; `envs/NAME.txt` beside the adapter's module pins every package that needs (a line
-ending in `# no-deps: why` is installed without its declared dependencies, after the rest).
-Each requirement set is built once into its own virtual environment, as asv and pyperformance do,
-and that adapter's cells run on its interpreter: the cell protocol is a command line in and JSON
-lines out, so nothing crosses a pickle between interpreters.
+"""Adapters whose framework cannot share the main environment (Sample Factory, Reverb, Brax) set `environment =
+NAME`; `envs/NAME.txt` beside the adapter's module pins every package that needs (a line ending in `# no-deps:
+why` is installed without its declared dependencies, after the rest). Each requirement set is built once into
+its own virtual environment, and that adapter's cells run on its interpreter: the cell protocol is a command
+line in and JSON lines out, so nothing crosses a pickle between interpreters.
 
-Built environments live under $RLBENCH_VENVS (default `.venvs/` in the checkout), keyed by the
-requirement file's hash and the Python version, so a CI machine can keep them between clones. A
-build holds a file lock (two runs never build the same one at once), marks itself ready only at
-the end (an interrupted build is redone) and points its editable rlbench at the checkout in use.
-"""
+Built environments live under $RLBENCH_VENVS (default `.venvs/` in the checkout), keyed by the requirement
+file's hash and the Python version, so a CI machine can keep them between clones. A build holds a file lock
+(two runs never build the same one at once), marks itself ready only at the end (an interrupted build is
+redone) and points its editable rlbench at the checkout in use."""
 import fcntl
 import hashlib
 import inspect
