@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 from time import perf_counter
 
@@ -138,6 +139,8 @@ def describe(exc: BaseException) -> str:
     BrokenPipeError), which child processes of the cell had died and how."""
     text = f"{type(exc).__name__}: {exc}".strip()
     dead = getattr(exc, "dead_children", None) or dead_children()
+    if not dead and isinstance(exc, (EOFError, ConnectionError)):
+        dead = dead_children(wait_s=DEATH_WAIT_S)
     if dead:
         text += f" ({'; '.join(dead)})" if str(exc).strip() else f" {'; '.join(dead)}"
     elif not str(exc).strip():
@@ -145,11 +148,23 @@ def describe(exc: BaseException) -> str:
     return text
 
 
-def dead_children() -> list:
+DEATH_WAIT_S = 0.5   # a killed worker's pipe closes before it is a zombie: how long the cell looks for it
+
+
+def dead_children(wait_s: float = 0.0) -> list:
     """Worker processes of this cell that ended abnormally, e.g. a vector env's worker killed by a signal:
     multiprocessing's own (under fork, spawn or forkserver, whose workers are the server's children, reaped
     by it: only their Process objects know how they ended), and any other child not reaped yet, its status
     peeked at (WNOWAIT) so that whoever owns it still reaps it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = _ended_children()
+        if found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.02)
+
+
+def _ended_children() -> list:
     import multiprocessing.process
 
     import psutil
