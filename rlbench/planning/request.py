@@ -35,9 +35,7 @@ class RunRequest:
 
     @classmethod
     def from_flags(cls, flags) -> "RunRequest":
-        """From argparse's result: the names it shares with the fields, lists as tuples, None as default."""
-        given = vars(flags)
-        return cls(**{f.name: _value(f, given[f.name]) for f in fields(cls) if f.name in given})
+        return _from_flags(cls, flags)
 
     @classmethod
     def from_plan(cls, plan: dict, **rest) -> "RunRequest":
@@ -66,8 +64,13 @@ class TuneRequest:
 
     @classmethod
     def from_flags(cls, flags) -> "TuneRequest":
-        given = vars(flags)
-        return cls(**{f.name: _value(f, given[f.name]) for f in fields(cls) if f.name in given})
+        return _from_flags(cls, flags)
+
+
+def _from_flags(cls, flags):
+    """From argparse's result: the names it shares with the fields, lists as tuples, None as default."""
+    given = vars(flags)
+    return cls(**{f.name: _value(f, given[f.name]) for f in fields(cls) if f.name in given})
 
 
 def _value(f, raw):

@@ -62,7 +62,7 @@ class Runner:
         env = dict(os.environ)
         env["TMPDIR"] = temp  # what the tree leaves in temp files (Ray's session folders) goes with it
         env[PARENT_VAR] = str(os.getpid())  # the cell dies with the harness (rlbench.running.child)
-        threads = job.cell.threads(self.settings) or (len(cores) if cores else 0)
+        threads = self.threads(job, cores)
         if cores:
             for var in RAY_WORKER_VARS:
                 env.pop(var, None)
@@ -76,6 +76,10 @@ class Runner:
         if self.settings.ray_address and not cores:  # Ray reads it in ray.init(): the core needs no Ray of its own
             env["RAY_ADDRESS"] = self.settings.ray_address
         return env
+
+    def threads(self, job: Job, cores: tuple = None) -> int:
+        """The cell's thread count (0: the libraries' own default); on leased cores, as many as there are."""
+        return job.cell.threads(self.settings) or (len(cores) if cores else 0)
 
     def run(self, job: Job, index: int, cores: tuple = None) -> dict:
         spec = job.cell.spec(self.settings, job.repeat)

@@ -77,6 +77,17 @@ def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=
         rows.append(row)
         progress.update(row)
 
+    def finish_job(job, result, **extra):
+        if result.get("batch_size") is None:
+            result.pop("batch_size", None)
+        finish({**base_row(run_id, suite_name, job.cell, settings, job.repeat, job.profile), **result, **extra})
+
+    def admitted(job):
+        if admit is None or admit(job):
+            return True
+        progress.done += 1
+        return False
+
     try:
         for cell, (status, reason) in skipped:
             finish({**base_row(run_id, suite_name, cell, settings, 0, False), "status": status, "error": reason})
@@ -84,22 +95,15 @@ def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=
         first = _next_log_index(out_dir)
         if cluster is not None:
             on_cluster(cluster, settings, out_dir, pythons, list(zip(jobs, range(first, first + len(jobs)))),
-                       progress, admit, lambda job, result: finish(
-                           {**base_row(run_id, suite_name, job.cell, settings, job.repeat, job.profile), **result,
-                            "node_class": cluster.class_id}))
+                       progress, admitted, lambda job, result: finish_job(job, result, node_class=cluster.class_id))
             return ResultSet.from_rows(rows)
         reaper = Reaper()
         runner = Runner(settings, out_dir, pythons=pythons, reaper=reaper)
         for i, job in enumerate(jobs, first):
-            if admit is not None and not admit(job):
-                progress.done += 1
+            if not admitted(job):
                 continue
             progress.start(f"{job.cell.cell_id} r{job.repeat}")
-            row = base_row(run_id, suite_name, job.cell, settings, job.repeat, job.profile)
-            result = runner.run(job, i)
-            if result.get("batch_size") is None:
-                result.pop("batch_size", None)
-            finish({**row, **result})
+            finish_job(job, runner.run(job, i))
     finally:
         progress.close()
         store.close()
@@ -120,18 +124,10 @@ def on_cluster(view, settings, out_dir, pythons, jobs, progress, admit, finish) 
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, mode) as f:
                     f.write(data)
-        if result.get("batch_size") is None:
-            result.pop("batch_size", None)
         finish(job, result)
 
-    def admitted(job):
-        if admit(job):
-            return True
-        progress.done += 1
-        return False
-
     ClusterDispatch(view, settings, pythons).run(
-        jobs, lambda job: progress.start(f"{job.cell.cell_id} r{job.repeat}"), finished, admitted if admit else None)
+        jobs, lambda job: progress.start(f"{job.cell.cell_id} r{job.repeat}"), finished, admit)
 
 
 def _next_log_index(out_dir: str) -> int:

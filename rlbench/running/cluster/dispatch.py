@@ -70,6 +70,10 @@ class ClusterDispatch:
         in the order they end; admit(job) whether one may still leave (tune's budget)."""
         import ray
         pending, out, idle, waiting, head = list(jobs), {}, [], None, None
+
+        def send(o: Out) -> None:
+            self._launch(o, started)
+            out[o.ref] = o
         try:
             while pending or head or out or waiting:
                 if head is None and pending:
@@ -81,22 +85,18 @@ class ClusterDispatch:
                     waiting = self._place(head, out, idle)
                     if waiting is not None:
                         head = None
-                        if waiting.slot.node:     # a group held from the job before: out at once
-                            self._launch(waiting, started)
-                            out[waiting.ref], waiting = waiting, None
-                            continue
                 if waiting is not None and idle:  # room of ours came free while Ray had no room for it
                     waiting = self._rehome(waiting, idle)
-                    if waiting.slot.node:
-                        self._launch(waiting, started)
-                        out[waiting.ref], waiting = waiting, None
-                        continue
+                if waiting is not None and waiting.slot.node:  # a group held from a job before: out at once
+                    send(waiting)
+                    waiting = None
+                    continue
                 refs = [o.ref for o in out.values()] + ([waiting.slot.ready] if waiting else [])
                 ready, _ = ray.wait(refs, num_returns=1, timeout=5.0) if refs else ([], [])
                 for ref in ready:
                     if waiting is not None and ref is waiting.slot.ready:
-                        self._launch(waiting, started)
-                        out[waiting.ref], waiting = waiting, None
+                        send(waiting)
+                        waiting = None
                     else:
                         done = out.pop(ref)
                         result = self._result(done)

@@ -32,9 +32,9 @@ def run_job(job, index: int, settings, pythons: dict, pin: int, take: int) -> di
     try:
         pinned = held.cores[:pin]
         reaper = Reaper()
-        result = Runner(settings, out, pythons=pythons, reaper=reaper).run(job, index, cores=pinned)
-        result.update(where, affinity=list(pinned), cpus=len(pinned),
-                      omp_threads=job.cell.threads(settings) or len(pinned),
+        runner = Runner(settings, out, pythons=pythons, reaper=reaper)
+        result = runner.run(job, index, cores=pinned)
+        result.update(where, affinity=list(pinned), cpus=len(pinned), omp_threads=runner.threads(job, pinned),
                       log_text=_tail(os.path.join(out, result.get("log", ""))))
         if result.get("profile"):
             with open(os.path.join(out, result["profile"]), "rb") as f:
