@@ -48,12 +48,12 @@ test: install install-extras browser lint
 test-slow: install install-extras browser envzoo
 	$(PY) -m pytest -q -m slow --durations=15
 
-# Third-party env packages (tests/envzoo/requirements.txt) in a folder of their own, for tests/test_env_zoo.py.
+# Third-party env packages (tests/e2e/envzoo/requirements.txt) in a folder of their own, for tests/e2e/test_env_zoo.py.
 ENVZOO := .envzoo
 envzoo: $(ENVZOO)/.installed
-$(ENVZOO)/.installed: tests/envzoo/requirements.txt | install
+$(ENVZOO)/.installed: tests/e2e/envzoo/requirements.txt | install
 	rm -rf $(ENVZOO)
-	$(PY) -m pip install -q --target $(ENVZOO) --no-deps -r tests/envzoo/requirements.txt
+	$(PY) -m pip install -q --target $(ENVZOO) --no-deps -r tests/e2e/envzoo/requirements.txt
 	touch $@
 
 # SUITE across a Ray cluster simulated on this machine (CLUSTER_NODES nodes of CLUSTER_CPUS CPUs, cores of their

@@ -1,15 +1,8 @@
 """`a3c`: asynchronous advantage actor-critic (Mnih et al. 2016, arXiv 1602.01783), as pytorch-a3c runs it.
 
-`workers` processes each hold a local copy of the actor-critic and `num_envs / workers` envs. In a loop,
-each copies the shared parameters into its local copy, collects batch_T steps, computes the A2C gradient
-locally and applies it to the shared parameters with Adam whose moments are shared too, lock-free
-(Hogwild; `lock=true` serialises the apply). Parameters and moments live in shared memory made before
-the workers start, so fork, forkserver and spawn all work and the cell process never imports torch.
-
-The cell process only observes: one unit of work waits until the workers together applied
-`updates_per_unit` more updates and returns the transitions those updates consumed. The policy lag of
-an update is the number of updates other workers applied between its worker's parameter copy and its
-own apply (the shared version at apply time minus the version its gradient was computed from).
+`workers` processes apply A2C gradients to the shared parameters with a shared Adam, lock-free (Hogwild); the
+cell process only observes and never imports torch. One unit waits for `updates_per_unit` more updates and
+returns the transitions they consumed. How it is built: docs/strategies/learners.md.
 """
 import math
 import os
@@ -17,10 +10,11 @@ import time
 from time import perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
-from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
-from rlbench.adapters._kit.nets import actor_critic, actor_critic_params, obs_scale, obs_size
-from rlbench.adapters._kit.procs import (
+
+from adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
+from adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
+from adapters._kit.nets import actor_critic, actor_critic_params, obs_scale, obs_size
+from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
     LEARN_NS,
@@ -41,7 +35,6 @@ from rlbench.adapters._kit.procs import (
     stop_processes,
     worker_cpus,
 )
-
 from rlbench.api import Adapter, Option, Unsupported, Workload, register
 
 INIT, GO, STOP = range(3)  # ctrl words: worker 0 wrote the initial parameters; start; stop

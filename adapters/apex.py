@@ -1,31 +1,14 @@
-"""`apex`: Ape-X DQN's distributed prioritized experience replay (Horgan et al. 2018, arXiv 1803.00933),
-written natively.
-
-`workers` actor processes each step `num_envs / workers` envs epsilon-greedily with their own copy of the
-dueling Q-network, actor i of N with Ape-X's eps_i = eps^(1 + alpha i / (N - 1)) (eps 0.4, alpha 7;
-`eps_per=env` spreads the schedule over every env instead). Each keeps a local buffer: its n-step
-transitions (s, a, sum_k gamma^k r_k, s_n, gamma^n or 0 at termination) are flushed `flush` at a time,
-with initial priorities |n-step TD error| the actor computes with its copy of the network, into the
-central replay: shared memory in which each actor owns a ring of slots (rlbench.adapters._kit.prioritized).
-The learner (the cell process) owns the sum tree: each update it takes in what the actors flushed,
-samples `batch` transitions proportionally to priority^0.6 with importance weights (beta 0.4), takes
-one Adam step on the Huber loss of the n-step double-Q target (a target network copied every
-`target_every` updates), writes the new priorities |TD| back, and every `publish_every` updates publishes
-its parameters, which actors load as they act.
-
-One unit of work is one learner update. Its env steps are the steps the actors made meanwhile, so
-`steps_per_s` (= `actor_steps_per_s`) is the actors' rate; `samples_per_s` is the learner's consumption
-(updates x batch) and `replay_ratio` the two's quotient. `policy_lag_*`: learner updates between the
-parameters that chose a sampled transition's first action and the learner's; `priority_lag_mean`: updates
-between the parameters that computed a sampled transition's priority (its actor's, or the learner's at its
-last replay) and the learner's. Acting, replay and learning overlap, so lags span hundreds of updates and
-no per-update histogram is kept. Truncation (CartPole's 500 steps) bootstraps from the final observation.
+"""`apex`: Ape-X DQN's distributed prioritized experience replay (Horgan et al. 2018, arXiv 1803.00933), written
+natively: actor processes write n-step transitions with initial priorities into a shared-memory replay, and the
+learner (the cell process) owns the sum tree. One unit is one learner update; its env steps are those the actors
+made meanwhile, so `steps_per_s` is the actors' rate. How it is built: docs/strategies/learners.md.
 """
 import math
 from time import perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.dqn import (
+
+from adapters._kit.dqn import (
     Envs,
     NStep,
     actor_epsilons,
@@ -36,9 +19,9 @@ from rlbench.adapters._kit.dqn import (
     q_net_params,
     wait_for_room,
 )
-from rlbench.adapters._kit.learner_stats import Episodes
-from rlbench.adapters._kit.nets import obs_scale
-from rlbench.adapters._kit.procs import (
+from adapters._kit.learner_stats import Episodes
+from adapters._kit.nets import obs_scale
+from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
     SYNC_NS,
@@ -47,8 +30,7 @@ from rlbench.adapters._kit.procs import (
     MasterWatch,
     pin,
 )
-from rlbench.adapters._kit.replay_learner import XFER_NS, ReplayLearner
-
+from adapters._kit.replay_learner import XFER_NS, ReplayLearner
 from rlbench.api import Adapter, Option, Workload, register
 
 

@@ -1,45 +1,16 @@
 """Brax: `brax` (env stepping, jit + vmap inside lax.scan) and `brax-ppo` (Brax's own PPO trainer).
 
-Both run in their own environment (`environment = "brax"`, pinned in adapters/envs/brax.txt: jax 0.9.2,
-brax 0.14.2, whose PPO runs with that jax); the main environment imports this module only to read names,
-options and supports(), so brax and jax are imported inside the sessions only.
-
-`brax`: brax.envs.get_environment(<name>, backend=...) wrapped as Brax's trainers wrap it
-(`envs.training.wrap`: VmapWrapper, EpisodeWrapper with episode_length, AutoResetWrapper), stepped with
-uniform random actions in [-1, 1] (or the workload's MLP, in JAX) for scan_T steps of all num_envs envs in
-one ahead-of-time compiled lax.scan; compile_s is that lower + compile and the reset's jit, measured as
-CompileClock below measures it; every unit ends in block_until_ready. A finished env is
-reset inside the step that finished it, so every step counts: env steps per unit = scan_T x num_envs.
-
-`brax-ppo`: brax.training.agents.ppo.train called as its users call it (num_envs, episode_length,
-unroll_length, batch_size, num_minibatches, num_updates_per_batch, a progress_fn), on a background thread.
-train() is one monolithic call whose compiled training epoch is not exposed, so the unit is what train()'s
-own loop does between two progress_fn calls: one training epoch of `training_steps_per_unit` training steps
-(Brax times it itself as training/sps), reading env_steps back, policy_params_fn, and Brax's evaluator when
-eval_envs > 0. progress_fn hands the epoch's env steps (Brax's own env_steps counter) to step() and then
-blocks until the next step() call, so the trainer never runs ahead outside a timed unit and each unit's
-latency is exactly one iteration of train()'s loop. num_evals and num_timesteps are set so that an epoch is
-`training_steps_per_unit` training steps and the run never ends during a cell (it is stopped by an
-exception raised from progress_fn at close).
-Compilation: open() waits for the first epoch, which contains the tracing and compiling of Brax's pmapped
-training epoch (and the reset, network init and small eager ops); compile_s is the sum of JAX's own
-compile-time events (/jax/core/compile/*: jaxpr trace, lowering to MLIR, backend compile) over open(),
-reported by jax.monitoring as time spans; the union of the spans counts (nested tracing of inner jits
-overlaps its outer trace), so it is measured wall time spent compiling, not an estimate; the first epoch
-(compile + one run) is inside setup_s and never in a rate, and the harness's warm-up units follow it.
-One env step: one transition of one env (Brax's env_steps counter; action_repeat multiplies it).
-updates_per_s counts gradient (Adam) steps: training_steps_per_unit x num_updates_per_batch x num_minibatches
-per unit. return_mean (and time_to_target_s) needs eval_envs > 0: Brax's evaluator's eval/episode_reward,
-whose time is then part of every unit, as in train() with run_evals.
+Both run in their own environment (adapters/envs/brax.txt: jax 0.9.2, brax 0.14.2); the main environment imports
+this module only for names, options and supports(), so brax and jax are imported inside the sessions only.
+How they are built and timed: docs/strategies/jax.md, "How the Brax adapters are built".
 """
 import math
 import os
 import sys
 from time import perf_counter
 
-from rlbench.adapters._kit.jax_policy import make_actor
-from rlbench.adapters._kit.jax_runtime import JAX_OPTIONS, CompiledScan, jax_supports, pick_devices, start_jax
-
+from adapters._kit.jax_policy import make_actor
+from adapters._kit.jax_runtime import JAX_OPTIONS, CompiledScan, jax_supports, pick_devices, start_jax
 from rlbench.api import Adapter, Option, Unsupported, register
 
 ENVS = {"brax/ant": "ant", "brax/halfcheetah": "halfcheetah"}   # rlbench id -> brax.envs name

@@ -1,38 +1,17 @@
-"""`cleanrl-ppo` (learner): a compact CleanRL-style PPO (ppo.py / ppo_atari.py) with the vector env
-underneath swapped by `vec`: `dummy` (gymnasium SyncVectorEnv), `subproc` (gymnasium AsyncVectorEnv,
-one subprocess per env, shared memory) or `envpool` (EnvPool's C++ pool, batch_size = num_envs).
+"""`cleanrl-ppo` (learner): a compact CleanRL-style PPO (ppo.py / ppo_atari.py) with the vector env underneath
+swapped by `vec`: `dummy` (gymnasium SyncVectorEnv), `subproc` (AsyncVectorEnv) or `envpool` (EnvPool's pool).
 
-One unit is one PPO iteration: a rollout of num_steps x num_envs, GAE, then update_epochs passes of
-num_minibatches shuffled minibatches (clipped policy loss, clipped value loss, entropy bonus, Adam with
-a clipped global gradient norm and the learning rate annealed linearly over total_timesteps). Vector
-observations go through a separate actor and critic as in ppo.py (each an `actor_critic` of
-the policy's hidden sizes), images ([4, 84, 84] uint8 Atari frames) through ppo_atari.py's Nature CNN
-with shared torso; both with CleanRL's orthogonal init. The policy's `threads` is not applied: torch
-runs with the threads the cell gives it (OMP_NUM_THREADS from omp_threads).
-As in CleanRL, an episode ends on terminated or truncated (no bootstrapping of truncations), and
-Atari rewards are sign-clipped for training only (returns are the game's score).
-
-Resets: the gymnasium vector envs run AutoresetMode.SAME_STEP, as every rlbench adapter does (a
-finished env is reset inside the step that finished it; the observation returned is the new
-episode's first). EnvPool resets a finished env on its following step (AutoresetMode.NEXT_STEP: the
-action is ignored, the reward is 0, `elapsed_step` is 0); that slot of the rollout is no transition:
-it is masked out of GAE and the loss, not counted as an env step and not part of any episode. So
-`step()` returns num_steps x num_envs for dummy and subproc, and that minus the reset slots for EnvPool.
-
-Episode returns are summed here from the rewards each strategy returns, so every strategy's returns
-are counted identically; `return_mean` is the mean of the last 100 finished episodes and
-`time_to_target_s` the training wall time from the first unit (warm-up included, setup excluded)
-to the end of the first iteration at which that mean reached `target_return`, as `purejaxrl-ppo`
-defines them. With a fixed seed, dummy and subproc train on identical data; EnvPool's envs draw from
-their own generators.
+One unit is one PPO iteration. EnvPool's reset slots are masked out of GAE and the loss and not counted, so every
+`vec` counts the same transitions. How it is built: docs/strategies/learners.md.
 """
 import math
 from collections import deque
 from time import perf_counter, perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.nets import actor_critic
-from rlbench.adapters._kit.ppo import (
+
+from adapters._kit.nets import actor_critic
+from adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
     GAE_LAMBDA,
@@ -44,7 +23,6 @@ from rlbench.adapters._kit.ppo import (
     default_target,
     learner_supports,
 )
-
 from rlbench.api import Adapter, Unsupported, env_fns, env_info, envpool_kwargs, register
 
 STAGES = ("env", "inference", "learn")

@@ -1,16 +1,13 @@
 """`envpool-sync` and `envpool-async`: EnvPool's C++ thread pool, driven through its gymnasium API.
 
-EnvPool resets a finished env on its next step (the action is ignored, `elapsed_step` is 0). That reset
-is not a transition, so it is not counted: every adapter counts the same env steps.
-
-EnvPool runs only envs it implements itself: rlbench's CartPole, MuJoCo and Atari envs, and a registered
-gymnasium id EnvPool's own registry has too (Acrobot-v1, Pendulum-v1, ...; rlbench.adapters._kit.native).
+EnvPool resets a finished env on its next step; that reset (`elapsed_step` 0) is not a transition and is not
+counted. It runs only envs it implements itself (adapters._kit.native).
 """
 import os
 
 import numpy as np
-from rlbench.adapters._kit.native import envpool_native
 
+from adapters._kit.native import envpool_native
 from rlbench.api import Adapter, Option, envpool_kwargs, make_policy, register
 
 

@@ -1,32 +1,8 @@
-"""`ga3c`: GA3C, the hybrid CPU/GPU A3C (Babaeizadeh et al., "Reinforcement Learning through Asynchronous
-Advantage Actor-Critic on a GPU", ICLR 2017), written natively from the paper's design.
+"""`ga3c`: GA3C, the hybrid CPU/GPU A3C (Babaeizadeh et al., ICLR 2017), written natively from the paper's design.
 
-Three kinds of workers share one actor-critic that only the learner process (the cell process) holds:
-
-- **agents** (`agents` processes, `num_envs / agents` envs each, no network and no torch): each step an
-  agent puts a prediction request (its rank and its envs' observations) on the shared *prediction queue*
-  and waits for its actions on its own pipe (the paper's per-agent wait queue); after `t_max` steps it puts
-  the experience (observations, actions, rewards, episode ends and the parameter version that chose each
-  action) on the *training queue*, bounded by `max_queue` (GA3C's MAX_QUEUE_SIZE; agents block beyond).
-- **predictors** (`predictors` threads): take the first waiting request, then whatever else is queued, up
-  to `predict_batch` requests (and at most one per agent: an agent waits for its answer before it asks
-  again), waiting at most `predict_wait_ms` for more; one forward pass on the policy's device, actions
-  sampled from the logits there, each agent's slice sent back with the version that chose it.
-- **trainers** (`trainers` threads): take the first waiting experience, then whatever else is queued, up to
-  `train_batch` experiences, and run one A2C update on them (n-step returns bootstrapped from the value of
-  the observation after the last step; `rlbench.adapters._kit.a2c`). Updates are serialised by a lock;
-  predictors never wait for it, so they predict with parameters a trainer may be changing (as GA3C's
-  TensorFlow model does).
-
-Acting and learning overlap, so an action may be trained on after other updates: its policy lag is the
-version the trainer's update starts from minus the version the predictor read before its forward pass.
-`policy_lag_hist` counts predictions (one agent's step) consumed, by lag. Where the paper's agents sample
-from the returned policy and compute their discounted returns from the predicted value, here the
-predictor samples (batched, seeded) and the trainer computes the returns from its current value; the
-design (queues, batching, who waits for whom) is the paper's.
-
-One unit of work is one trainer update; its env steps are the transitions that update consumed.
-`device=cuda` puts predictors and trainers on the GPU; agents always run on the CPU.
+Agent processes only step envs; predictor threads in the cell process answer their prediction requests in
+batches, and trainer threads run A2C updates on the experience agents queue. One unit is one trainer update;
+its env steps are the transitions it consumed. How it is built: docs/strategies/learners.md.
 """
 import os
 import queue
@@ -35,10 +11,11 @@ from collections import deque
 from time import perf_counter, perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.a2c import a2c_loss, learner_supports, sample_actions
-from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
-from rlbench.adapters._kit.nets import actor_critic, obs_scale, obs_size
-from rlbench.adapters._kit.procs import (
+
+from adapters._kit.a2c import a2c_loss, learner_supports, sample_actions
+from adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
+from adapters._kit.nets import actor_critic, obs_scale, obs_size
+from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
     LEARN_NS,
@@ -57,7 +34,6 @@ from rlbench.adapters._kit.procs import (
     stop_processes,
     worker_cpus,
 )
-
 from rlbench.api import Adapter, Option, Unsupported, Workload, register
 
 XFER_NS, H2D_BYTES = STAT_COLUMNS - 2, STAT_COLUMNS - 1  # stats columns of our own (past LEARN_NS)

@@ -1,16 +1,8 @@
 """`impala`: IMPALA's actor-learner architecture (Espeholt et al. 2018), with V-trace.
 
-Actor processes each step their slice of the envs with their own copy of the actor-critic, collect
-fixed-length trajectories of `unroll` steps with the behaviour policy's log-probabilities and hand
-them to the learner through a bounded queue: trajectories live in shared-memory slots, the queues
-carry slot numbers (nothing pickled per step), and an actor with no free slot waits, which bounds how
-far acting runs ahead of learning. The learner (the cell process) takes `batch` trajectories per update,
-corrects for the policy lag with V-trace and publishes its new parameters, which actors load before
-their next trajectory. One unit is one learner update; its env steps are the transitions it consumed.
-
-`lag=one` is Cleanba's variant (Huang et al. 2023): each update consumes one trajectory per actor, and
-actor trajectory r is collected with exactly the parameters of update r-1 (a two-slot parameter store
-keeps the last two versions), so every update sees a policy lag of exactly one, deterministically.
+Actor processes hand fixed-length trajectories to the learner (the cell process) through shared-memory slots
+and a bounded queue; `lag=one` is Cleanba's variant (a policy lag of exactly one). One unit is one learner
+update; its env steps are the transitions it consumed. How it is built: docs/strategies/learners.md.
 """
 import math
 import os
@@ -19,10 +11,11 @@ import time
 from time import perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.a2c import ACT, OBS
-from rlbench.adapters._kit.learner_stats import Episodes, lag_stats, return_mean
-from rlbench.adapters._kit.nets import actor_critic, actor_critic_params, obs_scale
-from rlbench.adapters._kit.procs import (
+
+from adapters._kit.a2c import ACT, OBS
+from adapters._kit.learner_stats import Episodes, lag_stats, return_mean
+from adapters._kit.nets import actor_critic, actor_critic_params, obs_scale
+from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
     LEARN_NS,
@@ -40,7 +33,6 @@ from rlbench.adapters._kit.procs import (
     stop_processes,
     worker_cpus,
 )
-
 from rlbench.api import Adapter, Option, Unsupported, Workload, register, unsupported_spaces
 
 GAMMA, VALUE_COEF, ENTROPY_COEF, GRAD_CLIP = 0.99, 0.5, 0.01, 40.0

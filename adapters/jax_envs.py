@@ -1,35 +1,16 @@
 """JAX on the accelerator: `gymnax`, `purejaxrl-ppo` and `envpool-xla`.
 
-Everything a unit does runs inside one ahead-of-time compiled XLA program: envs stepped with
-`vmap` over num_envs and `lax.scan` over time, the policy in JAX, and for `purejaxrl-ppo` the whole
-PPO iteration (rollout, GAE, epochs of minibatch updates). The program is lowered and compiled in
-`open()`; that time is `compile_s` (inside setup_s, never in a rate). Every `step()` ends in
-`block_until_ready`, and `drain()` waits for the last outputs, so no unit is timed at dispatch speed.
-
-Accelerator settings are environment variables JAX reads once, when its backend starts, so they are
-set in `open()` before the first `import jax` (a cell is a fresh process): preallocation
-(`XLA_PYTHON_CLIENT_PREALLOCATE`, off by default), `XLA_PYTHON_CLIENT_MEM_FRACTION`, and on CPU
-`--xla_force_host_platform_device_count` for `devices > 1`. `info["device_settings"]` records what the
-process ran with; `jax_started_before` is true when JAX had already started its backends (the settings then came
-from the process environment, not from the options).
-
-Counting: one env step is one transition of one env. gymnax resets a finished env inside the step
-that finished it, so every step counts; EnvPool resets on the following step (`elapsed_step` 0), which
-is not counted, as in `envpool-sync`.
-
-Envs: gymnax and purejaxrl-ppo run CartPole-v1, a registered gymnasium id gymnax registers under the same
-name (Acrobot-v1, MountainCar-v0, Pendulum-v1, MountainCarContinuous-v0), and the user's JAX env
-(`--env package.module:factory` returning an env with gymnax's or Jumanji's API: rlbench.adapters._kit.jax_env),
-Discrete or Box actions (purejaxrl-ppo's categorical: Discrete only); envpool-xla runs what EnvPool implements
-(rlbench.adapters._kit.native).
+Everything a unit does runs inside one ahead-of-time compiled XLA program, compiled in `open()` (`compile_s`,
+never in a rate); every `step()` ends in `block_until_ready`. JAX's settings are set in `open()` before the
+first `import jax`. How they are built: docs/strategies/jax.md, "How the JAX adapters are built".
 """
 import math
 import os
 from time import perf_counter
 
-from rlbench.adapters._kit.jax_env import GYMNAX_NAMES, action_kind, flat, load
-from rlbench.adapters._kit.jax_policy import make_actor, mlp_apply, mlp_init
-from rlbench.adapters._kit.jax_runtime import (
+from adapters._kit.jax_env import GYMNAX_NAMES, action_kind, flat, load
+from adapters._kit.jax_policy import make_actor, mlp_apply, mlp_init
+from adapters._kit.jax_runtime import (
     JAX_OPTIONS,
     CompiledScan,
     compile_ahead,
@@ -39,8 +20,8 @@ from rlbench.adapters._kit.jax_runtime import (
     sharded,
     start_jax,
 )
-from rlbench.adapters._kit.native import envpool_native, gymnax_native
-from rlbench.adapters._kit.ppo import (
+from adapters._kit.native import envpool_native, gymnax_native
+from adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
     GAE_LAMBDA,
@@ -50,7 +31,6 @@ from rlbench.adapters._kit.ppo import (
     MAX_GRAD_NORM,
     VF_COEF,
 )
-
 from rlbench.api import (
     JAX_APIS,
     Adapter,

@@ -1,34 +1,8 @@
 """`mujoco-rollout`: MuJoCo's own batched stepper, `mujoco.rollout`, over num_envs copies of a gymnasium MuJoCo env.
 
-What it is: physics stepping, not a vector env. The model is the one gymnasium's Ant-v4 or HalfCheetah-v4 builds
-(taken from `gymnasium.make(...).unwrapped.model`, so the XML, timestep and solver are the same); every env's
-state lives in a (num_envs, nstate) array of MuJoCo's full physics state, and one `Rollout` object (its thread
-pool of `num_threads`, one MjData per thread) steps them all in C++. No gymnasium wrapper, env object or `step()`
-runs; no reward is computed. What gymnasium's env does besides physics is done here only where the transitions
-need it to stay the same: the observation (qpos without the x (Ant: x, y) position, then qvel: the vector
-gymnasium's `_get_obs` builds, sliced out of the state), Ant-v4's termination (a non-finite state or the torso's
-z outside [0.2, 1.0]), the 1000-step time limit and gymnasium's reset (qpos0 + U(-0.1, 0.1), qvel 0.1 x N(0, 1),
-from a generator seeded seed + i per env as `env.reset(seed=seed + i)` seeds it). So from the same state and
-actions the states are gymnasium's (tests/test_mujoco_rollout.py replays them): to the last bit within one
-rollout call, and across calls to the constraint solver's tolerance (1e-11 to 1e-9 after 40 env steps), because
-mujoco.rollout starts every call with the solver's warm start cleared and does not return it, where gymnasium's
-MjData keeps it from step to step. Like any perturbation of these chaotic systems, that difference grows along an
-episode (to order 1 after a few hundred env steps), so long trajectories are alike in distribution, not in value.
-
-One unit = one `rollout` call: `chunk` env steps of every env, each env step `frameskip` (5) physics steps with
-the action held, as gymnasium's `do_simulation` holds it. The policy runs once per unit on the num_envs
-observations; with chunk > 1 its actions are held for the whole chunk (an action repeat: one policy call per
-chunk env steps, open loop inside the chunk, as MPC-style rollouts run). chunk = 1 (the default) is the
-like-for-like cell: one policy call per env step, as in the gymnasium and EnvPool cells on the same model.
-`tune_space` races threads only: chunk changes how often the policy acts, which is the workload, not the
-parallelism.
-
-Counting: env steps are gymnasium's transitions. Terminations and the time limit are read from the states of
-every env step in the chunk; an env that ends inside a chunk counts its steps up to and including the last one,
-its physics stepped on to the chunk's end is no transition and is not counted, and it is reset (not a step)
-before the next unit. HalfCheetah never terminates, so a unit there makes exactly num_envs x chunk env steps;
-Ant at chunk 1 does too. Frames = env steps x 5 (rlbench.envs). `rollout` returns when every env has finished
-its chunk, so each step() has done all its work when it returns.
+Physics stepping, not a vector env: no gymnasium wrapper or reward, but gymnasium's observation, Ant's termination,
+the time limit and its reset. One unit is one call of `chunk` env steps of every env (chunk 1: like-for-like).
+How it is built and counted: docs/strategies/stepping.md, "How the mujoco-rollout adapter is built".
 """
 import os
 

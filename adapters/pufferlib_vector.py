@@ -1,23 +1,9 @@
-"""`pufferlib-serial` and `pufferlib-mp`: PufferLib 3's vectorization, called as its users call it:
-`pufferlib.vector.make(pufferlib.emulation.GymnasiumPufferEnv, env_kwargs={"env_creator": ...}, backend=...)`,
-then `async_reset`, and `send(actions)` / `recv()` of a batch.
-
-`pufferlib-mp` is its Multiprocessing backend: num_workers processes, each stepping num_envs / num_workers envs
-into shared memory and busy-waiting on a flag per worker (after 0.5 s idle it sleeps 10 ms; PufferLib 3 has no
-spin/sleep option). batch_size = num_envs is synchronous; a smaller batch_size makes recv() return the first
-workers done (async), with zero_copy keeping the batch a contiguous block of workers. PufferLib refuses more
-workers than physical cores unless overwork=True; so does supports(), before anything runs.
-
-Runs in its own environment (adapters/envs/pufferlib.txt): the wheel pufferlib-core 3.0.23 declares torch==2.9.0
-for PufferLib's trainer; its vector code needs numpy, psutil and gymnasium, so it is installed without its
-declared dependencies beside torch 2.13.0. In rlbench's main environment this module is only listed.
-
-Counting: PufferLib resets a finished env on the send after the one that finished it, and the action sent for
-it then is not used (as EnvPool does): that step is no transition and is not counted. Dict and Tuple
-observations arrive flattened into one array (PufferLib's emulation): the policy sees what PufferLib gives.
+"""`pufferlib-serial` and `pufferlib-mp`: PufferLib 3's vectorization, called as its users call it
+(`pufferlib.vector.make` over GymnasiumPufferEnv, then `send` / `recv` of a batch), in its own environment
+(adapters/envs/pufferlib.txt). A finished env resets on the following send, which is no transition and is not
+counted. How it is driven: docs/strategies/stepping.md, "How the PufferLib adapters are built".
 """
-from rlbench.adapters._kit.batch import ARRAY_SPACES
-
+from adapters._kit.batch import ARRAY_SPACES
 from rlbench.api import (
     Adapter,
     Option,

@@ -1,34 +1,15 @@
-"""`r2d2`: Recurrent Replay Distributed DQN (Kapturowski et al. 2019, ICLR), written natively on Ape-X's
-layout (rlbench.adapters._kit.prioritized: actors write a shared-memory replay, the learner owns the
-priorities).
-
-The Q-network is recurrent: an MLP of the policy's hidden sizes but the last, an LSTM cell of the last,
-a dueling head. `workers` actor processes step `num_envs / workers` envs each, epsilon-greedily with
-Ape-X's per-actor rates, carrying the LSTM state (reset where an episode starts). Every env's stream is
-cut into fixed-length sequences of `seq_len` steps, consecutive ones overlapping by `overlap` steps; each
-is stored with its `seq_len + 1` observations (the last one bootstraps), actions, rewards, episode ends,
-episode-start flags and the recurrent state at its first step (R2D2's stored state), and with an initial
-priority the actor computes from the Q-values it acted with. A sequence may span an episode end: the
-state resets at the start flag and the return stops at the end.
-
-The learner samples `batch` sequences by priority (alpha 0.6, importance weights beta 0.4), unrolls the
-first `burn_in` steps from the stored state without gradient, the rest with it, and trains on the n-step
-double-Q targets (horizon cut to the stored observations at a sequence's end; `value_rescale` applies
-h(x) = sign(x)(sqrt(|x|+1)-1) + 1e-3 x); the new priority of a sequence is eta max|TD| + (1-eta) mean|TD|
-(eta 0.9). Targets are those of the target network, copied every `target_every` updates; parameters are
-published every `publish_every` updates. An episode's end, truncation included, ends its returns.
-
-One unit of work is one learner update. Its env steps are the steps the actors made meanwhile, so
-`steps_per_s` is the actors' rate; `samples_per_s` counts the time steps trained on (sequences x
-(seq_len - burn_in)) and `replay_ratio` their ratio to env steps; `sequence_mb_per_s` the stored bytes of
-the sequences sampled. `mask_velocity=true` on CartPole-v1 zeroes both velocities, the partially observed
-task recurrence exists for.
+"""`r2d2`: Recurrent Replay Distributed DQN (Kapturowski et al. 2019, ICLR), written natively on Ape-X's layout
+(adapters._kit.prioritized: actors write a shared-memory replay, the learner owns the priorities). Actors store
+overlapping fixed-length sequences with their LSTM state; the learner burns in, then trains on n-step double-Q
+targets. One unit is one learner update; its env steps are those the actors made meanwhile.
+How it is built: docs/strategies/learners.md.
 """
 import math
 from time import perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.dqn import (
+
+from adapters._kit.dqn import (
     Envs,
     actor_epsilons,
     burn_in_unroll,
@@ -39,9 +20,9 @@ from rlbench.adapters._kit.dqn import (
     sequence_targets,
     wait_for_room,
 )
-from rlbench.adapters._kit.learner_stats import Episodes
-from rlbench.adapters._kit.nets import obs_scale
-from rlbench.adapters._kit.procs import (
+from adapters._kit.learner_stats import Episodes
+from adapters._kit.nets import obs_scale
+from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
     SYNC_NS,
@@ -50,8 +31,7 @@ from rlbench.adapters._kit.procs import (
     MasterWatch,
     pin,
 )
-from rlbench.adapters._kit.replay_learner import XFER_NS, ReplayLearner
-
+from adapters._kit.replay_learner import XFER_NS, ReplayLearner
 from rlbench.api import Adapter, Option, Workload, register
 
 

@@ -1,25 +1,14 @@
 """`ray-actors`: RLlib's execution model without RLlib: `actors` Ray actors, each holding a gymnasium
-SyncVectorEnv of num_envs / actors envs, driven from this process.
-
-- mode `sync`: every actor steps, the driver gathers all observations (one unit = num_envs steps).
-- mode `async`: as RLlib's asynchronous sampling, the driver `ray.wait`s for the first `wait_k`
-  actors, acts for those and sends them off again; the others keep stepping (unit = wait_k actors).
-- policy `driver`: the driver selects actions for the observations it gathered (central inference);
-  `actor`: each actor runs its own copy of the policy and returns only observations.
-- transport `inline`: the actor returns its observations (Ray inlines small objects in the reply and
-  moves larger ones through the object store anyway); `object_store`: the actor `ray.put`s them and
-  returns the reference, and the driver fetches them zero-copy. Either way the driver copies every
-  observation into its batch, so no figure skips reading the data.
-
-RAY_ADDRESS (`--ray-address`) joins an existing cluster instead of starting a local Ray; the time to
-start or join Ray is `runtime_init_s`, outside every rate.
+SyncVectorEnv of num_envs / actors envs, driven from this process (its modes, policy placements and transports:
+docs/strategies/stepping.md, "Ray actors"). Starting or joining Ray (RAY_ADDRESS, `--ray-address`) is
+`runtime_init_s`, outside every rate.
 """
 import os
 from dataclasses import replace
 
 import numpy as np
-from rlbench.adapters._kit import batch, ray_runtime
 
+from adapters._kit import batch, ray_runtime
 from rlbench.api import (
     Adapter,
     Option,

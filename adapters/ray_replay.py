@@ -1,17 +1,13 @@
-"""`ray-object-store`: Ray's object store as a replay buffer. The learner (the cell process) holds a ring
-of `capacity` ObjectRefs; an add is `ray.put(item)` into the slot of the oldest ref, whose object Ray
-frees by reference counting; a sample is `ray.get` of batch_size random refs, a list of zero-copy,
-read-only numpy views into the object store (plasma), which the learner then reads in full.
-
-The object store is sized for the ring (every item plus Ray's per-object overhead, with headroom, never
-below Ray's 75 MiB minimum) so that nothing spills to disk; before timing the session checks Ray's own
-store statistics and fails rather than time a store that spilled. RAY_ADDRESS (`--ray-address`) joins
-an existing cluster, which keeps its own store size. Starting or joining Ray is `runtime_init_s`.
+"""`ray-object-store`: Ray's object store as a replay buffer: the learner (the cell process) holds a ring of
+`capacity` ObjectRefs, adds with `ray.put` and samples with `ray.get` (zero-copy views it then reads in full).
+The store is sized so that nothing spills, and the session fails rather than time a store that spilled.
+How it is built: docs/strategies/replay.md.
 """
 import numpy as np
-from rlbench.adapters._kit import ray_runtime
 
-from rlbench.api import Adapter, ReplaySession, register, replay_spec
+from adapters._kit import ray_runtime
+from rlbench.api import Adapter, register
+from rlbench.families.replay.api import ReplaySession, replay_spec
 
 OBJECT_OVERHEAD = 1024        # bytes per object beyond the item (Ray's header and alignment; ~250 seen)
 MIN_STORE = 75 * 2**20        # ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES

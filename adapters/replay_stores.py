@@ -1,10 +1,7 @@
-"""Our replay stores: an in-process NumPy ring, a shared-memory ring written by actor processes and
-sampled by the learner, and an np.memmap store on disk; prioritized sampling with a sum tree for all
-(rlbench.adapters._kit.prioritized, which apex and r2d2 share).
-
-They are the reference the native peers (stable-baselines3, tianshou, torchrl, Ray) are compared with,
-on the same workloads through the same driver (rlbench.families.replay.driver): one store, one copy into
-the batch.
+"""Our replay stores (`numpy-ring`, `shm-ring`, `memmap`): an in-process NumPy ring, a shared-memory ring written
+by actor processes and sampled by the learner, and an np.memmap store on disk; prioritized sampling with a sum
+tree for all (adapters._kit.prioritized, which apex and r2d2 share). They are the reference the native peers are
+compared with, through the same driver (rlbench.families.replay.driver): one store, one copy into the batch.
 """
 import ctypes
 import multiprocessing as mp
@@ -12,18 +9,15 @@ import os
 import time
 
 import numpy as np
-from rlbench.adapters._kit.prioritized import SumTree
 
-from rlbench.api import (
+from adapters._kit.prioritized import SumTree
+from rlbench.api import Adapter, Option, Unsupported, register
+from rlbench.families.replay.api import (
     PAGE_CACHE,
     PRIORITY_ALPHA,
-    Adapter,
-    Option,
     ReplaySession,
-    Unsupported,
     in_process_only,
     pagecache,
-    register,
     replay_spec,
     scratch_dir,
 )

@@ -1,36 +1,8 @@
-"""`reverb`: DeepMind's Reverb (the replay server behind Acme) as a backend of the replay suite.
+"""`reverb`: DeepMind's Reverb (the replay server behind Acme) as a backend of the replay suite, laid out as Acme
+lays it out: a server in the cell process with one table per workload, actor processes adding over gRPC.
 
-It needs TensorFlow 2.15 and numpy 1.26, so it runs in its own environment (`environment = "reverb"`,
-pinned in adapters/envs/reverb.txt); in the main environment this module is imported only for its name,
-options and supports(), so nothing here imports reverb or TensorFlow at module level.
-
-Layout, as Acme lays it out:
-- one Reverb server with one table per workload: `reverb.selectors.Uniform()` (uniform and bounded-reuse
-  workloads) or `Prioritized(PRIORITY_ALPHA)`, a `Fifo()` remover, `max_size` = the cell's capacity, and
-  a rate limiter (`rate_limiter`): `MinSize` (Acme's default for off-policy agents; the table is full
-  before timing, so it never blocks), or `SampleToInsertRatio` at the workload's samples per insert;
-- the server runs inside the cell process, beside the learner, as in Acme's single-process agents
-  (`reverb.Server(tables, port=None)`, a C++ server on its own threads, outside the GIL); in Acme's
-  distributed layout it is a process of its own. Actors' adds go over gRPC (localhost) either way; the
-  learner's samples here do not: Reverb notices that the sampler and the server share a process and reads
-  the table directly (its log says so), as it does in Acme's single-process agents, so the sample figures
-  are Reverb's table, chunk decompression and tf.data, not gRPC;
-- writers live in the `num_envs` actor processes (spawned: gRPC does not survive fork) and add with a
-  `TrajectoryWriter`, as Acme's adders do: append the item, `create_item` on the last step, then
-  `flush(max_in_flight)` to bound the items in flight (Acme: 5 for transitions, 2 for sequences);
-- the learner samples `batch_size` items per step from a `reverb.TrajectoryDataset` batched by tf.data
-  (`sampler=dataset`, the default: Acme's learner input; it keeps 2 batches of samples in flight per worker
-  (Acme's default; at most 128 MiB of them, which only caps R2D2's and IMPALA's big items), so the next batch
-  is being fetched while the learner reads this one, and tf.data's batch op is the one copy into a contiguous
-  [batch, item_bytes] array), or through `client.sample` (`sampler=client`: a new streaming Sampler per batch,
-  each item copied into the learner's batch by Python; 2x to 7x slower here); then the driver reads every
-  byte, and prioritized workloads write priorities back with `mutate_priorities` (with the dataset, samples
-  already in flight were drawn with the old priorities, as in Acme).
-
-Items are one uint8 step of item_bytes (a sequence workload's whole sequence, as in our stores); new
-items get priority 1.0 (Acme's adders without priority functions). Reverb compresses chunks (zstd) as
-it always does; the payloads are random bytes, which do not compress, so that is work Atari frames
-would get more out of. The fill (before timing) goes through the learner's own writer.
+It runs in its own environment (adapters/envs/reverb.txt: TensorFlow 2.15, numpy 1.26), so nothing here imports
+reverb or TensorFlow at module level. How it is built: docs/strategies/replay.md, "How the Reverb adapter is built".
 """
 import os
 import shutil
@@ -39,7 +11,8 @@ import time
 
 import numpy as np
 
-from rlbench.api import PRIORITY_ALPHA, Adapter, Option, ReplaySession, register, replay_spec, scratch_dir
+from rlbench.api import Adapter, Option, register
+from rlbench.families.replay.api import PRIORITY_ALPHA, ReplaySession, replay_spec, scratch_dir
 
 TABLE = "replay"
 IN_FLIGHT_BYTES = 128 << 20   # the dataset's samples in flight per worker: 2 batches (Acme's), at most this much

@@ -1,14 +1,8 @@
 """RLlib itself (ray[rllib] 2.60.0, new API stack): `rllib-envrunner` samples with RLlib's own
-SingleAgentEnvRunners as Ray actors, beside `ray-actors` (the same execution model, hand-written);
-`rllib-ppo` trains with RLlib's PPO (Algorithm.train(): env runners sample, its Learner updates), beside
-cleanrl-ppo and sb3-ppo.
-
-Both run in their own environment (`environment = "rllib"`, adapters/envs/rllib.txt): ray[rllib]==2.60.0
-requires gymnasium==1.2.2 and the main environment pins 1.3.0. The main environment imports this module only
-for names, options and supports(); Ray, RLlib and torch are imported inside the sessions.
-
-How each is built, what a unit is and what is counted: docs/strategies/stepping.md, "How the RLlib adapters
-are built".
+SingleAgentEnvRunners as Ray actors, beside `ray-actors`; `rllib-ppo` trains with RLlib's PPO, beside cleanrl-ppo
+and sb3-ppo. Both run in their own environment (adapters/envs/rllib.txt: RLlib requires gymnasium 1.2.2); Ray,
+RLlib and torch are imported inside the sessions. How each is built: docs/strategies/stepping.md,
+"How the RLlib adapters are built".
 """
 import math
 import os
@@ -17,8 +11,8 @@ import tempfile
 from collections import deque
 from time import perf_counter
 
-from rlbench.adapters._kit import ray_runtime
-from rlbench.adapters._kit.ppo import (
+from adapters._kit import ray_runtime
+from adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
     GAE_LAMBDA,
@@ -30,7 +24,6 @@ from rlbench.adapters._kit.ppo import (
     VF_COEF,
     default_target,
 )
-
 from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register, unsupported_spaces
 
 ENV_NAME = "rlbench-env"                      # the env creator's name in Ray's registry

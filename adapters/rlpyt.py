@@ -1,30 +1,18 @@
-"""rlpyt's samplers, implemented natively from its design (astooke/rlpyt, rlpyt/samplers; arXiv 1909.01500).
+"""rlpyt's samplers (`rlpyt-serial`, `rlpyt-cpu`, `rlpyt-gpu`, `rlpyt-alternating`), implemented natively from its
+design (astooke/rlpyt, rlpyt/samplers; arXiv 1909.01500).
 
-- `rlpyt-serial`: one process steps every env and selects every action.
-- `rlpyt-cpu`: each worker holds a copy of the agent and acts for its own envs; a trainable model's
-  parameters live in shared memory and workers load them at the start of every batch.
-- `rlpyt-gpu`: workers only step envs; the master selects actions for all envs in one batched call on
-  the policy's device and hands them back through semaphores, once per time step.
-- `rlpyt-alternating`: two worker groups; one group steps its envs while the master selects actions
-  for the other, hiding inference behind env stepping.
-
-All four write one batch of [batch_T, num_envs] observations, actions, rewards and dones into shared
-memory (nothing is pickled per step); one unit of work is one batch. Env `lo + j` is reset with
-`seed + lo + j` and auto-resets inside its step, as `serial` does, so every sampler collects the
-same transitions under a policy that depends only on the observation.
-
-A Dict observation is laid out as rlpyt lays it out (its GymSpaceWrapper turns a gym Dict into a
-namedarraytuple): one shared array per part, the batch a dict of them. rlpyt has no layout for a Tuple
-observation, so neither has this: `supports()` says so.
+Each writes one [batch_T, num_envs] batch into shared memory per unit, and every sampler collects the same
+transitions. How they are built: docs/strategies/stepping.md, "How the rlpyt adapters are built".
 """
 import os
 from time import perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.batch import put, take
-from rlbench.adapters._kit.batch import spaces_reason as batch_spaces_reason
-from rlbench.adapters._kit.nets import policy_params
-from rlbench.adapters._kit.procs import (
+
+from adapters._kit.batch import put, take
+from adapters._kit.batch import spaces_reason as batch_spaces_reason
+from adapters._kit.nets import policy_params
+from adapters._kit.procs import (
     ARRAY_SPACES,
     ENV_NS,
     INFER_NS,
@@ -47,7 +35,6 @@ from rlbench.adapters._kit.procs import (
     worker_cpus,
     worker_policy,
 )
-
 from rlbench.api import Adapter, Option, Workload, make_policy, register
 
 OBS_SPACES = (*ARRAY_SPACES, "Dict")  # what rlpyt's buffers hold (a Dict: one array per part)

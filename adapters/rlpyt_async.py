@@ -1,21 +1,19 @@
 """`rlpyt-async`: rlpyt's asynchronous sampling/optimisation (AsyncRl runner, async replay buffer).
 
-Sampler processes act with their own copy of the Q-network, collect batch_T steps at a time and write
-them into a replay ring in shared memory; the optimiser (this process) trains concurrently on uniform
-minibatches from it. Both sides are throttled to the target replay ratio (transitions consumed by
-updates per transition added), and the optimiser never runs more than `max_lag` parameter versions
-ahead of the oldest version a sampler is acting with. One unit of work is one optimiser update; the
-env steps it reports are the transitions the samplers added meanwhile.
+Sampler processes write batch_T steps at a time into a shared-memory replay ring while this process trains on
+it, both throttled to the target replay ratio and `max_lag`. One unit of work is one optimiser update; its env
+steps are the transitions the samplers added meanwhile.
 """
 import os
 import time
 from time import perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.a2c import ACT, OBS
-from rlbench.adapters._kit.learner_stats import lag_stats
-from rlbench.adapters._kit.nets import policy_params
-from rlbench.adapters._kit.procs import (
+
+from adapters._kit.a2c import ACT, OBS
+from adapters._kit.learner_stats import lag_stats
+from adapters._kit.nets import policy_params
+from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
     LEARN_NS,
@@ -36,7 +34,6 @@ from rlbench.adapters._kit.procs import (
     worker_cpus,
     worker_policy,
 )
-
 from rlbench.api import Adapter, Option, Unsupported, Workload, make_policy, register, unsupported_spaces
 
 ADDED, CONSUMED, STOP = range(3)

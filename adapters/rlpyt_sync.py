@@ -1,23 +1,17 @@
-"""`rlpyt-sync`: rlpyt's synchronous multi-process runner (SyncRl), written natively.
-
-`ranks` processes each run a whole sampler + A2C learner on their own envs; torch
-DistributedDataParallel all-reduces the gradients, so every rank applies the same update and the
-parameters stay identical. The cell process is rank 0 and the master: it hosts the rendezvous
-store and starts ranks - 1 workers. One step() is one iteration on every rank; rank 0 keeps the
-ranks in lockstep by broadcasting a command (ITERATE, REPORT_PARAMS, STOP) at the start of each.
-
-Spawn is the default start method: forking a process that already runs torch's thread pools (and
-maybe CUDA) is not safe, and spawn is what torch.multiprocessing.spawn uses for DDP.
+"""`rlpyt-sync` (and `ddp`, the same under the learner kind): rlpyt's synchronous multi-process runner (SyncRl),
+written natively. `ranks` processes each run a sampler + A2C learner on their own envs; torch
+DistributedDataParallel all-reduces the gradients, so the parameters stay identical. One step() is one
+iteration on every rank. How it is built: docs/strategies/learners.md, "How the rlpyt-sync runner is built".
 """
 import math
 from datetime import timedelta
 from time import monotonic, perf_counter_ns, sleep
 
 import numpy as np
-from rlbench.adapters._kit.a2c import ACT, OBS, a2c_loss
-from rlbench.adapters._kit.nets import actor_critic, obs_scale
-from rlbench.adapters._kit.procs import HelperProcesses, start_process, stop_processes
 
+from adapters._kit.a2c import ACT, OBS, a2c_loss
+from adapters._kit.nets import actor_critic, obs_scale
+from adapters._kit.procs import HelperProcesses, start_process, stop_processes
 from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register, unsupported_spaces
 
 ITERATE, REPORT_PARAMS, STOP = 0, 1, 2

@@ -1,42 +1,15 @@
-"""`sample-factory`: Sample Factory 2's own asynchronous sampler (rollout worker processes, double-buffered
-sampling), measuring env throughput the way EnvPool's benchmark ran Sample Factory (its third column).
+"""`sample-factory`: Sample Factory 2's own asynchronous sampler (rollout worker processes, double-buffered sampling,
+one inference worker), measuring env throughput as EnvPool's benchmark ran Sample Factory (its third column).
 
-Runs in its own environment (adapters/envs/sample-factory.txt: sample-factory 2.1.1, gymnasium 0.29,
-numpy 1.26); in rlbench's main environment this module is only listed. Nothing from Sample Factory or
-torch is imported at module level.
-
-What runs: sample_factory's SamplingLoop (the loop behind its SyncSamplingAPI) with a ParallelSampler:
-`workers` rollout worker processes, each stepping `envs_per_worker` envs built by rlbench's make_env (the
-same preprocessing as every other Pong-v5 adapter: frames = env steps x 4), split into
-`worker_num_splits` groups so one group steps while the other waits for actions (double buffering),
-and one inference worker process. Sample Factory 2 has no sampler without a policy (SF1's
---algo=DUMMY_SAMPLER, which EnvPool's table used, is gone), so the cheapest real path is used: an
-actor-critic whose encoder outputs zeros without reading the observation, no RNN, no input
-normalization, so its logits are the zero-initialized bias and actions are uniform random, as in
-EnvPool's table; the inference worker's round trip (shared-memory buffers, queues, one tiny forward)
-is part of what is measured. Trajectories are counted as they arrive and their buffers released at
-once, never copied.
-
-num_envs is the total over all workers: workers x envs_per_worker = num_envs (set either option; the
-other follows; workers defaults to 1). EnvPool's table ran num_envs_per_worker=1 (its best), i.e.
-num_envs = workers with worker_num_splits=1; worker_num_splits=2 needs an even envs_per_worker.
-
-One unit of step() is one rollout (`rollout` env steps, Sample Factory's default 32) of every env:
-it waits until at least num_envs x rollout new env steps were sampled and returns the exact count.
-
-The user's envs (a registered gymnasium id, module:EnvId, module:factory; their module importable in this
-environment, with its gymnasium 0.29) run where Sample Factory carries their spaces: observations that are
-arrays (Box, MultiDiscrete, MultiBinary) or a Dict of them (its tensor dicts take arrays, not the Python
-int of a Discrete observation; it has no Tuple observations), Discrete or Box actions (its action
-distributions have no MultiDiscrete or MultiBinary).
+Runs in its own environment (adapters/envs/sample-factory.txt); nothing from Sample Factory or torch is imported at
+module level. How it is built: docs/strategies/stepping.md, "How the Sample Factory adapter is built".
 """
 import shutil
 import tempfile
 import threading
 import time
 
-from rlbench.adapters._kit.batch import spaces_reason
-
+from adapters._kit.batch import spaces_reason
 from rlbench.api import USER_FAMILIES, Adapter, Option, Unsupported, env_info, make_env, register
 
 SUPPORTED_FAMILIES = ("atari", "classic", "synthetic", *USER_FAMILIES)

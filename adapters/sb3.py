@@ -1,11 +1,7 @@
-"""`sb3-dummy` and `sb3-subproc`: stable-baselines3's DummyVecEnv and SubprocVecEnv; `sb3-replay`: its
-ReplayBuffer on the replay workloads (kind replay); `sb3-ppo`: its PPO trained on DummyVecEnv,
-SubprocVecEnv or EnvPool (kind learner).
-
-SB3 resets a finished env inside the same `step()` (the final observation goes to
-info["terminal_observation"]), as `serial` does, so every adapter counts the same transitions.
-`venv.seed(s)` stores seeds s, s+1, ... that the next `reset()` passes to env i, so env i starts
-from `reset(seed=s + i)` like in `serial`.
+"""`sb3-dummy` and `sb3-subproc`: stable-baselines3's DummyVecEnv and SubprocVecEnv; `sb3-replay`: its ReplayBuffer
+on the replay workloads (kind replay); `sb3-ppo`: its PPO trained on DummyVecEnv, SubprocVecEnv or EnvPool
+(kind learner). Resets and seeds give `serial`'s transitions: docs/strategies/stepping.md,
+"How the SB3 adapters are built".
 """
 
 import math
@@ -13,8 +9,9 @@ import os
 from time import perf_counter, perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.batch import ARRAY_SPACES, DYNAMIC_SPACES
-from rlbench.adapters._kit.ppo import (
+
+from adapters._kit.batch import ARRAY_SPACES, DYNAMIC_SPACES
+from adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
     GAE_LAMBDA,
@@ -25,24 +22,19 @@ from rlbench.adapters._kit.ppo import (
     default_target,
     learner_supports,
 )
-
 from rlbench.api import (
-    REPLAY_PREFIX,
-    REPLAY_WORKLOADS,
     Adapter,
     Option,
-    ReplaySession,
     Unsupported,
     env_call,
     env_fns,
     env_info,
     envpool_kwargs,
-    in_process_only,
     make_policy,
     register,
-    replay_spec,
     unsupported_leaves,
 )
+from rlbench.families.replay.api import PREFIX, WORKLOADS, ReplaySession, in_process_only, replay_spec
 
 
 class SB3Session:
@@ -168,7 +160,7 @@ class SB3ReplayBuffer(Adapter):
     )
 
     def supports(self, workload, options):
-        w = REPLAY_WORKLOADS.get(workload.env_id[len(REPLAY_PREFIX):])
+        w = WORKLOADS.get(workload.env_id[len(PREFIX):])
         if w is not None and w.sampling == "prioritized":
             return "stable-baselines3 has no prioritized replay buffer"
         return in_process_only(workload)

@@ -1,23 +1,18 @@
 """`seed`: SEED RL's central inference (Espeholt et al. 2020, arXiv 1910.06591), written natively.
 
-Actor processes only step their envs (`num_envs / workers` each). Per time step each actor writes its
-observations into shared memory and waits; the learner (the cell process) runs ONE batched forward pass
-of the actor-critic for all actors on the policy's device, samples the actions, hands them back through
-semaphores (as rlpyt-gpu does) and keeps the [batch_T, num_envs] trajectory (observations, actions,
-behaviour logits; the actors write rewards and dones). After every batch_T steps it runs one A2C update
-(n-step returns). Inference always uses the newest parameters, so the policy lag is 0 by construction;
-the price is that actors idle while the learner infers and trains (nothing overlaps).
-
-One unit of work is one learner update; its env steps are the batch_T x num_envs transitions it consumed.
+Actor processes only step their envs; per time step the learner (the cell process) runs one batched forward pass
+for all of them, and one A2C update every batch_T steps, so the policy lag is 0. One unit is one learner update;
+its env steps are the batch_T x num_envs transitions it consumed.
 """
 import os
 from time import perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
-from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, Episodes, return_mean
-from rlbench.adapters._kit.nets import actor_critic, learner_torch, obs_scale, obs_size
-from rlbench.adapters._kit.procs import (
+
+from adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
+from adapters._kit.learner_stats import RETURN_WINDOW, Episodes, return_mean
+from adapters._kit.nets import actor_critic, learner_torch, obs_scale, obs_size
+from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
     LEARN_NS,
@@ -37,7 +32,6 @@ from rlbench.adapters._kit.procs import (
     stop_processes,
     worker_cpus,
 )
-
 from rlbench.api import Adapter, Unsupported, Workload, register
 
 # columns of `stats` past the shared ones (row 0 the learner, 1.. actors)

@@ -1,47 +1,27 @@
 """`tianshou-dummy`, `tianshou-subproc`, `tianshou-shmem`, `tianshou-ray`: tianshou's vector envs;
 `tianshou-replay`: its ReplayBuffer / PrioritizedReplayBuffer on the replay workloads (kind replay).
 
-tianshou's vector envs do not reset finished envs: `step()` returns the final observation and the
-caller resets them with `reset(env_id=ids)`, as tianshou's Collector does. The session does the same
-right after the step, inside the unit, and counts only the stepped transitions (resets are not
-steps), so the observations match `serial`'s, which resets inside its loop.
-
-Seeds: tianshou's `reset(**kwargs)` passes the same kwargs to every env it resets, and its `seed(s)`
-(env i gets s + i) does `env.reset(seed=s + i)` but returns no observation, so the `reset()` that must
-follow would draw another initial state. So env i is reset alone with `reset(env_id=[i], seed=seed + i)`,
-which gives `serial`'s initial observations.
-
-Async mode (0 < wait_num < num_envs, or timeout > 0), driven as tianshou's AsyncCollector drives it:
-each unit sends actions to the envs that are ready (all of them at first) with `step(actions, ids)`
-and receives the envs that finished first: for subprocesses at least `wait_num` (every pipe that is
-ready when tianshou looks, so sometimes more), for Ray exactly `wait_num`. With a timeout, a unit
-returns what finished within it (at least one env). The envs not returned keep stepping in the
-background. `tianshou-dummy` has no async mode: its envs step inside `send()`, so nothing can overlap,
-and DummyEnvWorker.wait returns the very list that BaseVectorEnv.step pops from while iterating it,
-so an async DummyVectorEnv hands back only every other finished env per call.
+Finished envs are reset inside the unit, as tianshou's Collector does, and only stepped transitions count.
+Resets, seeds and the async mode: docs/strategies/stepping.md, "How the tianshou adapters are built".
 """
 import os
 
 import numpy as np
-from rlbench.adapters._kit import batch, ray_runtime
-from rlbench.adapters._kit.batch import ARRAY_SPACES
 
+from adapters._kit import batch, ray_runtime
+from adapters._kit.batch import ARRAY_SPACES
 from rlbench.api import (
-    PRIORITY_ALPHA,
-    PRIORITY_BETA,
     Adapter,
     Option,
-    ReplaySession,
     env_call,
     env_fns,
-    in_process_only,
     make_env,
     make_policy,
     register,
-    replay_spec,
     unsupported_leaves,
     unsupported_spaces,
 )
+from rlbench.families.replay.api import PRIORITY_ALPHA, PRIORITY_BETA, ReplaySession, in_process_only, replay_spec
 
 # tianshou's vector envs refuse Tuple observations (BaseVectorEnv.reset: "Tuple observation space is not
 # supported"); a Dict observation comes back as the envs' dicts, which its Collector stacks

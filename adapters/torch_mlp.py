@@ -1,11 +1,10 @@
 """Policy `mlp`: a torch MLP run once per vector step on the chosen device and thread count. The
-learners' actor-critic network is rlbench.adapters._kit.nets.actor_critic.
+learners' actor-critic network is adapters._kit.nets.actor_critic.
 
 Any observation space goes in, flattened (a Dict or Tuple observation: its parts one after the other, a
 Discrete part as its index); the actions it picks are Discrete (argmax) or Box (tanh, per dimension).
 """
-from rlbench.adapters._kit.nets import flat_obs, policy_widths
-
+from adapters._kit.nets import flat_obs, policy_widths
 from rlbench.api import Unsupported, register_policy
 
 

@@ -1,21 +1,7 @@
-"""torchrl's replay buffers as their users build them: a TensorDictReplayBuffer over a LazyTensorStorage
-(RAM) or a LazyMemmapStorage (files on disk), with a RandomSampler, or a PrioritizedSampler whose
-priorities the learner writes back with `update_priority(index, priority)`.
-
-Items are TensorDict({"obs": uint8 [item_bytes]}); the fill goes through `rb.extend` in chunks, single
-adds through `rb.add`. A sample is the TensorDict torchrl returns (a fresh gathered batch each time, with
-its "index" entry); the learner reads td["obs"] through a zero-copy numpy view.
-
-torch runs with the threads the cell gives it (OMP_NUM_THREADS); nothing here changes them.
-
-The PrioritizedSampler's sum and min trees are torchrl's C++ extension (torchrl._torchrl). torchrl's
-wheels link against one torch's C++ ABI: 0.12 and 0.13.x need a torch before 2.13 (torch::autograd::
-deleteNode), 0.14.x torch 2.14 (_wrap_outputs with its new last argument), so with this project's torch
-2.13.0 none loads ("undefined symbol"). The wheel ships the extension's sources (torchrl/csrc), so when
-its binary does not load they are compiled once against the running torch, as torchrl's own setup.py
-builds them (torch's cpp_extension, -O3, stripped), into torch's extension cache (TORCH_EXTENSIONS_DIR,
-default ~/.cache/torch_extensions; about 75 s of compiling, once, then reused), and handed to torchrl's sampler
-module: the trees sampled are torchrl's own code, built for this torch.
+"""torchrl's replay buffers as their users build them (`torchrl-tensor`, `torchrl-memmap`): a TensorDictReplayBuffer
+over a LazyTensorStorage or a LazyMemmapStorage, with a RandomSampler or a PrioritizedSampler. When torchrl's C++
+extension does not load with this torch, its sources are compiled once against it (about 75 s).
+How it is built: docs/strategies/replay.md, "How the torchrl adapters are built".
 """
 import ctypes
 import fcntl
@@ -25,16 +11,14 @@ import shutil
 import sys
 import tempfile
 
-from rlbench.api import (
+from rlbench.api import Adapter, Unsupported, register
+from rlbench.families.replay.api import (
     PAGE_CACHE,
     PRIORITY_ALPHA,
     PRIORITY_BETA,
-    Adapter,
     ReplaySession,
-    Unsupported,
     in_process_only,
     pagecache,
-    register,
     replay_spec,
     scratch_dir,
 )

@@ -1,8 +1,9 @@
 """The adapters' facade: everything an adapter may import from rlbench, in one place (an adapter imports
-this module and `rlbench.adapters._kit`, nothing else of rlbench; import-linter checks it). No core module
-imports this one: the core depends on `rlbench.contract`, the leaf these names come from.
+this module and `adapters._kit`, nothing else of rlbench; import-linter checks it). No core module
+imports this one: the core depends on `rlbench.contract`, the leaf these names come from. What only one
+family's adapters share lives with that family (rlbench.families.replay.api).
 """
-from rlbench.contract import PAGE_CACHE, Adapter, Metrics, Option, Session
+from rlbench.contract import Adapter, Metrics, Option, Session
 from rlbench.envs import (
                           JAX_APIS,
                           USER_FAMILIES,
@@ -20,17 +21,6 @@ from rlbench.envs import (
                           unsupported_spaces,
 )
 from rlbench.errors import Unsupported
-from rlbench.families.replay.driver import PREFIX as REPLAY_PREFIX
-from rlbench.families.replay.driver import (
-                                            PRIORITY_ALPHA,
-                                            PRIORITY_BETA,
-                                            ReplaySession,
-                                            in_process_only,
-                                            replay_spec,
-                                            scratch_dir,
-)
-from rlbench.families.replay.driver import WORKLOADS as REPLAY_WORKLOADS
-from rlbench.machine import pagecache
 from rlbench.policy import make_policy
 from rlbench.registry import register, register_policy
 from rlbench.results.metrics import SESSION_METRICS
@@ -48,7 +38,4 @@ __all__ = [
     "env_call",
     # a user's JAX env (family custom, built by its factory): its API, and the env itself
     "JAX_APIS", "env_api", "jax_api", "build_user_env",
-    # the replay family (kind "replay"): its workloads, driver and the disk stores' page-cache option
-    "ReplaySession", "replay_spec", "in_process_only", "scratch_dir", "REPLAY_PREFIX",
-    "REPLAY_WORKLOADS", "PRIORITY_ALPHA", "PRIORITY_BETA", "PAGE_CACHE", "pagecache",
 ]

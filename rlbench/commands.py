@@ -39,7 +39,7 @@ def cmd_calibrate(args) -> int:
     cpus = cpus_here()
     space = Space(Workload(calibrate.ENV_ID, 1, PolicySpec()), named, args.max_envs, cpus)
     ns = calibrate.sizes(cpus, args.max_envs)
-    envs = prepare(space.adapters, {})
+    envs = prepare(space.adapters)
     figures, path, rows = calibrate.calibrate(space.adapters, ns, envs, force=args.force)
     for adapter in space.adapters:
         seen = figures.get(adapter, {})
@@ -82,7 +82,7 @@ def cmd_report(args) -> int:
             paths = report.export(ResultSet.load(args.dir), args.dir, [export_pytest_benchmark])
             print(f"pytest-benchmark: {paths[0]}")
             return 0
-        view = pipeline.rebuild_report(args.dir)
+        view = rundir.rebuild_report(args.dir)
     except OSError as exc:
         print(f"rlbench: error: cannot write the report: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -100,7 +100,7 @@ def cmd_validate(args) -> int:
         if not os.path.isdir(args.from_dir):
             raise UsageError(f"validate --from {args.from_dir}: not a directory")
         rc, out_dir = 0, args.from_dir
-        pipeline.rebuild_report(out_dir)
+        rundir.rebuild_report(out_dir)
     else:
         rc, out_dir = run(replace(RunRequest.from_flags(args), suite=VALIDATE_SUITE, adapter=()))
     results = ResultSet.load(out_dir)

@@ -1,10 +1,8 @@
-"""The plug-in contract: what an execution model implements (Adapter, its Options, the Session it opens and
-the Metrics it may report). A leaf: it imports nothing of rlbench at run time, so every layer, from the
-registry to the adapters, can depend on it without a cycle.
-
-The harness owns timing, warm-up and latency recording; an adapter only opens a session whose `step()`
-does one unit of work (one vector step, one rollout of T steps, one jitted scan) and returns how many env
-steps it made.
+"""The plug-in contract: what an execution model implements (Adapter, its Options, the Session it opens and the
+Metrics it may report). A leaf: it imports nothing of rlbench at run time, so every layer, from the registry to
+the adapters, can depend on it without a cycle. The harness owns timing, warm-up and latency recording; a
+session's `step()` does one unit of work (one vector step, one rollout of T steps, one jitted scan) and returns
+how many env steps it made.
 """
 import importlib.util
 import math
@@ -155,7 +153,11 @@ class Family:
     workload_example: ClassVar[str] = ""  # one of them, for messages
     info_keys: ClassVar[tuple] = ()       # what its sessions' `info` may carry into a results row
     identity_keys: ClassVar[tuple] = ()   # of those, what summary.csv repeats from a cell's first ok run
-    summary_keys: ClassVar[tuple] = ()    # the summary.csv columns `summary_extras` adds
+    summary_keys: ClassVar[tuple] = ()    # the summary.csv columns it computes
+    # the frozen dataclass of its part of a cell's summary (rlbench.results.summary.CellSummary.parts): its
+    # fields are identity_keys then summary_keys, in summary.csv's order
+    cell_type: ClassVar[type] = None
+    record_keys: ClassVar[tuple] = ()     # what its before_sweep adds to env.json (RunRecord.measured)
     races: ClassVar[tuple] = ()           # of its kinds, those whose env steps/s `rlbench tune` races
     metrics: ClassVar[tuple] = ()         # its figures (rlbench.results.metrics.Metric): CSV columns, formats, docs
 
@@ -167,12 +169,15 @@ class Family:
     def check_workload(self, workload) -> None:
         """Raise ValueError naming what is wrong with one of its own workloads (checked as a suite loads)."""
 
-    def before_sweep(self, suite, out_dir: str, env: dict) -> None:
-        """Anything the run needs measured first (the replay family: the machine's limits into env)."""
-
-    def summary_extras(self, benchmark, row: dict, limits: dict) -> dict:
-        """Columns `summary_keys` of one cell's summary row (limits: the run's measured machine limits)."""
+    def before_sweep(self, suite, out_dir: str, record) -> dict:
+        """Anything the run needs measured first, {record key: value} (the replay family: the machine's
+        limits); record (rlbench.results.record.RunRecord) says what an earlier session of the run has."""
         return {}
+
+    def cell_part(self, benchmark, first, limits: dict):
+        """Its part of one cell's summary, a `cell_type` (None for a cell it adds nothing to): `first` is the
+        run the cell's identity comes from, limits the run's measured machine limits."""
+        return None
 
     def exports(self, results, out_dir: str) -> dict:
         """Files of its own beside the report (replay.csv, validation.csv), name -> bytes or text (text is

@@ -1,23 +1,8 @@
-"""The environments rlbench knows, named as EnvPool names them, and how every adapter builds them.
-
-Building envs in one place is what makes strategies comparable: same env, same preprocessing, same
-seeds. Atari follows EnvPool's benchmark (wrap_deepmind without episodic life or reward clipping):
-frameskip 4 with max-pooling, no sticky actions, 30 no-op starts, 84x84 grayscale, frame stack 4.
-MuJoCo uses each env's own frame_skip (5 for Ant and HalfCheetah), which frames count.
-Brax envs (`brax/<name>`, family brax) exist only inside JAX (adapters `brax`, `brax-ppo`, run in their own
-environment, adapters/envs/brax.txt); one env step is 0.05 s of simulated time on every Brax backend (as
-in Ant-v4 and HalfCheetah-v4), so their frameskip is 5 like MuJoCo's, counting 0.01 s of simulated time,
-whatever substeps a backend takes (positional: Ant 10 x 0.005 s, HalfCheetah 16 x 0.003125 s).
-
-Any other env is the user's: a registered gymnasium id (`Acrobot-v1`), gymnasium's `module:EnvId-v0` (the
-module registers the id when imported, in every process that builds the env) or a factory
-`package.module:make_env` returning a gymnasium.Env, or a JAX env with gymnax's functional API
-(`reset(key, params)`, `step(key, state, action, params)`, `default_params`) or Jumanji's (`reset(key)`,
-`step(state, action)`, `action_spec`, `observation_spec`), which only the adapters naming that API in
-`jax_env_apis` run. Their env_kwargs go to the env as given; `frameskip` among them also states the
-accounting (frames = env steps x frameskip; 1 if not given). One instance is built while planning (`probe`),
-so an env that does not import or build is refused before anything runs, and adapters can say which
-observation and action spaces they carry.
+"""The environments rlbench knows, named as EnvPool names them, and how every adapter builds them: same env, same
+preprocessing, same seeds, which is what makes strategies comparable. Any other env is the user's (a registered
+gymnasium id, `module:EnvId-v0`, a factory, or a JAX env with gymnax's or Jumanji's API); one instance is built
+while planning (`probe`), so an env that does not import or build is refused before anything runs. Preprocessing
+and accounting: docs/protocol.md ("Environments and policies"), docs/tune.md and docs/strategies/jax.md (Brax).
 """
 import contextlib
 import functools

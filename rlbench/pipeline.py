@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rlbench import registry
 from rlbench.errors import UsageError
@@ -17,6 +17,7 @@ from rlbench.machine.fingerprint import fingerprint, now
 from rlbench.planning.drop import drop_impossible
 from rlbench.planning.flags import plan_from_args
 from rlbench.results.model import ResultSet
+from rlbench.results.record import RunRecord
 from rlbench.results.store import StoreError
 from rlbench.running import rundir
 from rlbench.running.cluster.join import join, leave
@@ -39,16 +40,16 @@ def run(args, resume: str = None) -> tuple:
     UsageError, before anything is written."""
     suite, dropped = drop_impossible(plan_from_args(args))
     folder = RunDir.choose(suite.name, args.out, resume or args.resume)
-    env = {**fingerprint(), "suite_path": suite.path, "suite_sha256": suite.sha256}  # the text it planned from
-    plan = {**rundir.plan_record(args, suite, folder.run_id, env), "dropped": [d.to_dict() for d in dropped]}
+    machine = fingerprint()
+    plan = {**rundir.plan_record(args, suite, folder.run_id, machine), "dropped": [d.to_dict() for d in dropped]}
     saved = folder.check_resumable(plan)
     outcome = Outcome()
     with on_cluster(suite, folder, saved) as cluster, folder:
-        env, done = open_run(folder, suite, plan, env, saved, cluster)
+        done = open_run(folder, suite, plan, machine, saved, cluster)
         with stops_early(outcome, folder.path):
-            envs = prepare(suite, folder.path, env, build=not args.no_build)
+            envs = prepare(suite, folder, build=not args.no_build)
             sweep(suite, folder, envs, done, args.profile, cluster)
-        view = export_run(folder, env)
+        view = folder.export(ray_cluster=ray_cluster(folder.path))
     return finish(view, outcome, folder.path, args.allow_errors), folder.path
 
 
@@ -67,29 +68,29 @@ def on_cluster(suite, folder, saved):
 
 def same_class(out_dir, cluster) -> None:
     """A resumed cluster run goes on on nodes of the class it started on: rows of two classes never pool."""
-    started = (rundir.read_env(out_dir).get("cluster") or {}).get("class")
+    started = (rundir.read_record(out_dir).cluster or {}).get("class")
     if started and started != cluster.class_id:
         raise UsageError(f"resume {out_dir}: it ran on nodes of class {started}, the cluster's nodes now are of class "
                          f"{cluster.class_id}; resume it when nodes of class {started} are in the cluster")
 
 
-def open_run(folder, suite, plan, env, saved, cluster=None) -> tuple:
-    """A new run writes its plan; a resumed one keeps its id and the rows it has (but `lost` ones). Returns
-    (env.json contents, the (cell, repeat, profiled) triples already done)."""
+def open_run(folder, suite, plan, machine, saved, cluster=None) -> set:
+    """A new run writes its plan and record; a resumed one keeps its id, its record and the rows it has (but
+    `lost` ones). Returns the (cell, repeat, profiled) triples already done."""
     if saved:
-        kept = folder.read_env()
-        env, done = {**kept, "resumed_at": [*kept.get("resumed_at", []), now()]}, folder.done()
+        kept = folder.read_record()
+        record, done = replace(kept, resumed_at=(*kept.resumed_at, now())), folder.done()
     else:
+        record = RunRecord(machine, folder.run_id, suite_path=suite.path, suite_sha256=suite.sha256,
+                           settings=suite.settings.__dict__, cells=len(suite.cells), dropped=plan["dropped"])
         done = set()
-        env.update(run_id=folder.run_id, settings=suite.settings.__dict__, cells=len(suite.cells),
-                   dropped=plan["dropped"])
     if cluster is not None:
-        env["cluster"] = cluster.record()
-    folder.begin(env, None if saved else plan)
+        record = replace(record, cluster=cluster.record())
+    folder.begin(record, None if saved else plan)
     todo = f" ({len(done)} rows kept, running the rest)" if done else ""
     print(f"rlbench: {len(suite.cells)} cells x {suite.settings.repeats} repeats -> {folder.path}{todo}",
           file=sys.stderr)
-    return env, done
+    return done
 
 
 @contextlib.contextmanager
@@ -111,17 +112,16 @@ def stops_early(outcome, out_dir):
         _restore_signals(previous)
 
 
-def prepare(suite, out_dir, env: dict, build: bool) -> dict:
+def prepare(suite, folder, build: bool) -> dict:
     """What each family needs first (the replay family: the machine's limits), then the environments of
-    adapters that cannot share this one, built once and cached; env.json records each one's interpreter and
-    package versions. A build that fails turns its cells into error rows."""
+    adapters that cannot share this one, built once and cached; env.json records both. A build that fails
+    turns its cells into error rows."""
     from rlbench.running import adapter_envs
-    for family in registry.families():
-        family.before_sweep(suite, out_dir, env)
-        rundir.write_env(out_dir, env)
+    record = folder.record
+    measured = {k: v for f in registry.families() for k, v in f.before_sweep(suite, folder.path, record).items()}
     prepared = adapter_envs.prepare({registry.get(c.adapter) for c in suite.cells}, build=build)
-    env["adapter_envs"] = {name: p.record or {"status": p.status, "reason": p.reason} for name, p in prepared.items()}
-    rundir.write_env(out_dir, env)
+    folder.write(replace(record, measured={**record.measured, **measured},
+                         adapter_envs=adapter_envs.records(prepared)))
     return prepared
 
 
@@ -132,20 +132,13 @@ def sweep(suite, folder, envs, done, profile: bool, cluster=None) -> None:
               cluster=cluster)
 
 
-def export_run(folder, env):
-    """env.json's end (and the Ray cluster the cells' actors ran on), then the reports; None, with one line
-    said, when they cannot be written (`rlbench report` rebuilds them later from results.jsonl)."""
-    env["ended_at"] = now()
-    actors = [r for r in ResultSet.load(folder.path).rows if r.get("cluster")]
-    if actors:  # the cluster as the last cell saw it, and where each cell's actors ran
-        env["ray_cluster"] = {**actors[-1]["cluster"], "placements": {r["cell_id"]: r.get("placement") for r in actors}}
-    try:
-        folder.write_env(env)
-        return rebuild_report(folder.path)
-    except OSError as exc:
-        print(f"rlbench: error: cannot write the report: {exc.strerror or exc}; `rlbench report {folder.path}` "
-              "rebuilds it from results.jsonl", file=sys.stderr)
+def ray_cluster(out_dir):
+    """The Ray cluster the cells' actors ran on, as the last cell saw it, and where each cell's actors ran;
+    None when no cell used one."""
+    actors = [r for r in ResultSet.load(out_dir).runs if r.get("cluster")]
+    if not actors:
         return None
+    return {**actors[-1]["cluster"], "placements": {r["cell_id"]: r.get("placement") for r in actors}}
 
 
 def finish(view, outcome: Outcome, out_dir: str, allow_errors: bool) -> int:
@@ -161,26 +154,12 @@ def exit_code(outcome: Outcome, results: ResultSet, allow_errors: bool) -> int:
         return 130
     if outcome.store_failed:
         return 1
-    failed = [r for r in results.rows if r["status"] in FAILED]
+    failed = [r for r in results.runs if r["status"] in FAILED]
     if failed and not allow_errors:
         print(f"rlbench: {len(failed)} row(s) with status error, timeout or lost: exit 1 (--allow-errors: exit 0)",
               file=sys.stderr)
         return 1
     return 0
-
-
-def rebuild_report(out_dir):
-    """Every file of the report, from results.jsonl alone (as `rlbench report` does); the run's view
-    (rlbench.report.view.RunView), built once, which the summary printed after it reads too."""
-    from rlbench import report
-    from rlbench.report.view import run_view
-    results = ResultSet.load(out_dir)
-    if results.skipped:
-        print(f"rlbench: warning: {out_dir}/results.jsonl: line(s) {', '.join(map(str, results.skipped[:10]))} "
-              "are not results rows; left out", file=sys.stderr)
-    view = run_view(results, out_dir)
-    report.export(view, out_dir)
-    return view
 
 
 def print_summary(view, out_dir) -> None:
@@ -189,9 +168,9 @@ def print_summary(view, out_dir) -> None:
     from rlbench.report.console import medians_table
     print(medians_table(view))
     counts = {}
-    for r in view.results.rows:
+    for r in view.results.runs:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
-    print(f"\n{len(view.results.rows)} rows ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})")
+    print(f"\n{len(view.results.runs)} rows ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})")
     page = os.path.join(out_dir, "index.html")
     print(f"report: {page if os.path.exists(page) else os.path.join(out_dir, 'results.csv')}")
     lines = view.headlines

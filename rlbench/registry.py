@@ -1,4 +1,4 @@
-"""Finds the plug-ins: adapters (the modules of rlbench.adapters, then the `rlbench.adapters` entry-point
+"""Finds the plug-ins: adapters (the modules of the `adapters` package, then the `rlbench.adapters` entry-point
 group), policies (built-ins by import path, as EnvPool registers its envs; framework ones register from
 the adapter modules) and families (built-ins by import path, then the `rlbench.families` entry-point group).
 Lazy: nothing is imported until a name is asked for."""
@@ -13,7 +13,7 @@ from rlbench.errors import UsageError, install_hint
 
 ADAPTERS = {}
 LOAD_ERRORS = {}
-PACKAGES = ("rlbench.adapters",)  # whose modules are adapters, imported by name (the core never imports them)
+PACKAGES = ("adapters",)  # whose modules are adapters, imported by name (the core never imports them)
 POLICIES = {"random": "rlbench.policy:random_policy", "fixed_cost": "rlbench.policy:fixed_cost_policy"}
 # in the order their columns appear in results.csv and summary.csv; `order` places their report sections
 FAMILIES = {"stepping": "rlbench.families.stepping:Stepping", "jax": "rlbench.families.jax:Jax",
@@ -44,13 +44,23 @@ def discover():
         return ADAPTERS
     _discovered = True
     for package in PACKAGES:
-        for mod in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        for mod in pkgutil.iter_modules(_package(package).__path__):
             if not mod.name.startswith("_"):  # _kit: what adapters share, not an adapter
                 name = f"{package}.{mod.name}"
                 _load(name, lambda n=name: importlib.import_module(n))
     for ep in entry_points(group="rlbench.adapters"):
         _load(ep.value, ep.load)
     return ADAPTERS
+
+
+def _package(name: str):
+    """One of PACKAGES, refused when a folder of that name on sys.path (the current folder, say) hides it."""
+    package = importlib.import_module(name)
+    if not getattr(package, "RLBENCH_ADAPTERS", False):
+        where = ", ".join(getattr(package, "__path__", [])) or getattr(package, "__file__", "?")
+        raise UsageError(f"'{name}' imports from {where}, not rlbench's {name} package: a folder of that name "
+                         "hides it; run rlbench from another folder or rename that one")
+    return package
 
 
 def _load(label, load):

@@ -171,8 +171,8 @@ def main() -> int:
             if puffer_python else None
         results, sweep_s, n_cells, tune_id, puffer_id = sweep(kwargs, policy, record, args,
                                                               os.path.join(base, "sweep"), puffer)
-        summary = {r["cell_id"]: r for r in results.summary_rows() if r["n"]}
-        best = verdict([entry(r, results) for r in summary.values()]).winner
+        summary = {c.cell_id: c for c in results.cells.values() if c.n}
+        best = verdict([entry(c, results) for c in summary.values()]).winner
         win = record["decision"]["winner"]
         rate = _rate(summary, tune_id)
         row = {"env": name, "tune_pick": win["config"], "tune_pick_in_tune": win["steps_per_s"],
@@ -210,8 +210,8 @@ def main() -> int:
 
 def _rate(summary, cell_id) -> float:
     """A pick's median in the sweep; NaN where no repeat of it ran (a failed or refused cell)."""
-    row = summary.get(cell_id)
-    return row["steps_per_s_median"] if row else float("nan")
+    cell = summary.get(cell_id)
+    return cell.steps_per_s.median if cell else float("nan")
 
 
 def _has_tabulate() -> bool:

@@ -54,7 +54,7 @@ if [ -f "$kit/envpool-assets.tar.gz" ]; then
 fi
 mkdir -p "$site/rlbench"
 cp -r "$root/rlbench/." "$site/rlbench/"
-cp -r "$root/adapters" "$site/rlbench/adapters"
+cp -r "$root/adapters" "$site/adapters"
 eval "$("$py" "$root/scripts/device_kit.py" provenance "$kit")"
 suite=$root/suites/device/$part.toml
 if [ $rehearse = 1 ]; then

@@ -1,9 +1,7 @@
-"""The n-step advantage actor-critic (A2C) that rlpyt-sync, seed and a3c train: its loss on a [T, B]
-rollout (n-step returns cut at episode ends, bootstrapped from the value of the observation after the
-rollout), action sampling from the logits, and the options and checks seed and a3c share (the checks ga3c too).
-
-Truncation (CartPole's 500 steps) ends the return like termination. torch comes in as an argument,
-so importing this module imports no framework.
+"""The n-step advantage actor-critic (A2C) that rlpyt-sync, seed and a3c train: its loss on a [T, B] rollout
+(n-step returns cut at episode ends, truncation included, bootstrapped from the value of the observation after
+the rollout), action sampling from the logits, and the options and checks seed and a3c share (the checks ga3c
+too). torch comes in as an argument, so importing this module imports no framework.
 """
 from rlbench.api import Option, env_info, unsupported_spaces
 

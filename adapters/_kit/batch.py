@@ -1,9 +1,7 @@
 """Batches of observations for any observation space, held as gymnasium's vector envs hold them: one array
-(num_envs, *shape) for Box, Discrete, MultiDiscrete and MultiBinary; a dict of batches for a Dict space, a
-tuple of batches for a Tuple space. Adapters that gather observations from several places (envs, workers,
-actors) build, join, index and write their batches with these, so a Dict observation travels like an array
-and the policy sees what `serial` hands it. On a plain array each is the numpy operation itself.
-
+(num_envs, *shape) for Box, Discrete, MultiDiscrete and MultiBinary, a dict of batches for a Dict space, a tuple
+for a Tuple space. Adapters that gather observations from several places build, join, index and write their
+batches with these (on a plain array, the numpy operation itself), so the policy sees what `serial` hands it.
 `spaces_reason` is the check of an adapter whose framework lays out one array per part of a Dict.
 """
 import numpy as np

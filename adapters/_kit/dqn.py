@@ -1,12 +1,8 @@
-"""The DQN pieces apex and r2d2 share: Ape-X's per-actor exploration rates, the Q-networks (a dueling MLP, and
-the same with an LSTM before the heads, whose parameter counts are known without torch: shared memory for
-them is made before the actors fork), n-step returns as an actor's local buffer makes them, the double-Q
-target, R2D2's n-step targets inside a stored sequence with its invertible value rescaling, the envs an
-actor steps (termination and truncation apart, CartPole's velocities optionally masked), the learner's
-parameters in shared memory under a sequence word (no lock a killed actor could hold), and the options and
-checks both adapters take.
-
-torch comes in as an argument or is imported inside a function, so importing this module imports no framework.
+"""The DQN pieces apex and r2d2 share: Ape-X's per-actor exploration rates, the Q-networks (a dueling MLP, and the
+same with an LSTM before the heads), n-step returns as an actor's local buffer makes them, the double-Q target,
+R2D2's targets inside a stored sequence with its value rescaling, the envs an actor steps, the learner's
+parameters in shared memory, and the options and checks both adapters take. torch comes in as an argument or is
+imported inside a function, so importing this module imports no framework.
 """
 import glob
 import math
@@ -14,8 +10,8 @@ import os
 import time
 
 import numpy as np
-from rlbench.adapters._kit.nets import dense_params
 
+from adapters._kit.nets import dense_params
 from rlbench.api import Option, env_info, make_env, unsupported_spaces
 
 EPS_BASE, EPS_ALPHA = 0.4, 7.0   # Ape-X: actor i of N explores with eps^(1 + alpha * i / (N - 1))

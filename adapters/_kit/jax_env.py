@@ -1,12 +1,7 @@
-"""One functional interface over the JAX envs rlbench runs, whatever API they come with, so the compiled
-loops (gymnax's vmap + scan, PureJaxRL's PPO) are written once: gymnax's own registry, a user's env with
-gymnax's API (Craftax, XLand-MiniGrid's gymnax-style wrappers, ...) and a user's env with Jumanji's.
-
-Both calls take and return one env (callers vmap them). `step` resets a finished env inside the step that
-finished it, as gymnax's Environment does, so every step is one counted transition: gymnax-API envs reset
-themselves (a user's env must, e.g. Craftax's auto_reset=True); a Jumanji-API env is reset here on
-`timestep.last()`, as Jumanji's AutoResetWrapper does. The observation stays as the env gives it (a pytree
-for Jumanji's structured ones); `flat` makes it the policy's input.
+"""One functional interface over the JAX envs rlbench runs (gymnax's own registry, a user's env with gymnax's API,
+a user's env with Jumanji's), so the compiled loops (gymnax's vmap + scan, PureJaxRL's PPO) are written once.
+Both calls take and return one env (callers vmap them); `step` resets a finished env inside the step that
+finished it, so every step is one counted transition; `flat` makes the observation the policy's input.
 """
 import inspect
 import math

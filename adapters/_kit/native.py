@@ -1,12 +1,7 @@
-"""Which envs EnvPool and gymnax implement themselves. rlbench's own envs say so in EnvInfo.native (and
-jax_env.GYMNAX_NAMES); a plain registered gymnasium id (family `gymnasium`, e.g. Acrobot-v1) is native
-where the framework's own registry has the same id, read from it here once per process:
-`envpool.list_all_envs()` (EnvPool imported on first use: about 2 s) and `gymnax.registered_envs` (read
-from gymnax's source, not imported: see _gymnax_ids). The user's own env (family `custom`) never is
-(a user's JAX env runs on gymnax's loop through _kit.jax_env, not as gymnax's own).
-
-A gymnasium id EnvPool or gymnax implements runs with that framework's own arguments, not gymnasium's, so
-such an env takes no env_kwargs there.
+"""Which envs EnvPool and gymnax implement themselves: rlbench's own envs say so in EnvInfo.native, and a plain
+registered gymnasium id is native where the framework's own registry has the same id (read here once per
+process); the user's own env never is. Such a gymnasium id runs with that framework's own arguments, so it
+takes no env_kwargs there.
 """
 import ast
 import functools

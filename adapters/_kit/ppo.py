@@ -44,7 +44,7 @@ def default_target(env_id: str) -> float:
 def learner_supports(name: str, workload, options):
     """What cleanrl-ppo and sb3-ppo cannot host, told without importing a framework (EnvPool's registry
     aside, for vec=envpool on a plain gymnasium id)."""
-    from rlbench.adapters._kit.native import envpool_native
+    from adapters._kit.native import envpool_native
     if options["vec"] == "envpool" and importlib.util.find_spec("envpool") is None:
         return "package not installed: envpool"
     if workload.policy.name != "mlp":

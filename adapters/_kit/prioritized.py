@@ -1,18 +1,11 @@
-"""Prioritized replay that processes share: the sum tree (proportional sampling, O(log capacity) and
-vectorised over a batch), and a replay of structured items in shared memory written by actor processes
-and sampled by the learner, which alone owns the priorities (Ape-X's central replay; shm-ring's layout).
-
-`SharedReplay` is made by the learner before the actors start and handed to them as a process argument
-(fork, forkserver and spawn alike). Actor a owns slots [a*per, (a+1)*per) and writes them in a ring with
-a per-slot sequence word (odd while the slot is written: a seqlock), the initial priority it computed for
-each item, then its write count. The learner's `ReplayIndex` turns the newly written slots into sum-tree
-leaves (`ingest`), samples proportionally to priority ** alpha with importance weights, copies the items
-out (a slot rewritten mid-copy is read again) and writes new priorities back, skipping a slot an actor
-rewrote since it was sampled (its own initial priority arrives with the next ingest).
+"""Prioritized replay that processes share: the sum tree (proportional sampling, O(log capacity), vectorised over
+a batch) and `SharedReplay`, structured items in shared memory written by actor processes and sampled through
+the learner's `ReplayIndex`, which alone owns the priorities (Ape-X's central replay; shm-ring's layout).
+Slots, seqlocks and priority write-back: docs/strategies/replay.md, "How the shared prioritized replay is built".
 """
 import numpy as np
 
-from rlbench.api import PRIORITY_ALPHA, PRIORITY_BETA
+from rlbench.families.replay.api import PRIORITY_ALPHA, PRIORITY_BETA
 
 PRIORITY_EPS = 1e-6  # added to |TD| so that no item's probability is exactly 0
 

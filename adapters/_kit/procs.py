@@ -227,7 +227,7 @@ class EnvSlice:
     written part by part)."""
 
     def __init__(self, workload, lo, hi, obs_now):
-        from rlbench.adapters._kit.batch import put
+        from adapters._kit.batch import put
         self.envs = [make_env(workload.env_id, **workload.env_kwargs) for _ in range(lo, hi)]
         self.obs_now = obs_now
         self.write = put if isinstance(obs_now, (dict, tuple)) else None

@@ -1,11 +1,8 @@
 """The learner session apex and r2d2 share: actor processes writing a shared prioritized replay
-(rlbench.adapters._kit.prioritized), the learner's parameters in shared memory, the learner's update
-(take in what the actors flushed, sample by priority, learn, write the priorities back, copy the target
-network, publish), its metrics over the timed window, and close.
-
-A subclass names its adapter and says what differs: its replay's fields, its Q-network, the items an actor
-writes at most in one flush, the upload of a sampled batch and the learning step. torch is imported only
-in the learner, after the actors have started, so importing this module imports no framework.
+(adapters._kit.prioritized), the learner's parameters in shared memory, the learner's update, its metrics over
+the timed window, and close. A subclass says what differs: its replay's fields, its Q-network, the items an actor
+writes at most in one flush, the upload of a sampled batch and the learning step. torch is imported only in the
+learner, after the actors have started, so importing this module imports no framework.
 """
 import math
 import os
@@ -13,11 +10,12 @@ import time
 from time import perf_counter_ns
 
 import numpy as np
-from rlbench.adapters._kit.dqn import SharedParams, memory_check
-from rlbench.adapters._kit.learner_stats import RETURN_WINDOW, return_mean
-from rlbench.adapters._kit.nets import learner_torch, obs_scale
-from rlbench.adapters._kit.prioritized import ReplayIndex, SharedReplay
-from rlbench.adapters._kit.procs import (
+
+from adapters._kit.dqn import SharedParams, memory_check
+from adapters._kit.learner_stats import RETURN_WINDOW, return_mean
+from adapters._kit.nets import learner_torch, obs_scale
+from adapters._kit.prioritized import ReplayIndex, SharedReplay
+from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
     LEARN_NS,
@@ -33,7 +31,6 @@ from rlbench.adapters._kit.procs import (
     stop_processes,
     worker_cpus,
 )
-
 from rlbench.api import Unsupported
 
 XFER_NS, H2D_BYTES, STATS = STAT_COLUMNS, STAT_COLUMNS + 1, STAT_COLUMNS + 2  # columns past the shared ones

@@ -1,13 +1,8 @@
-"""The machine limits replay figures are fractions of, measured in the same run (env.json "limits").
+"""The machine limits replay figures are fractions of, measured in the same run (env.json "limits"): memory copy
+on one and on every allowed core, and cold reads from DIR's filesystem (docs/report.md, "Limits in the same
+run"), printed as one JSON object. numpy and the stdlib only.
 
     python -m rlbench.machine.limits --out-dir DIR [--memcpy-mb 256] [--disk-mb 1024] [--repeats 5]
-
-prints one JSON object: memory copy on one core and on every allowed core (buffers far larger than
-any cache, faulted in before timing), and cold reads from the filesystem of DIR (sequential 1 MiB,
-random 4 KiB and random 1 MiB) of a file written there and always removed. Cold means its page cache
-was dropped with posix_fadvise(DONTNEED) after an fsync; mincore(2) checks how much stayed resident
-(on tmpfs all of it: the figures are then memory, and `page_cache` says so). Rates are GB/s with
-GB = 1e9 bytes, each byte counted once; buffer and file sizes are MiB. numpy and the stdlib only.
 """
 import argparse
 import json

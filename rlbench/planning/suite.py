@@ -1,19 +1,8 @@
 """Suite files (TOML) -> validated settings and expanded cells. Nothing runs before this passes.
 
-    name = "quick"
-    [protocol]                      # optional; see plan.Settings for keys and defaults
-    repeats = 3
-    [[sweep]]                       # every list below is an axis; a sweep is their cross product
-    adapters = ["serial", "gymnasium-async"]
-    envs = ["CartPole-v1"]
-    num_envs = [1, 4, 16]
-    policy = ["random", "mlp:hidden=64x64"]     # optional, default "random"
-    env_kwargs = { step_cost_us = [10, 100] }   # optional
-    wrappers = ["mypkg.wrappers:flatten"]       # optional: applied in order to every env built (module:fn)
-    options.gymnasium-async = { shared_memory = [true, false] }   # optional, per adapter
-    protocol = { duration_s = 10 }              # optional: this sweep's own durations / timeout_s
-    [limits]                        # optional: the machine limits measured before a sweep with replay cells
-    disk_mb = 1024                  # memcpy_mb, disk_mb, repeats (rlbench.machine.limits); measure = false skips it
+A suite has a `name`, an optional `[protocol]` (plan.Settings' keys), `[[sweep]]` tables in which every list is
+an axis (a sweep is their cross product) and an optional `[limits]`; docs/protocol.md, "Running your own sweep",
+shows every key.
 """
 import hashlib
 import itertools

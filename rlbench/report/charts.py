@@ -1,11 +1,7 @@
 """The report's one chart module: plotly figures for every section (env stepping, JAX, learners, replay,
-profiles), one palette, and the HTML that embeds them.
-
-Charts are interactive instead of labelled: hovering a point shows its cell, median, 95% CI, n and CV; a
-legend entry hides or shows its series (double-click isolates it); dragging zooms, double-clicking resets.
-Each chart is a <div> drawn by plotly.js, which the page inlines once in its head (`plotlyjs_for`), so
-a report opens offline and stays one self-contained file. Div ids are given by the caller, so rebuilding
-a report from the same results gives the same bytes.
+profiles), one palette, and the HTML that embeds them. plotly.js is inlined once in the page's head
+(`plotlyjs_for`), so a report opens offline as one file; div ids are given by the caller, so rebuilding a report
+from the same results gives the same bytes.
 """
 from __future__ import annotations  # the type hints name plotly's classes, which may be missing
 

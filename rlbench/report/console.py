@@ -8,15 +8,15 @@ def medians_table(source) -> str:
     """source: a ResultSet or its RunView."""
     head = ("cell", "n", "steps/s median", "95% CI", "CV", "p99 ms", "status")
     lines = [head]
-    for r in run_view(source).rows:
-        many = r["n"] > 1
-        ci = f"{rate(r['steps_per_s_ci_low'])}..{rate(r['steps_per_s_ci_high'])}" if many else "-"
-        cv = pct(r["steps_per_s_cv"]) if many else "-"
-        p99 = fixed(r["latency_p99_ms_median"], ".3f") if r["n"] else "-"
-        status = r["status"] + (f" ({r['warning']})" if r["warning"] else "")
-        if r["status"] not in ("ok",) and r["error"]:
-            status += f": {r['error'][:70]}"
-        lines.append((r["cell_id"], str(r["n"]), rate(r["steps_per_s_median"]), ci, cv, p99, status))
+    for c in run_view(source).cells:
+        s, many = c.steps_per_s, c.n > 1
+        ci = f"{rate(s.ci_low)}..{rate(s.ci_high)}" if many else "-"
+        cv = pct(s.cv) if many else "-"
+        p99 = fixed(c.stat("latency_p99_ms").median, ".3f") if c.n else "-"
+        status = c.status + (f" ({c.warning})" if c.warning else "")
+        if c.status != "ok" and c.error:
+            status += f": {c.error[:70]}"
+        lines.append((c.cell_id, str(c.n), rate(s.median), ci, cv, p99, status))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head) - 1)]
     out = []
     for line in lines:

@@ -41,8 +41,8 @@ def page(view) -> str:
     parts += [draw() for _, _, draw in view.sections()]
     parts += ["<h2>Summary (median of repeats; click a header to sort)</h2>", summary_table(view.ran)]
     if view.skipped:
-        parts += ["<h2>Not run here</h2><ul>"] + [f"<li>{esc(r['cell_id'])}: {esc(r['error'])}</li>"
-                                                  for r in view.skipped] + ["</ul>"]
+        parts += ["<h2>Not run here</h2><ul>"] + [f"<li>{esc(c.cell_id)}: {esc(c.error)}</li>"
+                                                  for c in view.skipped] + ["</ul>"]
     parts.append(dropped_note(view.dropped))
     parts += ["<h2>Machine and software</h2>", _fingerprint_table(view.env)]
     body = "".join(parts)
@@ -91,8 +91,9 @@ def _headline(env) -> str:
             "zoom, double-click to reset.</p>")
 
 
-# (header, summary column, its format): a text column (format None), or a figure whose registered label and
-# format win where rlbench.results.metrics has them (rlbench.report.format.figure)
+# (header, summary.csv column or a label below, its format): a text column (format None), or a figure whose
+# registered label and format win where rlbench.results.metrics has them (rlbench.report.format.figure)
+LABELS = {"env_label": env_label, "options_label": lambda c: kv_label(c.options)}
 SUMMARY_VIEW = (("adapter", "adapter", None), ("env", "env_label", None), ("num_envs", "num_envs", None),
                 ("workers", "workers", None), ("policy", "policy", None), ("options", "options_label", None),
                 ("n", "n", None), ("steps/s median", "steps_per_s_median", si), ("CI low", "steps_per_s_ci_low", si),
@@ -103,12 +104,12 @@ SUMMARY_VIEW = (("adapter", "adapter", None), ("env", "env_label", None), ("num_
                 ("status", "status", None))
 
 
-def summary_view(rows) -> tuple:
+def summary_view(cells) -> tuple:
     """(header, key, format or None for text) of each column: the fixed ones, plus one per session metric
     (updates/s, lag, time split) some cell reported."""
     spec = SUMMARY_VIEW[:-1] + tuple(
         (m.replace("_", " "), f"{m}_median", si) for m in SESSION_METRICS
-        if any(is_num(r.get(f"{m}_median")) for r in rows)) + SUMMARY_VIEW[-1:]
+        if any(m in c.stats and is_num(c.stat(m).median) for c in cells)) + SUMMARY_VIEW[-1:]
     out = []
     for header, key, fmt in spec:
         if fmt is not None:
@@ -117,26 +118,25 @@ def summary_view(rows) -> tuple:
     return tuple(out)
 
 
-def summary_table(rows) -> str:
-    view = summary_view(rows)
+def summary_table(cells) -> str:
+    view = summary_view(cells)
     head = "".join(f"<th>{esc(h)}</th>" for h, _, _ in view)
     body = []
-    for r in rows:
-        r = {**r, "env_label": env_label(r), "options_label": kv_label(r.get("options"))}
-        cells = []
+    for c in cells:
+        tds = []
         for _, key, fmt in view:
-            v = r.get(key)
+            v = LABELS[key](c) if key in LABELS else c.value(key)
             if key == "status":
-                text = esc(v) + (f" <span class='warn'>{esc(r['warning'])}</span>" if r["warning"] else "")
-                text += f"<br><small>{esc(r['error'])}</small>" if r["error"] else ""
-                text += f" <a href='{esc(r['profile'])}'>profile</a>" if r.get("profile") else ""
-                cells.append(f"<td>{text}</td>")
+                text = esc(v) + (f" <span class='warn'>{esc(c.warning)}</span>" if c.warning else "")
+                text += f"<br><small>{esc(c.error)}</small>" if c.error else ""
+                text += f" <a href='{esc(c.profile)}'>profile</a>" if c.profile else ""
+                tds.append(f"<td>{text}</td>")
             elif fmt is not None and isinstance(v, float):
-                cells.append(f"<td data-v='{data_v(v)}'>{esc(fmt(v))}</td>")
+                tds.append(f"<td data-v='{data_v(v)}'>{esc(fmt(v))}</td>")
             else:
-                cells.append(f"<td>{esc('' if v is None else v)}</td>")
-        cls = "" if r["status"] == "ok" else " class='bad'"
-        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+                tds.append(f"<td>{esc('' if v is None else v)}</td>")
+        cls = "" if c.status == "ok" else " class='bad'"
+        body.append(f"<tr{cls}>{''.join(tds)}</tr>")
     return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 

@@ -1,5 +1,6 @@
-"""Summary rows as charts and tables see them: labels of an env and a strategy, rows grouped, and one chart
-point per cell (median, 95% CI, n, CV) in the columns rlbench.report.charts.scaling reads."""
+"""Cells (rlbench.results.summary.CellSummary) as charts and tables see them: labels of an env and a strategy,
+cells grouped, and one chart point per cell (median, 95% CI, n, CV) in the columns rlbench.report.charts.scaling
+reads. The labels take a Run too (it has the same identity attributes)."""
 from rlbench.report.format import is_num
 from rlbench.workload import kv_label
 
@@ -7,39 +8,30 @@ STAT_COLUMNS = dict(x="x", y="y", series="series", lo="lo", hi="hi", n="n", cv="
                     variant="variant")
 
 
-def env_label(row) -> str:
-    kw = row.get("env_kwargs") or {}
-    return row["env"] + (f" ({kv_label(kw)})" if kw else "")
+def env_label(cell) -> str:
+    return cell.env + (f" ({kv_label(cell.env_kwargs)})" if cell.env_kwargs else "")
 
 
-def series_label(row) -> str:
-    return f"{row['adapter']} {row['policy']} {kv_label(row.get('options'))}".strip()
+def series_label(cell) -> str:
+    return f"{cell.adapter} {cell.policy} {kv_label(cell.options)}".strip()
 
 
-def group_by(rows, key) -> dict:
+def group_by(items, key) -> dict:
     groups = {}
-    for r in rows:
-        groups.setdefault(key(r), []).append(r)
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
     return groups
 
 
-def stat_points(rows, key: str, results=None, x=lambda r: r["num_envs"], series=None, variant: str = "") -> list:
-    """One chart row per cell with a positive `key` (steps_per_s, latency_p50_ms, ...): its median, 95% CI,
-    n and CV. steps/s come from the summary rows; other metrics from each cell's repeats when `results` is
-    given (the same summary the CSV's medians come from), else their medians alone."""
+def stat_points(cells, key: str, x=lambda c: c.num_envs, series=None, variant: str = "") -> list:
+    """One chart row per measured cell with a positive median of figure `key` (steps_per_s, latency_p50_ms,
+    ...): its median, 95% CI, n and CV over the cell's ok repeats."""
     out = []
-    for r in rows:
-        if not r["n"]:
+    for c in cells:
+        if not c.n:
             continue
-        if key == "steps_per_s":
-            median, lo, hi, n, cv = (r["steps_per_s_median"], r["steps_per_s_ci_low"], r["steps_per_s_ci_high"],
-                                     r["n"], r["steps_per_s_cv"])
-        elif results is not None and r["cell_id"] in results.benchmarks:
-            s = results.benchmarks[r["cell_id"]].stat(key)
-            median, lo, hi, n, cv = s.median, s.ci_low, s.ci_high, s.n, s.cv
-        else:
-            median, lo, hi, n, cv = r.get(f"{key}_median"), None, None, r["n"], None
-        if is_num(median) and median > 0:
-            out.append({"series": (series or series_label)(r), "variant": variant, "x": x(r), "y": median,
-                        "lo": lo, "hi": hi, "n": n, "cv": cv, "label": r["cell_id"]})
+        s = c.stat(key)
+        if is_num(s.median) and s.median > 0:
+            out.append({"series": (series or series_label)(c), "variant": variant, "x": x(c), "y": s.median,
+                        "lo": s.ci_low, "hi": s.ci_high, "n": s.n, "cv": s.cv, "label": c.cell_id})
     return out

@@ -14,12 +14,12 @@ RUNNING = [s for s in STAGES if s != "setup"]
 COLUMNS = ("cell_id", "profile", *(f"{s}_s" for s in STAGES), *(f"{s}_frac" for s in RUNNING))
 
 
-def profile_rows(summary_rows, out_dir: str) -> list:
+def profile_rows(cells, out_dir: str) -> list:
     """One row per cell with a py-spy profile under out_dir: its seconds per stage and their shares of the
     seconds outside setup (a profile that cannot be read is left out)."""
     rows = []
-    for row in summary_rows:
-        path = row.get("profile") and os.path.join(out_dir, row["profile"])
+    for cell in cells:
+        path = cell.profile and os.path.join(out_dir, cell.profile)
         if not path or not os.path.exists(path):
             continue
         try:
@@ -27,7 +27,7 @@ def profile_rows(summary_rows, out_dir: str) -> list:
         except (OSError, ValueError, KeyError):
             continue
         running = sum(seconds[s] for s in RUNNING) or float("nan")
-        rows.append({"cell_id": row["cell_id"], "profile": row["profile"],
+        rows.append({"cell_id": cell.cell_id, "profile": cell.profile,
                      **{f"{s}_s": seconds[s] for s in STAGES},
                      **{f"{s}_frac": seconds[s] / running for s in RUNNING}})
     return rows

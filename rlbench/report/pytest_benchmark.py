@@ -1,30 +1,7 @@
 """`rlbench report DIR --format pytest-benchmark`: DIR/pytest-benchmark.json, in the JSON schema that
-pytest-benchmark (5.3.1) saves with --benchmark-json or --benchmark-save, so its own tools read rlbench runs:
-`pytest-benchmark compare A/pytest-benchmark.json B/pytest-benchmark.json` (its table, --group-by,
---columns, --csv, --between), or anything else that reads those files.
-
-How a run maps onto that schema:
-
-- One cell is one benchmark. `name`, `fullname` and `param` are the cell id; `group` is the workload
-  (env[(env kwargs)]/n=<num_envs>/<policy>), so a `compare` table puts the adapters that ran the same workload
-  side by side; `params` holds adapter, env, num_envs, policy and options (and env_kwargs when there are any);
-  `options` holds the run's protocol settings (repeats, duration_s, warmup_s, ...).
-- pytest-benchmark times seconds per iteration (lower is better); rlbench measures env steps per second. One
-  round is one ok repeat (a fresh process; profiled repeats are not rounds) and its value is that repeat's
-  seconds per env step, 1 / steps_per_s (its timed seconds over its env steps). `iterations` is 1: each value
-  is already per step, as pytest-benchmark's are per iteration, and the number of steps differs from repeat
-  to repeat (extra_info.env_steps lists them).
-- `stats` are computed from those rounds exactly as pytest-benchmark's Stats computes them (its quartiles,
-  outlier counts, ops = rounds / total), and `data` lists the rounds in repeat order. With an odd number of
-  repeats stats.median is exactly 1 / rlbench's steps/s median; with an even number it is the mean of the two
-  middle per-step times, slightly off that. `extra_info` carries rlbench's own figures: steps_per_s_median
-  with its 95% CI and method, frames_per_s_median, adapter, env, num_envs, policy, status, n, ...
-- Cells without an ok repeat (error, timeout, unsupported, or no steps/s) are left out of `benchmarks`, as
-  pytest-benchmark leaves out benchmarks that raised; the top-level `rlbench` object, which pytest-benchmark
-  ignores, names each with its status and error (`left_out`).
-- `machine_info` and `commit_info` come from the run's env.json (the machine it measured on, and rlbench's
-  commit), never from the machine exporting; `datetime` is when the run ended (began, if it never ended): the
-  same run always exports the same file. Unknown fields are null.
+pytest-benchmark (5.3.1) saves with --benchmark-json or --benchmark-save, so its own tools read rlbench runs.
+One cell is one benchmark, one ok repeat one round of seconds per env step; the same run always exports the same
+file. How a run maps onto the schema: docs/compare.md, "How a run maps onto pytest-benchmark's schema".
 """
 import json
 import math
@@ -45,13 +22,12 @@ def to_json(results) -> str:
     """The pytest-benchmark JSON of a ResultSet (rlbench.results.model)."""
     env = results.env
     benchmarks, left_out = [], []
-    for cell_id, summary in results.summaries.items():  # computed once, in the suite's order
-        b = results.benchmarks[cell_id]
-        rounds = [r for r in b.ok_runs if _positive(r.get(METRIC))]
+    for cell_id, cell in results.cells.items():  # computed once, in the suite's order
+        rounds = [r for r in results.benchmarks[cell_id].ok_runs if _positive(r.get(METRIC))]
         if not rounds:
-            left_out.append({"cell_id": b.cell_id, "status": summary["status"], "error": summary["error"] or None})
+            left_out.append({"cell_id": cell_id, "status": cell.status, "error": cell.error or None})
             continue
-        benchmarks.append(_benchmark(b.cell_id, rounds, summary, env.get("settings") or {}))
+        benchmarks.append(_benchmark(cell_id, rounds, cell, env.get("settings") or {}))
     doc = {
         "machine_info": machine_info(env),
         "commit_info": commit_info(env),
@@ -70,7 +46,7 @@ def export_pytest_benchmark(view) -> dict:
     return {FILENAME: to_json(view.results).encode()}
 
 
-def _benchmark(cell_id: str, runs: list, summary: dict, settings: dict) -> dict:
+def _benchmark(cell_id: str, runs: list, cell, settings: dict) -> dict:
     first = runs[0]
     env_id = str(first.get("env")) + (f"({kv_label(first['env_kwargs'])})" if first.get("env_kwargs") else "")
     params = {"adapter": first.get("adapter"), "env": first.get("env"), "num_envs": first.get("num_envs"),
@@ -79,7 +55,7 @@ def _benchmark(cell_id: str, runs: list, summary: dict, settings: dict) -> dict:
         params["env_kwargs"] = first["env_kwargs"]
     extra = {
         "unit": "seconds per env step (1 / steps_per_s); one round = one repeat in a fresh process",
-        **{k: summary.get(k) for k in ("adapter", "kind", "env", "env_kwargs", "num_envs", "policy", "options",
+        **{k: cell.value(k) for k in ("adapter", "kind", "env", "env_kwargs", "num_envs", "policy", "options",
                                        "device", "frameskip", "status", "n", "steps_per_s_median",
                                        "steps_per_s_ci_low", "steps_per_s_ci_high", "ci_method", "steps_per_s_cv",
                                        "frames_per_s_median", "warning")},

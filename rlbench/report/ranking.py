@@ -1,11 +1,8 @@
-"""The one ranking engine: which cell of a workload is fastest, its speedup over the serial baseline, the
-runner-up and whether the lead is significant, and the words for it. The run's headline, the report's
-winners table, `rlbench tune`'s answer (and so the Recommendation section) and `rlbench compare` all read
-this module, so the same rows always give the same verdict in the same words.
-
-A strategy is an adapter with the options it was given; num_envs is the workload's size. The serial
-baseline is the fastest one-process loop measured (BASELINES), at any num_envs: a speedup is over the best
-a single process did, never over a handicapped one."""
+"""The one ranking engine: which cell of a workload is fastest, its speedup over the serial baseline, the runner-up
+and whether the lead is significant, and the words for it. The run's headline, the report's winners table,
+`rlbench tune`'s answer and `rlbench compare` all read this module, so the same rows always give the same verdict
+in the same words. The serial baseline is the fastest one-process loop measured (BASELINES), at any num_envs.
+"""
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
@@ -144,36 +141,36 @@ def verdict(entries) -> Optional[Verdict]:
                    Ratio.of(win, runner) if runner is not None else None)
 
 
-# -- a run's rows as entries ---------------------------------------------------------------------------
+# -- a run's cells as entries --------------------------------------------------------------------------
 
-def entry(row, results=None) -> Entry:
-    """A summary row as an Entry: its repeats' steps/s from the ResultSet (the values its median and CI
-    come from), else its median alone."""
-    if results is not None and row["cell_id"] in results.benchmarks:
-        values = tuple(r["steps_per_s"] for r in results.benchmarks[row["cell_id"]].ok_runs if r.get("steps_per_s"))
+def entry(cell, results=None) -> Entry:
+    """A CellSummary as an Entry: its repeats' steps/s from the ResultSet (the values its median and CI come
+    from), else its median alone."""
+    if results is not None and cell.cell_id in results.benchmarks:
+        values = tuple(r["steps_per_s"] for r in results.benchmarks[cell.cell_id].ok_runs if r.get("steps_per_s"))
     else:
-        values = (row["steps_per_s_median"],) if is_num(row.get("steps_per_s_median")) else ()
-    batch = row.get("batch_size")
-    return Entry(row["cell_id"], row["adapter"], row["num_envs"], dict(row.get("options") or {}), values,
-                 batch if is_num(batch) else None)
+        median = cell.steps_per_s.median
+        values = (median,) if is_num(median) else ()
+    return Entry(cell.cell_id, cell.adapter, cell.num_envs, dict(cell.options), values,
+                 cell.batch_size if is_num(cell.batch_size) else None)
 
 
-def competing(rows) -> list:
-    """The summary rows whose env steps/s compete: vector envs measured at a positive rate."""
-    return [r for r in rows if r.get("kind", "vector_env") in COMPETING and r["n"]
-            and is_num(r.get("steps_per_s_median")) and r["steps_per_s_median"] > 0]
+def competing(cells) -> list:
+    """The cells whose env steps/s compete: vector envs measured at a positive rate."""
+    return [c for c in cells if c.kind in COMPETING and c.n and is_num(c.steps_per_s.median)
+            and c.steps_per_s.median > 0]
 
 
 def workloads(results) -> dict:
-    """(env label, policy) -> that workload's competing summary rows, in the run's order."""
-    return group_by(competing(results.summary_rows()), lambda r: (env_label(r), r["policy"]))
+    """(env label, policy) -> that workload's competing cells, in the run's order."""
+    return group_by(competing(results.cells.values()), lambda c: (env_label(c), c.policy))
 
 
 def verdicts(results) -> dict:
     """(env label, policy) -> the Verdict of every workload of a run with a measured competing cell."""
     out = {}
-    for key, rows in workloads(results).items():
-        v = verdict([entry(r, results) for r in rows])
+    for key, cells in workloads(results).items():
+        v = verdict([entry(c, results) for c in cells])
         if v is not None:
             out[key] = v
     return out

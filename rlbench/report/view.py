@@ -1,12 +1,8 @@
-"""The view models exporters read, one per kind of export, each built once: `RunView` of a run directory's
-ResultSet (the CSVs, index.html, the families' files, the py-spy table, pytest-benchmark.json and the console
-table read it) and `CompareView` of a comparison (compare.csv and compare.html). An exporter takes the view
-and returns its files, {name: bytes}; rlbench.report.writer writes them.
-
-What a view holds is computed at most once, when first read: the runs and summaries as pandas DataFrames
-(results.csv's and summary.csv's columns), the summary rows the page's tables iterate, the headlines, the
-py-spy profiles' rows (each speedscope file parsed once), and what each family's section is drawn from (the
-ResultSet itself and the run directory: rlbench.contract.Family.section takes those)."""
+"""The view models exporters read, each built once: `RunView` of a run directory's ResultSet and `CompareView` of a
+comparison. An exporter takes the view and returns its files, {name: bytes}; rlbench.report.writer writes them.
+What a view holds (DataFrames, cells, headlines, py-spy rows, what each family's section is drawn from) is
+computed at most once, when first read.
+"""
 from functools import cached_property
 
 from rlbench import SCHEMA_VERSION, registry
@@ -23,9 +19,9 @@ class RunView:
         self.env = results.env
 
     @cached_property
-    def rows(self) -> list:
-        """One summary row (dict) per cell, in suite order."""
-        return self.results.summary_rows()
+    def cells(self) -> list:
+        """One CellSummary per cell, in suite order."""
+        return list(self.results.cells.values())
 
     @cached_property
     def summaries(self):
@@ -41,17 +37,17 @@ class RunView:
 
     @property
     def suite(self) -> str:
-        return self.rows[0]["suite"] if self.rows else "(no results)"
+        return self.cells[0].suite if self.cells else "(no results)"
 
     @cached_property
     def ran(self) -> list:
         """The cells the summary table shows: measured, or tried and failed here."""
-        return [r for r in self.rows if r["n"] or r["status"] not in ("unsupported",)]
+        return [c for c in self.cells if c.n or c.status != "unsupported"]
 
     @cached_property
     def skipped(self) -> list:
         """The cells this machine could not run (unsupported, never measured)."""
-        return [r for r in self.rows if not r["n"] and r["status"] in ("unsupported",)]
+        return [c for c in self.cells if not c.n and c.status == "unsupported"]
 
     @property
     def dropped(self) -> list:
@@ -67,7 +63,7 @@ class RunView:
     def profiles(self) -> list:
         """One row per profiled cell: the seconds py-spy saw in each stage and their shares."""
         from rlbench.report.profiles_section import profile_rows
-        return profile_rows(self.rows, self.out_dir)
+        return profile_rows(self.cells, self.out_dir)
 
     def sections(self) -> list:
         """(order, name, draw) of every section below the headlines, in page order: each family's (drawn from

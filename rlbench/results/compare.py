@@ -1,15 +1,8 @@
-"""Run against run: a cell regressed only when it is both slower by more
-than the threshold and significantly so over its repeats, so a noisy CI machine does not cry wolf.
-
-Significance: two-sided Mann-Whitney U on the repeats' steps/s (scipy.stats.mannwhitneyu: the exact
-distribution, which small samples need; the normal approximation with tie and continuity corrections beyond
-12 per side or with ties). With too few repeats for the test to
-ever reach alpha (3 vs 3 cannot go below p = 0.1), the fallback is pessimistic: significant only
-when the two 95% confidence intervals of the median do not overlap. Cells measured on machines whose
-fingerprints differ, or with different CPU sets or devices, are `not comparable`, never failed.
-
-Each compared cell also carries its change as a ratio new/base of the medians with a percentile-bootstrap 95%
-CI (rlbench.results.stats.ratio_ci): `ratio`, `ratio_ci_low`, `ratio_ci_high`, printed as "1.29x [1.10, 1.52]".
+"""Run against run: a cell regressed only when it is both slower by more than the threshold and significantly so
+over its repeats (two-sided Mann-Whitney U; with too few repeats, non-overlapping 95% CIs of the median), so a
+noisy CI machine does not cry wolf. Cells measured on machines whose fingerprints differ, or with different CPU
+sets or devices, are `not comparable`, never failed. Each cell's change is new/base with a bootstrap 95% CI
+(docs/compare.md).
 """
 import math
 from dataclasses import dataclass
@@ -71,7 +64,7 @@ def min_p(m: int, n: int) -> float:
     """The smallest two-sided p the exact test can give for these sample sizes: the two most extreme
     orderings (every x below every y, or above) out of C(m + n, m). Kept as this closed form because scipy
     has no function for it (scipy.stats.mannwhitneyu on fully separated samples gives the same value, as
-    tests/test_compare.py checks, but only by running the test)."""
+    tests/core/test_compare.py checks, but only by running the test)."""
     return 2 / math.comb(m + n, m)
 
 

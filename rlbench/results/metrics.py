@@ -1,14 +1,8 @@
-"""The one registry of what rlbench measures: every figure of a
-results.csv row or a summary.csv row, with its unit, display format, short label, the family that reports it,
-where it comes from, how summary.csv aggregates it and one line saying what it means. The sessions' allowed
-names (SESSION_METRICS), the CSV columns of figures (rlbench.results.model), table headers and formats
-(`metric(name)`, for summary columns too: `latency_p99_ms_median`, `steps_per_s_ci_low`, ...) and the
-docs' column reference (docs/metrics.md) are all read from here, so a new figure is added in one place.
-
-The harness's own figures are defined here (HARNESS); each family defines its own in its package
-(`Family.metrics`, rlbench.families.*), and they are assembled on first use, in the order of
-rlbench.registry.families(): this module imports nothing of rlbench at import time, so a family module can
-import `Metric` from it. `python -m rlbench.results.metrics` prints the reference in docs/metrics.md.
+"""The one registry of what rlbench measures: every figure of a results.csv or summary.csv row, with its unit,
+format, label, family, source, aggregation and one line saying what it means. The sessions' allowed names, the
+CSV columns, table headers and formats and docs/metrics.md (`python -m rlbench.results.metrics`) are read from
+here. The harness's figures are defined here (HARNESS), each family's in its package (`Family.metrics`),
+assembled on first use: this module imports nothing of rlbench at import time.
 """
 import math
 import sys
@@ -23,7 +17,7 @@ _FORMAT = {"steps/s": ",.0f", "frames/s": ",.0f", "units/s": ",.1f", "items/s": 
 
 # Where a figure comes from: what the harness measures around every session (rlbench.running.timing, .runner,
 # .child), what a session reports over the timed window (Metrics.read) or in its `info`, what the summary
-# derives from a run's other fields, and what a family's summary_extras computes for a cell
+# derives from a run's other fields, and what a family computes for a cell (Family.cell_part)
 SOURCES = {"harness": "harness", "session": "session", "info": "session info", "derived": "derived",
            "family": "family summary"}
 

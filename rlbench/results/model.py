@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
 
-from rlbench import SCHEMA_VERSION, registry
+from rlbench import registry
 from rlbench.results import metrics
+from rlbench.results.frozen import FrozenDict, freeze, thaw
 from rlbench.results.stats import Summary, summarize
 from rlbench.results.store import RESULTS, read_rows
+from rlbench.results.summary import CellSummary
 
 ENV = "env.json"
 
@@ -66,36 +68,6 @@ RUN_FIELDS = (*(k for k in RUN_IDENTITY if k not in ("workers", "batch_size")),
               *(n for n in HARNESS_FIGURES if METRICS[n].source == "harness"), *RUN_OUTCOME)
 
 
-class FrozenDict(dict):
-    """A run's table values (env_kwargs, options, device_settings, ...): read as the dict it was (JSON, pandas,
-    ==), refused any change in place."""
-    __slots__ = ()
-
-    def _read_only(self, *args, **kwargs):
-        raise TypeError("a run's values are read-only")
-
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only
-
-    def __reduce__(self):
-        return FrozenDict, (dict(self),)
-
-
-def _freeze(value):
-    if isinstance(value, dict):
-        return FrozenDict({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-def _thaw(value):
-    if isinstance(value, dict):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [_thaw(v) for v in value]
-    return value
-
-
 @dataclass(frozen=True)
 class Run(Mapping):
     """One repeat, immutable (its lists as tuples, its tables as FrozenDict): its fields, counters and info,
@@ -110,7 +82,7 @@ class Run(Mapping):
     def from_row(cls, row: Mapping) -> "Run":
         fields, counters, info = {}, {}, {}
         for k, v in row.items():
-            (fields if k in _FIELDS else counters if k in _COUNTERS else info)[k] = _freeze(v)
+            (fields if k in _FIELDS else counters if k in _COUNTERS else info)[k] = freeze(v)
         return cls(MappingProxyType(fields), MappingProxyType(counters), MappingProxyType(info), tuple(row))
 
     def __getitem__(self, key):
@@ -140,7 +112,7 @@ class Run(Mapping):
 
     def to_row(self) -> dict:
         """The row as plain JSON-able values (lists and dicts again)."""
-        return {k: _thaw(self[k]) for k in self.order}
+        return {k: thaw(self[k]) for k in self.order}
 
 
 _FIELDS, _COUNTERS = frozenset(RUN_FIELDS), frozenset(SESSION_METRICS)
@@ -186,26 +158,25 @@ class Benchmark:
         return "ok+" + "+".join(sorted(statuses - {"ok"})) if "ok" in statuses else "+".join(sorted(statuses))
 
     @cached_property
-    def summary(self) -> Mapping:
-        """Its summary.csv row (read-only), computed once: identity from its first ok run, each registered
-        figure's aggregates (Metric.columns), then what each family adds (Family.summary_extras)."""
-        s = self.stat("steps_per_s")
+    def summary(self) -> CellSummary:
+        """The cell over its repeats, computed once: what ran from its first ok run, each registered figure's
+        statistics, then each family's part (Family.cell_part)."""
         ok = self.ok_runs
         first = ok[0] if ok else self.first
         errors = sorted({r["error"] for r in self.runs if r.get("error") and r["status"] != "ok"})
-        row = {k: first.get(k) for k in (*SUMMARY_IDENTITY, *FAMILY_IDENTITY)}
-        row.update(n=s.n, status=self.status)
-        for m in _SUMMARIZED:
-            stat = self.stat(m.name)
-            for agg in m.summary:
-                row.update({m.name + suffix: getattr(stat, field) for suffix, field in metrics.AGGREGATES[agg]})
-                if agg == "ci":
-                    row[metrics.CI_METHOD] = stat.ci_method
-        row.update(warning=s.warning if ok else "", error="; ".join(errors), schema=SCHEMA_VERSION,
-                   profile=next((r["profile"] for r in self.runs if r.get("profile")), ""))
-        for family in registry.families():
-            row.update(family.summary_extras(self, row, self.limits or {}))
-        return MappingProxyType(row)
+        s = self.stat("steps_per_s")
+        stats = MappingProxyType({m.name: self.stat(m.name) for m in _SUMMARIZED})
+        parts = MappingProxyType({f.name: f.cell_part(self, first, self.limits or {}) for f in registry.families()})
+        return CellSummary(
+            cell_id=self.cell_id, cell_index=first.get("cell_index", 0), suite=first.get("suite"),
+            adapter=first.get("adapter"), kind=first.get("kind"), env=first.get("env"),
+            env_kwargs=first.get("env_kwargs") or FrozenDict(), num_envs=first.get("num_envs"),
+            workers=first.get("workers"), batch_size=first.get("batch_size"), policy=first.get("policy"),
+            device=first.get("device"), options=first.get("options") or FrozenDict(),
+            frameskip=first.get("frameskip"), omp_threads=first.get("omp_threads"), cpus=first.get("cpus"),
+            n=s.n, status=self.status, warning=s.warning if ok else "", error="; ".join(errors),
+            profile=next((r["profile"] for r in self.runs if r.get("profile")), ""), stats=stats,
+            parts=MappingProxyType({k: v for k, v in parts.items() if v is not None}))
 
 
 def _superseded_lost(runs: list) -> list:
@@ -258,27 +229,27 @@ class ResultSet:
         return cls.from_rows(rows, env if isinstance(env, dict) else {}, skipped)
 
     @cached_property
-    def summaries(self) -> Mapping:
-        """cell_id -> its summary row (Benchmark.summary, computed once), in the order the suite lists its
-        cells: what every view of a cell's summary reads."""
+    def cells(self) -> Mapping:
+        """cell_id -> its CellSummary (Benchmark.summary, computed once), one per cell, in the order the suite
+        lists its cells: what every view of a cell reads."""
         ordered = sorted(self.benchmarks.values(), key=lambda b: b.first.get("cell_index", 0))
         return MappingProxyType({b.cell_id: b.summary for b in ordered})
 
     def summary_rows(self) -> list:
-        """One row per cell, in the order the suite lists its cells: a fresh copy of what is computed once."""
-        return [dict(row) for row in self.summaries.values()]
+        """summary.csv's rows, one per cell, in the suite's order (fresh dicts of what is computed once)."""
+        return [{column: cell.value(column) for column in SUMMARY_COLUMNS} for cell in self.cells.values()]
 
     def summary_frame(self):
-        """The summaries as a pandas DataFrame, columns in summary.csv's order (the tabular view exporters
-        and reports read)."""
+        """summary.csv as a pandas DataFrame, in its column order."""
         import pandas as pd
         return pd.DataFrame(self.summary_rows(), columns=list(SUMMARY_COLUMNS), dtype=object)
 
     def runs_frame(self):
-        """Every run as a pandas DataFrame, columns in results.csv's order."""
+        """results.csv as a pandas DataFrame, one row per repeat, in its column order."""
         import pandas as pd
-        return pd.DataFrame([r.to_row() for r in self.rows], columns=list(RUN_COLUMNS), dtype=object)
+        return pd.DataFrame([r.to_row() for r in self.runs], columns=list(RUN_COLUMNS), dtype=object)
 
     @property
-    def rows(self) -> list:
+    def runs(self) -> list:
+        """Every Run, one per repeat, cell by cell."""
         return [r for b in self.benchmarks.values() for r in b.runs]

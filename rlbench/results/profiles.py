@@ -1,21 +1,7 @@
-"""A cell's py-spy profile (speedscope, every process of the cell) summarised as time per stage: where
-did the seconds go — stepping envs, choosing actions, moving data between processes, learning, or the
-harness and start-up.
-
-Each sample is put in one stage by its stack, first rule that matches:
-  ipc         the leaf is in inter-process communication or serialization (multiprocessing connections,
-              queues and locks, pickle, select/socket, Ray's object store calls): sending, receiving, waiting
-  setup       any frame is the import machinery (start-up, spawn, lazy imports), or the cell process is
-              outside the measurement protocol (opening and closing the session)
-  env         any frame is an env's code (gymnasium envs and wrappers, ALE, EnvPool, MuJoCo, gymnax, Brax,
-              rlbench's synthetic env)
-  learner     any frame is autograd or an optimizer, or a non-stdlib function named like an update
-              (backward, learn, update, train, loss)
-  inference   any frame is a torch module's forward or rlbench's policies (choosing actions)
-  harness     the leaf is in rlbench's core (timing, protocol, cell process)
-  other       everything else (adapter glue, numpy, native frames)
-Weights are py-spy's seconds of samples, summed over all processes and threads of the cell, so a
-2-worker cell can hold more seconds than its wall time.
+"""A cell's py-spy profile (speedscope, every process of the cell) summarised as time per stage: where did the
+seconds go — stepping envs, choosing actions, moving data between processes, learning, or the harness and
+start-up. Each sample goes to one of STAGES by its stack (`classify`: the first rule that matches); weights are
+py-spy's seconds, summed over every process and thread. The rules: docs/report.md, "The py-spy stages".
 """
 import json
 import re

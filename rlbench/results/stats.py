@@ -1,9 +1,8 @@
 """Statistics of a cell's repeats (each repeat is one independent fresh-process run).
 
-The 95% confidence interval is for the median: distribution-free order statistics when n >= 6
-(as pyperf/asv do for non-normal timings); for 2 <= n < 6, Student's t interval on the log of the
-values (rates are positive and skewed: the interval stays positive), which `ci_method` says.
-Quantiles come from scipy.stats, imported only when a statistic is computed.
+The 95% confidence interval is for the median: distribution-free order statistics when n >= 6; for 2 <= n < 6,
+Student's t interval on the log of the values (rates are positive and skewed: the interval stays positive), which
+`ci_method` says. Quantiles come from scipy.stats, imported only when a statistic is computed.
 """
 import math
 from dataclasses import dataclass
@@ -132,7 +131,7 @@ def slower_p(values, leader) -> float:
     Hand-written rather than scipy.stats.ttest_ind(log values, log leader, equal_var=False, alternative="less")
     because of that floor: scipy takes each side's variance as measured, and two or three fresh-process repeats
     that happen to agree to 0.1% would make it call a 1% gap significant. Where both sides' spreads exceed the
-    floor the two agree (tests/test_stats.py checks it)."""
+    floor the two agree (tests/core/test_stats.py checks it)."""
     from scipy.stats import t
     x = np.log(np.asarray([v for v in values if v and math.isfinite(v) and v > 0], dtype=float))
     y = np.log(np.asarray([v for v in leader if v and math.isfinite(v) and v > 0], dtype=float))

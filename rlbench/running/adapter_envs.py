@@ -1,13 +1,8 @@
-"""Adapters whose framework cannot share the main environment (Sample Factory, Reverb, Brax) set `environment =
-NAME`; `envs/NAME.txt` beside the adapter's module pins every package that needs (a line ending in `# no-deps:
-why` is installed without its declared dependencies, after the rest). Each requirement set is built once into
-its own virtual environment, and that adapter's cells run on its interpreter: the cell protocol is a command
-line in and JSON lines out, so nothing crosses a pickle between interpreters.
-
-Built environments live under $RLBENCH_VENVS (default `.venvs/` in the checkout), keyed by the requirement
-file's hash and the Python version, so a CI machine can keep them between clones. A build holds a file lock
-(two runs never build the same one at once), marks itself ready only at the end (an interrupted build is
-redone) and points its editable rlbench at the checkout in use."""
+"""The own environments of adapters whose framework cannot share the main one (`environment = NAME`, pinned in
+`envs/NAME.txt` beside the adapter's module): each requirement set is built once into its own virtual
+environment under $RLBENCH_VENVS, and that adapter's cells run on its interpreter (a command line in, JSON lines
+out). How builds are cached and locked: docs/adapters.md, "An adapter with its own environment".
+"""
 import fcntl
 import hashlib
 import inspect
@@ -79,9 +74,9 @@ class AdapterEnv:
             record = self.record()
             if record is None:
                 record = self._build(stream)
-            if record.get("rlbench_root") != ROOT:  # a cached env used from another checkout
+            if record.get("rlbench_install") != install_id():  # another checkout, or its packages changed
                 self._install_rlbench(stream)
-                record["rlbench_root"] = ROOT
+                record["rlbench_install"] = install_id()
                 _write_json(os.path.join(self.dir, READY), record)
             return record
 
@@ -103,7 +98,7 @@ class AdapterEnv:
         record = {"name": self.name, "requirements": os.path.relpath(self.requirements, ROOT),
                   "requirements_sha256": self.key, "python": self.python,
                   "python_version": sys.version.split()[0], "build_s": round(time.perf_counter() - t0, 1),
-                  "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rlbench_root": ROOT,
+                  "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rlbench_install": install_id(),
                   "size_mb": round(_du(self.dir) / 2**20), "packages": _packages(freeze)}
         _write_json(os.path.join(self.dir, READY), record)
         print(f"rlbench: environment '{self.name}' built in {record['build_s']:.0f} s "
@@ -162,6 +157,15 @@ class AdapterEnv:
                 raise EnvBuildError(f"environment '{self.name}' failed to build ({last[:200]}); log: {self.log}")
 
 
+def install_id() -> str:
+    """This checkout and its packaging (pyproject.toml): what an env's editable rlbench must match."""
+    try:
+        with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+            return f"{ROOT}#{hashlib.sha256(f.read()).hexdigest()[:12]}"
+    except OSError:
+        return ROOT
+
+
 def venvs_dir() -> str:
     return os.path.abspath(os.environ.get("RLBENCH_VENVS") or os.path.join(ROOT, ".venvs"))
 
@@ -216,6 +220,12 @@ def prepare(adapter_classes, build: bool = True, stream=None) -> dict:
         except EnvBuildError as exc:
             out[name] = Prepared(env, status="error", reason=str(exc))
     return out
+
+
+def records(prepared: dict) -> dict:
+    """What env.json keeps of each prepared environment (RunRecord.adapter_envs): its interpreter and
+    packages, or why it cannot run."""
+    return {name: p.record or {"status": p.status, "reason": p.reason} for name, p in prepared.items()}
 
 
 def _packages(freeze: str) -> dict:

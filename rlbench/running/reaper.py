@@ -1,11 +1,5 @@
-"""The run's watchdog: if `rlbench` itself dies (SIGKILL, OOM killer, a lost terminal), nothing its cells
-started may run on under init.
-
-A separate process, in a session of its own, reads a pipe whose only writer is the run. The run tells it
-every process and shared-memory segment a cell's tree holds (`track`), and which tree is finished and
-cleaned (`forget`). End of file with trees still tracked means the run died: it kills them and removes
-their segments and temp folders, exactly as the runner would have, then exits. A run that ends normally
-closes the pipe with nothing tracked, and the reaper exits at once.
+"""The run's watchdog: if `rlbench` itself dies (SIGKILL, OOM killer, a lost terminal), nothing its cells started
+may run on under init. How it learns what to clean: docs/architecture.md, "The watchdog (running/reaper.py)".
 
     python -m rlbench.running.reaper   (stdin: the pipe; one JSON message per line)
 """

@@ -1,20 +1,20 @@
-"""The run folder: which folders a run may write into, the lock that keeps it to one run at a time, and
-the plan it keeps so that it can be reproduced elsewhere or resumed.
-
-`--out` is a new (or empty) folder, or an rlbench run folder being resumed: a run never writes into a
-folder of someone else's files. The lock is an advisory lock (filelock) on `.rlbench.lock`, released by
-the kernel whatever way the run ends; `.rlbench.owner` says who holds it, for the refusal message.
+"""The run folder: which folders a run may write into, the lock that keeps it to one run at a time, and the plan
+it keeps so that it can be reproduced elsewhere or resumed. A run never writes into a folder of someone else's
+files; the lock is an advisory lock (filelock) on `.rlbench.lock`, and `.rlbench.owner` says who holds it.
 """
 import json
 import os
 import sys
 import time
+from dataclasses import replace
 
 from filelock import FileLock, Timeout
 
 from rlbench.errors import UsageError
+from rlbench.machine.fingerprint import now
 from rlbench.report.writer import write_atomic
-from rlbench.results.model import ResultSet
+from rlbench.results.model import ENV, ResultSet
+from rlbench.results.record import RunRecord
 from rlbench.results.store import ResultStore
 
 REPORTS = "reports"  # where runs go by default; reports/latest points at the last one
@@ -29,10 +29,12 @@ MACHINE_KEYS = ("cpu_model", "cpu_logical_cores", "cpu_affinity", "ram_gb", "gpu
 
 class RunDir:
     """One run folder, from choosing it to its report: its id, its lock (held inside `with`), plan.json,
-    env.json, results.jsonl and the reports/latest link. `rlbench run` and `rlbench tune` both use it."""
+    env.json (the latest RunRecord written), results.jsonl, the reports/latest link and the report.
+    `rlbench run` and `rlbench tune` both use it."""
 
     def __init__(self, path: str, run_id: str, resuming: bool = False):
         self.path, self.run_id, self.resuming = path, run_id, resuming
+        self.record = None  # the rlbench.results.record.RunRecord env.json holds
         self._lock = None
 
     @classmethod
@@ -59,24 +61,39 @@ class RunDir:
     def __exit__(self, *exc) -> None:
         self._lock.release()
 
-    def begin(self, env: dict, plan: dict = None) -> None:
+    def begin(self, record, plan: dict = None) -> None:
         """plan.json (a new run's), results.jsonl (interrupted from here on, it is still a run, of no rows),
         env.json and the latest link."""
         if plan is not None:
             write_plan(self.path, plan)
         ResultStore(self.path).close()
-        self.write_env(env)
+        self.write(record)
         point_latest(self.path)
 
-    def write_env(self, env: dict) -> None:
-        write_env(self.path, env)
+    def write(self, record) -> None:
+        """env.json: the record, whole and atomically."""
+        write_atomic(os.path.join(self.path, ENV), json.dumps(record.to_json(), indent=2, default=str) + "\n")
+        self.record = record
 
-    def read_env(self) -> dict:
-        return read_env(self.path)
+    def read_record(self):
+        """The RunRecord an earlier session of this run wrote (an empty one when env.json is unreadable)."""
+        return read_record(self.path)
+
+    def export(self, **end):
+        """The run's end: env.json's last record with `end` and ended_at, then every file of the report (from
+        results.jsonl, as `rlbench report` makes it); returns the run's view (rlbench.report.view.RunView),
+        or None, with one line said, when they cannot be written."""
+        try:
+            self.write(replace(self.record, ended_at=now(), **end))
+            return rebuild_report(self.path)
+        except OSError as exc:
+            print(f"rlbench: error: cannot write the report: {exc.strerror or exc}; `rlbench report {self.path}` "
+                  "rebuilds it from results.jsonl", file=sys.stderr)
+            return None
 
     def done(self) -> set:
         """(cell, repeat, profiled) of the rows it holds, but `lost` ones (a node went away under them)."""
-        return {(r["cell_id"], r["repeat"], bool(r.get("profiled"))) for r in ResultSet.load(self.path).rows
+        return {(r["cell_id"], r["repeat"], bool(r.get("profiled"))) for r in ResultSet.load(self.path).runs
                 if r["status"] != "lost"}
 
 
@@ -272,15 +289,28 @@ def _jsonable(value):
 
 
 
-def read_env(out_dir) -> dict:
+def read_record(out_dir):
     try:
-        with open(os.path.join(out_dir, "env.json")) as f:
-            return json.load(f)
+        with open(os.path.join(out_dir, ENV)) as f:
+            doc = json.load(f)
     except (OSError, ValueError):
-        return {}
+        doc = {}
+    return RunRecord.from_json(doc if isinstance(doc, dict) else {})
+
+
+def rebuild_report(out_dir):
+    """Every file of the report, from results.jsonl alone (as `rlbench report` does); the run's view
+    (rlbench.report.view.RunView), built once, which the summary printed after it reads too."""
+    from rlbench import report
+    from rlbench.report.view import run_view
+    results = ResultSet.load(out_dir)
+    if results.skipped:
+        print(f"rlbench: warning: {out_dir}/results.jsonl: line(s) {', '.join(map(str, results.skipped[:10]))} "
+              "are not results rows; left out", file=sys.stderr)
+    view = run_view(results, out_dir)
+    report.export(view, out_dir)
+    return view
 
 
 
 
-def write_env(out_dir, env) -> None:
-    write_atomic(os.path.join(out_dir, "env.json"), json.dumps(env, indent=2, default=str) + "\n")

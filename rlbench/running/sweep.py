@@ -1,9 +1,8 @@
 """Runs every job of a plan and turns each outcome into a results row, appended as it finishes.
 
-Cells that cannot run on any machine never reach it (rlbench.planning.drop leaves them out of the plan).
-Cells an adapter cannot host on this machine are decided before anything runs (one `unsupported` row each:
-its package is not installed here; `error` when the adapter's own environment failed to build); a failing
-or hanging cell becomes an `error` or `timeout` row and the sweep goes on.
+Cells an adapter cannot host on this machine (its package is not installed here) get one `unsupported` row each
+before anything runs (`error` when the adapter's own environment failed to build); a failing or hanging cell
+becomes an `error` or `timeout` row and the sweep goes on.
 """
 import os
 

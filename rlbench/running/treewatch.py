@@ -1,10 +1,7 @@
-"""What one repeat's process tree is and holds, learnt while it runs.
-
-Cleanup may only touch what the repeat itself started: its processes (the cell and whatever it started,
-orphans re-parented to the harness included) and the /dev/shm segments they held, identified by inode.
-The tree is sampled from a harness thread, often at first and then every couple of seconds (one pass
-over /proc plus each member's maps, about a millisecond a process), and every finding is passed on to
-the run's reaper, which cleans up in the harness's place if the harness dies.
+"""What one repeat's process tree is and holds, learnt while it runs: its processes (orphans re-parented to the
+harness included) and the /dev/shm segments they held, known by inode, so cleanup touches only what the repeat
+itself started. Every finding is passed on to the run's reaper (docs/architecture.md, "The watchdog
+(running/reaper.py)").
 """
 import os
 import threading

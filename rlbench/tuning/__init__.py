@@ -15,11 +15,13 @@ from dataclasses import asdict, replace
 from rlbench import registry
 from rlbench.envs import planned_env_kwargs, wrapped_id
 from rlbench.errors import UsageError
-from rlbench.machine.fingerprint import fingerprint, now
+from rlbench.machine.fingerprint import fingerprint
 from rlbench.planning.flags import pairs
 from rlbench.planning.plan import Settings
 from rlbench.report.writer import write_atomic
 from rlbench.results.model import ResultSet
+from rlbench.results.record import RunRecord
+from rlbench.running import adapter_envs
 from rlbench.running.cluster.join import join, leave
 from rlbench.running.rundir import RunDir
 from rlbench.tuning import calibrate
@@ -90,11 +92,10 @@ def _tune(args, t0, workload, budget_s, named, settings, cluster) -> tuple:
     folder = RunDir.choose("tune", args.out)
     out_dir, run_id = folder.path, folder.run_id
     with folder:
-        env = {**fingerprint(), "run_id": run_id, "suite_path": None, "command": "tune",
-               "settings": settings.__dict__, "budget_s": budget_s,
-               **({"cluster": cluster.record()} if cluster else {})}
-        folder.begin(env)
-        envs = prepare(space.adapters, env)
+        folder.begin(RunRecord(fingerprint(), run_id, command="tune", settings=settings.__dict__, budget_s=budget_s,
+                               cluster=cluster.record() if cluster else None))
+        envs = prepare(space.adapters)
+        folder.write(replace(folder.record, adapter_envs=adapter_envs.records(envs)))
         measurer = SweepMeasurer(run_id, settings, out_dir, envs, t0=t0, cluster=cluster)
         calibration = calibrate_here(runnable, cpus, max_envs, envs, measurer, budget_s, out_dir) \
             if profile.get("api", "gymnasium") == "gymnasium" and cluster is None else NOT_CALIBRATED
@@ -115,11 +116,8 @@ def _tune(args, t0, workload, budget_s, named, settings, cluster) -> tuple:
         record = tune_record(workload, budget_s, measurer.elapsed(), max_envs, profile, calibration, search, decision,
                              settings)
         write_atomic(os.path.join(out_dir, TUNE_JSON), json.dumps(record, indent=2, default=str) + "\n")
-        env.update(ended_at=now(), cells=len(search.candidates),
-                   tune={"label": label(workload), **decision, "points": chart_points(search)})
-        folder.write_env(env)
-        from rlbench import report
-        report.export(ResultSet.load(out_dir), out_dir)
+        folder.export(cells=len(search.candidates),
+                      tune={"label": label(workload), **decision, "points": chart_points(search)})
     print("\n".join(lines(decision, profile, label(workload))))
     print(f"\nreport: {os.path.join(out_dir, 'index.html')}  decision: {os.path.join(out_dir, TUNE_JSON)}")
     print(f"rlbench tune: {time.monotonic() - t0:.0f} s of the {budget_s:.0f} s budget used", file=sys.stderr)
@@ -191,12 +189,10 @@ def profile_env(workload) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def prepare(adapters, env: dict) -> dict:
+def prepare(adapters) -> dict:
     """Adapter environments of the adapters named to race (built once, cached)."""
     from rlbench.running import adapter_envs
-    prepared = adapter_envs.prepare({registry.get(a) for a in adapters}, build=True)
-    env["adapter_envs"] = {name: p.record or {"status": p.status, "reason": p.reason} for name, p in prepared.items()}
-    return prepared
+    return adapter_envs.prepare({registry.get(a) for a in adapters}, build=True)
 
 
 def chart_points(search) -> list:

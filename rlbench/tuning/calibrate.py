@@ -1,13 +1,8 @@
-"""What each strategy costs per env step on this machine, whatever the env: its env steps/s on the synthetic
-env with a zero-cost step (rlbench/Synthetic-v0, step_cost_us=0) at a few num_envs, measured by the normal
-protocol (a fresh process per measurement) and cached per machine under the user's cache dir. `rlbench tune`
-reads it to predict, before racing, the most a strategy can reach on the user's env (`ceiling`, `predict`)
-and prunes what cannot come within reach of the leader; `rlbench calibrate` runs it alone.
-
-The cache is keyed by the machine's fingerprint (CPU model, cores, RAM, the CPUs this process may use,
-Python and the stepping packages' versions): another machine, or the same one with other libraries, is
-calibrated anew. One file per machine, written atomically under a file lock, so tunes running side by side
-share it without tearing it."""
+"""What each strategy costs per env step on this machine, whatever the env: its env steps/s on the synthetic env
+with a zero-cost step, at a few num_envs, by the normal protocol, cached per machine (docs/tune.md). `rlbench
+tune` reads it to predict the most a strategy can reach on the user's env (`ceiling`, `predict`) and prune what
+cannot come within reach of the leader; `rlbench calibrate` runs it alone.
+"""
 import hashlib
 import json
 import os
@@ -115,7 +110,7 @@ def measure(adapters, ns, out_dir: str, envs=None, admit=None) -> tuple:
     measured = {}
     os.makedirs(out_dir, exist_ok=True)
     rows = [dict(r) for r in run_sweep("calibration", "calibration", cells(adapters, ns), SETTINGS, out_dir,
-                                       envs=envs, admit=admit).rows]
+                                       envs=envs, admit=admit).runs]
     for row in rows:  # a failure is kept too (no rate: never a prediction), so it is not tried at every tune
         ok = row["status"] == "ok" and row.get("steps_per_s")
         figures = ({"steps_per_s": float(row["steps_per_s"]), "workers": row.get("workers") or 1,

@@ -61,8 +61,8 @@ def diagnosis(rows, profile: dict) -> str:
 
 def decide(search, results, profile: dict, max_envs: int = None) -> dict:
     """The decision tune.json keeps and the console prints (see `lines`): rlbench.report.ranking's verdict
-    over the run's rows (the same a `rlbench run` headline of them gives), each strategy's fate in the search."""
-    v = ranking.verdict([ranking.entry(r, results) for r in ranking.competing(results.summary_rows())])
+    over the run's cells (the same a `rlbench run` headline of them gives), each strategy's fate in the search."""
+    v = ranking.verdict([ranking.entry(c, results) for c in ranking.competing(results.cells.values())])
     if v is None:
         return {"winner": None, "why_none": "no configuration completed a repeat",
                 "strategies": strategies(search, None, profile, results)}

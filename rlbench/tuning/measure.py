@@ -48,7 +48,7 @@ class SweepMeasurer:
         results = run_sweep(self.run_id, "tune", cells, replace(self.settings, repeats=level), self.out_dir,
                             envs=self.envs, done=self.done, admit=lambda job: admit(job.cell), cluster=self.cluster)
         rows = []
-        for run in results.rows:
+        for run in results.runs:
             row = dict(run)
             self.done.add((row["cell_id"], row["repeat"], bool(row.get("profiled"))))
             if row.get("wall_s"):

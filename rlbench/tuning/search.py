@@ -1,25 +1,8 @@
-"""The search `rlbench tune` runs: adaptive, on the normal protocol (every measurement a fresh process,
-repeats of what is racing interleaved, the one-sided Welch drop test).
-
-1. Probe: each strategy's first setting at a few sizes (PROBE_SIZES), the serial loops first so the rest
-   have a reference. A strategy the calibration predicts cannot come within PRUNE_BELOW of the leader is
-   pruned, with its prediction and the reason, before it runs.
-2. Climb: the TOP configurations (and the best serial loop, every speedup's baseline) have their neighbours
-   added, one step along every axis the strategy's tune_space names (num_envs doubled and halved, workers,
-   batch size, shared memory, ...). A new configuration runs START_REPEATS; one significantly slower than
-   the leader is dropped, so an axis is climbed while the steps along it keep the configuration on top.
-3. Race: once no new configuration is left, the top configurations (and the baseline) are retested to
-   FINAL_REPEATS, then, while the leader's lead over the runner-up is not significant, both up to
-   MAX_REPEATS. While searching, their confirmation's cost (at most RESERVE_SHARE of the budget) is kept
-   back: a new configuration's job starts only when the confirmation still fits after it.
-
-It stops when it has converged (no untested neighbour of the top configurations, the contenders
-confirmed) or when the budget is spent: a job starts only when it is expected to end before the deadline,
-its wall time estimated from those already run (its own, else its adapter's slowest, else any's). Ties in
-the median go to the configuration found first (the order the report lists them in).
-
-The measurements come from a Measurer (rlbench.tuning.measure runs real cells); tests give a simulated
-one, so the search is checked on known curves without running an env."""
+"""The search `rlbench tune` runs: adaptive, on the normal protocol (every measurement a fresh process, repeats of
+what is racing interleaved, the one-sided Welch drop test): probe, climb the top configurations' neighbourhoods,
+race the contenders, until it has converged or the budget is spent (docs/tune.md). The measurements come from a
+Measurer (rlbench.tuning.measure runs real cells; tests give a simulated one).
+"""
 import sys
 from dataclasses import dataclass, field
 from typing import Optional

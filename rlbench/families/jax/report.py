@@ -6,11 +6,11 @@ from rlbench.report.points import STAT_COLUMNS, env_label, stat_points
 from rlbench.results.stats import median_ci
 
 
-def agents_figure(rows):
+def agents_figure(cells):
     """Aggregate env steps/s vs num_agents (agents trained at once by one compiled program)."""
-    points = stat_points([r for r in rows if "num_agents" in (r.get("options") or {})], "steps_per_s",
-                        x=lambda r: int(r["options"]["num_agents"]),
-                        series=lambda r: f"{r['adapter']} {env_label(r)} n={r['num_envs']}")
+    points = stat_points([c for c in cells if "num_agents" in c.options], "steps_per_s",
+                        x=lambda c: int(c.options["num_agents"]),
+                        series=lambda c: f"{c.adapter} {env_label(c)} n={c.num_envs}")
     return charts.scaling(points, **STAT_COLUMNS, x_title="num_agents",
                           y_title="aggregate env steps/s") if points else None
 
@@ -29,23 +29,21 @@ COLUMNS = (("steps_per_s", "env steps/s", rate), ("compile_s", "compile s", _fix
 
 def jax_section(results) -> str:
     """Compilation apart from every rate, and aggregate env steps/s against agents trained at once."""
-    rows = results.summary_rows()
-    compiled = [(r, results.benchmarks[r["cell_id"]]) for r in rows if r["n"]]
-    compiled = [(r, b) for r, b in compiled if b.stat("compile_s").n]
+    compiled = [(c, results.benchmarks[c.cell_id]) for c in results.cells.values() if c.n]
+    compiled = [(c, b) for c, b in compiled if b.stat("compile_s").n]
     if not compiled:
         return ""
     shown = [(name, *figure(name, header, fmt)) for name, header, fmt in COLUMNS]
     body = []
-    for r, bench in compiled:
+    for c, bench in compiled:
         frac = median_ci([run.get("state_bw_frac") for run in bench.ok_runs])
-        values = [r["steps_per_s_median"], bench.stat("compile_s").median, bench.stat("setup_s").median,
-                  r.get("state_gb_per_s_median"), r.get("device_copy_gbps_median"), r.get("unit_cost_us_median"),
-                  r.get("unit_cost_frac_median"), frac[0]]
-        cells = [fmt(v) for (_, _, fmt), v in zip(shown[:-1], values)] + [with_ci(*frac, fmt=shown[-1][2])]
-        body.append(f"<tr><td>{esc(r['cell_id'])}</td>"
-                    + "".join(f"<td data-v='{data_v(v)}'>{esc(c)}</td>" for c, v in zip(cells, values)) + "</tr>")
+        values = [c.steps_per_s.median, bench.stat("compile_s").median, bench.stat("setup_s").median,
+                  *(c.stat(name).median for name, _, _ in COLUMNS[3:-1]), frac[0]]
+        texts = [fmt(v) for (_, _, fmt), v in zip(shown[:-1], values)] + [with_ci(*frac, fmt=shown[-1][2])]
+        body.append(f"<tr><td>{esc(c.cell_id)}</td>"
+                    + "".join(f"<td data-v='{data_v(v)}'>{esc(t)}</td>" for t, v in zip(texts, values)) + "</tr>")
     head = "".join(f"<th>{esc(header)}</th>" for _, header, _ in shown[:-1]) + f"<th>{esc(shown[-1][1])} [95% CI]</th>"
-    fig = agents_figure([r for r, _ in compiled])
+    fig = agents_figure([c for c, _ in compiled])
     chart = charts.to_html(fig, charts.chart_id("jax", "agents")) if fig else ""
     return ("<h2>Compiled programs (JAX): compile time apart from the rate</h2>"
             "<p>compile_s is the ahead-of-time lowering and compilation inside setup; no rate includes it. "

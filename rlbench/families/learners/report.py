@@ -33,20 +33,17 @@ COLUMNS = tuple((label, key, fmt) for header, key, given in _COLUMNS for label, 
 
 
 def learners_section(results, kinds) -> str:
-    rows = [r for r in results.summary_rows() if r.get("kind") in kinds and r["n"]]
-    if not rows:
+    cells = [c for c in results.cells.values() if c.kind in kinds and c.n]
+    if not cells:
         return ""
-    shown = [c for c in COLUMNS if any(is_num(r.get(c[1])) for r in rows)]
+    shown = [col for col in COLUMNS if any(is_num(c.value(col[1])) for c in cells)]
     head = "".join(f"<th>{esc(h)}</th>" for h, _, _ in shown)
     body = []
-    for r in rows:
-        run = results.benchmarks[r["cell_id"]].ok_runs[0]
-        hist = run.get("policy_lag_hist")
-        cells = "".join(f"<td data-v='{data_v(r.get(k))}'>{esc(fmt(r.get(k)))}</td>"
-                        for _, k, fmt in shown)
-        body.append(f"<tr><td>{esc(r['cell_id'])}</td>{cells}"
-                    f"<td>{esc(json.dumps(hist) if hist else '-')}</td></tr>")
-    fig = split_figure(rows)
+    for c in cells:
+        hist = results.benchmarks[c.cell_id].ok_runs[0].get("policy_lag_hist")
+        tds = "".join(f"<td data-v='{data_v(c.value(k))}'>{esc(fmt(c.value(k)))}</td>" for _, k, fmt in shown)
+        body.append(f"<tr><td>{esc(c.cell_id)}</td>{tds}<td>{esc(json.dumps(hist) if hist else '-')}</td></tr>")
+    fig = split_figure(cells)
     chart = charts.to_html(fig, charts.chart_id("learners", "time split")) if fig else ""
     return ("<h2>Learners and training</h2>"
             "<p>One unit is one learner update; median of repeats. Lag: updates between the parameters that acted "
@@ -58,14 +55,13 @@ def learners_section(results, kinds) -> str:
             + (f"<h3>Time split per stage (normalised over the stages each cell reports)</h3>{chart}" if chart else ""))
 
 
-def split_figure(rows):
+def split_figure(cells):
     """Where each learner cell's time went: one stacked bar per cell, its stages' medians normalised over
     the stages it reports; None when no cell reports any."""
     items = []
-    for r in rows:
-        split = {k: r.get(f"{k}_median") for k, _, _ in SPLIT if is_num(r.get(f"{k}_median"))}
+    for c in cells:
+        split = {k: c.stat(k).median for k, _, _ in SPLIT if is_num(c.stat(k).median)}
         total = sum(split.values())
         if total > 0:
-            items.append((r["cell_id"], {k: v / total for k, v in split.items()},
-                          f"median of n={r['n']} repeat(s)"))
+            items.append((c.cell_id, {k: v / total for k, v in split.items()}, f"median of n={c.n} repeat(s)"))
     return charts.stacked_bars(items, SPLIT) if items else None

@@ -3,6 +3,7 @@ rates as fractions of the machine's measured limits (memory copy, disk reads), w
 run's own filesystem before the sweep."""
 import math
 import sys
+from dataclasses import dataclass
 
 from rlbench import registry
 from rlbench.contract import Family
@@ -11,6 +12,19 @@ from rlbench.results.metrics import Metric
 # KWARGS' ranges: 0 = the workload's own item_bytes / batch_size; replay_spec then checks that an item holds
 # its header and that max_mb holds a batch (max_mb=0 holds none), which depend on the workload
 RANGES = {"max_mb": (0, math.inf), "item_bytes": (0, math.inf), "batch_size": (0, math.inf)}
+
+
+@dataclass(frozen=True)
+class ReplayCell:
+    """What a replay cell's summary says beyond its figures: what was stored, and the machine limit its rate
+    is a share of."""
+    item_bytes: int            # bytes per stored item
+    capacity_items: int        # items held: the workload's capacity x capacity_scale
+    capacity_scale: float
+    page_cache: str            # on disk: the page cache as timing began
+    bound: str                 # the machine limit the rate is a fraction of (rlbench.machine.limits)
+    limit_gbps: float          # that limit, as measured (None when unknown)
+    limit_frac: float          # steps/s median x item_bytes / limit_gbps
 
 
 class Replay(Family):
@@ -25,6 +39,8 @@ class Replay(Family):
     info_keys = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound", "bound_gbps")
     identity_keys = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound")
     summary_keys = ("limit_gbps", "limit_frac")
+    record_keys = ("limits",)
+    cell_type = ReplayCell
     metrics = (
         Metric("bound_gbps", "GB/s", "the limit the session measured itself (e.g. a host-to-device copy), used when "
                "the run's limits have no figure named `bound`", source="info", summary=(), label="bound GB/s"),
@@ -64,27 +80,32 @@ class Replay(Family):
         from rlbench.families.replay.driver import replay_spec
         replay_spec(workload)
 
-    def before_sweep(self, suite, out_dir: str, env: dict) -> None:
-        """The machine limits replay figures are fractions of, measured on this run's filesystem; a failure
-        is recorded ({"error": ...}) and the sweep runs without them."""
+    def before_sweep(self, suite, out_dir: str, record) -> dict:
+        """The machine limits replay figures are fractions of, measured on this run's filesystem (once per
+        run: a resumed run keeps its own); a failure is recorded ({"error": ...}) and the sweep runs without
+        them."""
         ours = any(registry.get(c.adapter).kind in self.kinds for c in suite.cells)
-        if not (ours and suite.limits["measure"]) or "limits" in env:
-            return
+        if not (ours and suite.limits["measure"]) or "limits" in record.measured:
+            return {}
         from rlbench.machine.limits import measure_in_subprocess, summary_line
         sizes = suite.limits
         print("rlbench: limits: ", end="", file=sys.stderr, flush=True)  # the figures end the line (~15 s)
         try:
-            env["limits"] = measure_in_subprocess(out_dir, sizes["memcpy_mb"], sizes["disk_mb"], sizes["repeats"])
+            limits = measure_in_subprocess(out_dir, sizes["memcpy_mb"], sizes["disk_mb"], sizes["repeats"])
         except KeyboardInterrupt:
             print(file=sys.stderr)
             raise
-        print(summary_line(env["limits"]), file=sys.stderr)
+        print(summary_line(limits), file=sys.stderr)
+        return {"limits": limits}
 
-    def summary_extras(self, benchmark, row: dict, limits: dict) -> dict:
-        gbps = self.limit_gbps(benchmark, row.get("bound"), limits or {})
-        frac = (None if gbps is None or row.get("item_bytes") is None else
-                row["steps_per_s_median"] * row["item_bytes"] / (gbps * 1e9))
-        return {"limit_gbps": gbps, "limit_frac": frac}
+    def cell_part(self, benchmark, first, limits: dict):
+        if first.get("kind") not in self.kinds:
+            return None
+        gbps = self.limit_gbps(benchmark, first.get("bound"), limits or {})
+        item_bytes = first.get("item_bytes")
+        frac = (None if gbps is None or item_bytes is None else
+                benchmark.stat("steps_per_s").median * item_bytes / (gbps * 1e9))
+        return ReplayCell(**{k: first.get(k) for k in self.identity_keys}, limit_gbps=gbps, limit_frac=frac)
 
     @staticmethod
     def limit_gbps(benchmark, bound, limits: dict):

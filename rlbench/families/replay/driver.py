@@ -1,20 +1,8 @@
 """Replay workloads (the storage survey's table) and the driver every replay backend shares.
 
-A backend only provides a store: `add(item)`, `sample(batch_size) -> (batch, indices)` and, for
-prioritized workloads, `update_priorities(indices, priorities)`. This driver owns everything that
-must be the same for every backend to be comparable: filling to capacity before timing (every page
-touched), the items, the rates and the schedule, the consumer that reads every sampled byte, the
-actor processes of multi-process stores, and how latency is counted.
-
-Modes (workload argument `mode`):
-  target      adds and samples on a fixed schedule at the workload's rates; latency counts from each
-              op's scheduled start, so a store that falls behind shows it (no coordinated omission);
-              one unit is one scheduled sample, with the adds due before it
-  max-sample  the buffer full, the learner samples as fast as it can; nothing is added
-  max-add     actors add as fast as they can; nothing is sampled
-  max-both    both at once: actor processes add flat out while the learner samples (in-process
-              stores interleave adds and samples in the workload's add:sample ratio)
-`num_envs` is the number of actor processes writing (1 for in-process stores).
+A backend only provides a store: `add(item)`, `sample(batch_size) -> (batch, indices)` and, for prioritized
+workloads, `update_priorities(indices, priorities)`. The driver owns all that must be the same for every backend:
+the fill, items, rates, schedule, reading consumer, actor processes, latency and modes (docs/strategies/replay.md).
 """
 import multiprocessing as mp
 import os

@@ -28,33 +28,31 @@ def replay_rows(results) -> list:
     ratio CIs."""
     out = []
     kept = _kept_up_counts(results)
-    for r in results.summary_rows():
-        if r.get("kind") != "replay":
+    for c in results.cells.values():
+        if c.kind != "replay":
             continue
-        mode = (r.get("env_kwargs") or {}).get("mode", KWARGS["mode"])
-        rate = r["steps_per_s_median"]
-        item = r.get("item_bytes")
-        repeats = [run["steps_per_s"] * item / 1e6 for run in results.benchmarks[r["cell_id"]].ok_runs
+        p, s = c.part("replay"), c.steps_per_s
+        mode = c.env_kwargs.get("mode", KWARGS["mode"])
+        item, gbps = p.item_bytes, p.limit_gbps
+        repeats = [run["steps_per_s"] * item / 1e6 for run in results.benchmarks[c.cell_id].ok_runs
                    if item and is_num(run.get("steps_per_s"))]
-        gbps = r.get("limit_gbps")
         _, frac_low, frac_high = (median_ci([mb / (gbps * 1e3) for mb in repeats])
-                                  if is_num(r.get("limit_frac")) and gbps else (None, None, None))
+                                  if is_num(p.limit_frac) and gbps else (None, None, None))
         out.append({
-            "workload": r["env"][len(PREFIX):], "mode": mode, "store": store_label(r), "actors": r["num_envs"],
-            "item_bytes": item, "capacity_items": r.get("capacity_items"), "capacity_scale": r.get("capacity_scale"),
-            "page_cache": r.get("page_cache") or "", "n": r["n"], "status": r["status"],
-            "items_per_s": rate, "mb_per_s": _mb_per_s(rate, item),
-            "add_items_per_s": r.get("add_items_per_s_median"),
-            "sample_items_per_s": r.get("sample_items_per_s_median"),
-            "bound": r.get("bound") or "", "limit_gbps": gbps, "limit_frac": r.get("limit_frac"),
+            "workload": c.env[len(PREFIX):], "mode": mode, "store": store_label(c), "actors": c.num_envs,
+            "item_bytes": item, "capacity_items": p.capacity_items, "capacity_scale": p.capacity_scale,
+            "page_cache": p.page_cache or "", "n": c.n, "status": c.status,
+            "items_per_s": s.median, "mb_per_s": _mb_per_s(s.median, item),
+            "add_items_per_s": c.stat("add_items_per_s").median,
+            "sample_items_per_s": c.stat("sample_items_per_s").median,
+            "bound": p.bound or "", "limit_gbps": gbps, "limit_frac": p.limit_frac,
             "limit_frac_ci_low": frac_low, "limit_frac_ci_high": frac_high,
-            "sample_latency_p99_ms": r.get("sample_latency_p99_ms_median"),
-            "sample_latency_p999_ms": r.get("sample_latency_p999_ms_median"),
-            "add_latency_p99_ms": r.get("add_latency_p99_ms_median"),
-            "keeps_up": kept.get(r["cell_id"], "") if mode == "target" else "", "error": r.get("error") or "",
-            "adapter": r["adapter"], "cell_id": r["cell_id"], "cv": r.get("steps_per_s_cv"),
-            "mb_per_s_repeats": repeats,
-            **{f"mb_per_s_ci_{b}": _mb_per_s(r.get(f"steps_per_s_ci_{b}"), item) for b in ("low", "high")},
+            "sample_latency_p99_ms": c.stat("sample_latency_p99_ms").median,
+            "sample_latency_p999_ms": c.stat("sample_latency_p999_ms").median,
+            "add_latency_p99_ms": c.stat("add_latency_p99_ms").median,
+            "keeps_up": kept.get(c.cell_id, "") if mode == "target" else "", "error": c.error,
+            "adapter": c.adapter, "cell_id": c.cell_id, "cv": s.cv, "mb_per_s_repeats": repeats,
+            "mb_per_s_ci_low": _mb_per_s(s.ci_low, item), "mb_per_s_ci_high": _mb_per_s(s.ci_high, item),
         })
     return out
 
@@ -63,9 +61,9 @@ def _mb_per_s(items_per_s, item_bytes):
     return items_per_s * item_bytes / 1e6 if item_bytes and is_num(items_per_s) else None
 
 
-def store_label(row) -> str:
-    opts = kv_label(row.get("options"))
-    return row["adapter"] + (f" ({opts})" if opts else "")
+def store_label(cell) -> str:
+    opts = kv_label(cell.options)
+    return cell.adapter + (f" ({opts})" if opts else "")
 
 
 def _kept_up_counts(results) -> dict:

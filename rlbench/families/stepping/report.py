@@ -9,95 +9,95 @@ from rlbench.workload import kv_label
 
 
 def stepping_section(results, kinds) -> str:
-    rows = [r for r in results.summary_rows() if r.get("kind") in kinds]
-    if not rows:
+    cells = [c for c in results.cells.values() if c.kind in kinds]
+    if not cells:
         return ""
     parts = ["<h2>Env stepping: vector envs, samplers, Ray, JAX</h2>"]
-    for label, env_rows in group_by(rows, env_label).items():
+    for label, env_cells in group_by(cells, env_label).items():
         parts.append(f"<h3>{esc(label)}: env steps/s vs num_envs</h3>")
-        parts.append(throughput_chart(env_rows, charts.chart_id("throughput", label)))
-        parts.append(winners_table(env_rows, results))
-        scaling = workers_chart(env_rows, charts.chart_id("workers", label))
+        parts.append(throughput_chart(env_cells, charts.chart_id("throughput", label)))
+        parts.append(winners_table(env_cells, results))
+        scaling = workers_chart(env_cells, charts.chart_id("workers", label))
         if scaling:
             parts.append(f"<h3>{esc(label)}: env steps/s vs workers at a fixed num_envs "
                          f"(dashed: linear scaling from the fewest workers)</h3>{scaling}")
         parts.append(f"<h3>{esc(label)}: latency of one unit (p50 solid, p99 dashed) vs num_envs</h3>")
-        parts.append(latency_chart(env_rows, charts.chart_id("latency", label), results))
+        parts.append(latency_chart(env_cells, charts.chart_id("latency", label)))
     return "".join(parts)
 
 
 WORKER_OPTIONS = ("workers", "num_threads")  # options that set a cell's worker count at a fixed num_envs
 
 
-def throughput_figure(rows):
+def throughput_figure(cells):
     """env steps/s vs num_envs, log-log, a line per strategy with its 95% CI; None without a measured cell."""
-    points = stat_points(rows, "steps_per_s")
+    points = stat_points(cells, "steps_per_s")
     return charts.scaling(points, **STAT_COLUMNS, x_title="num_envs", y_title="env steps/s") if points else None
 
 
-def throughput_chart(rows, div_id: str) -> str:
-    fig = throughput_figure(rows)
+def throughput_chart(cells, div_id: str) -> str:
+    fig = throughput_figure(cells)
     return charts.to_html(fig, div_id) if fig else "<p>No successful cells for this env.</p>"
 
 
-def _workers_series(r) -> str:
-    options = {k: v for k, v in (r.get("options") or {}).items() if k not in WORKER_OPTIONS}
-    return " ".join(filter(None, (r["adapter"], r["policy"], kv_label(options), f"n={r['num_envs']}")))
+def _workers_series(c) -> str:
+    options = {k: v for k, v in c.options.items() if k not in WORKER_OPTIONS}
+    return " ".join(filter(None, (c.adapter, c.policy, kv_label(options), f"n={c.num_envs}")))
 
 
-def workers_figure(rows):
+def workers_figure(cells):
     """Strong scaling: steps/s vs workers for each strategy swept over its worker count at one num_envs,
     beside the ideal (its rate at the fewest workers, times workers / those workers), dashed; None when no
     strategy was swept."""
-    ok = [r for r in rows if r["n"] and r.get("workers") and r["steps_per_s_median"] > 0]
+    ok = [c for c in cells if c.n and c.workers and c.steps_per_s.median > 0]
     points = []
     for name, group in group_by(ok, _workers_series).items():
-        if len({r["workers"] for r in group}) > 1:
-            base = min(group, key=lambda r: r["workers"])
-            points += stat_points(group, "steps_per_s", x=lambda r: r["workers"], series=_workers_series)
-            points += [{"series": name, "variant": "ideal", "x": r["workers"],
-                        "y": base["steps_per_s_median"] * r["workers"] / base["workers"],
-                        "label": f"ideal: linear scaling from {base['workers']} worker(s)"} for r in group]
+        if len({c.workers for c in group}) > 1:
+            base = min(group, key=lambda c: c.workers)
+            points += stat_points(group, "steps_per_s", x=lambda c: c.workers, series=_workers_series)
+            points += [{"series": name, "variant": "ideal", "x": c.workers,
+                        "y": base.steps_per_s.median * c.workers / base.workers,
+                        "label": f"ideal: linear scaling from {base.workers} worker(s)"} for c in group]
     if not points:
         return None
     return charts.scaling(points, **STAT_COLUMNS, dashes={"ideal": "dash"}, x_title="workers",
                           y_title="env steps/s")
 
 
-def workers_chart(rows, div_id: str) -> str:
-    fig = workers_figure(rows)
+def workers_chart(cells, div_id: str) -> str:
+    fig = workers_figure(cells)
     return charts.to_html(fig, div_id) if fig else ""
 
 
-def latency_figure(rows, results=None):
+def latency_figure(cells):
     """ms per unit vs num_envs: p50 solid, p99 dashed, each with the 95% CI of its median over the repeats."""
-    points = (stat_points(rows, "latency_p50_ms", results, variant="p50")
-              + stat_points(rows, "latency_p99_ms", results, variant="p99"))
+    points = (stat_points(cells, "latency_p50_ms", variant="p50")
+              + stat_points(cells, "latency_p99_ms", variant="p99"))
     if not points:
         return None
     return charts.scaling(points, **STAT_COLUMNS, dashes={"p99": "dash"}, x_title="num_envs",
                           y_title="ms per unit", y_fmt=lambda v: fixed(v, ".3g"), y_ticks="plain")
 
 
-def latency_chart(rows, div_id: str, results=None) -> str:
-    fig = latency_figure(rows, results)
+def latency_chart(cells, div_id: str) -> str:
+    fig = latency_figure(cells)
     return charts.to_html(fig, div_id) if fig else ""
 
 
-def winners(rows, results=None) -> list:
+def winners(cells, results=None) -> list:
     """Per workload (num_envs x policy): the verdict of rlbench.report.ranking over its cells (the fastest
     strategy, its speedup over the serial baseline on the same workload with a bootstrap 95% CI given the
     ResultSet, the runner-up and whether the lead is significant), and the parallel efficiency (speedup /
     the cores it had: 1.0 = every core ran as fast as the loop alone) with the same CI over the cores."""
     out = []
-    competing = ranking.competing(rows)
-    for n, policy in sorted({(r["num_envs"], r["policy"]) for r in competing}):
-        at = [r for r in competing if (r["num_envs"], r["policy"]) == (n, policy)]
-        v = ranking.verdict([ranking.entry(r, results) for r in at])
-        win = next(r for r in at if r["cell_id"] == v.winner.cell_id)
+    competing = ranking.competing(cells)
+    for n, policy in sorted({(c.num_envs, c.policy) for c in competing}):
+        at = [c for c in competing if (c.num_envs, c.policy) == (n, policy)]
+        v = ranking.verdict([ranking.entry(c, results) for c in at])
+        win = next(c for c in at if c.cell_id == v.winner.cell_id)
         sp = v.speedup or ranking.Ratio(None, float("nan"), float("nan"))
-        cpus = win.get("cpus") if sp.value else None
-        runner = next((r for r in at if v.runner_up and r["cell_id"] == v.runner_up.cell_id), None)
+        cpus = win.cpus if sp.value else None
+        runner = next((c for c in at if v.runner_up and c.cell_id == v.runner_up.cell_id), None)
         out.append({"num_envs": n, "policy": policy, "winner": series_label(win),
                     "steps_per_s": v.winner.median, "speedup_over_serial": sp.value,
                     "speedup_ci_low": sp.low, "speedup_ci_high": sp.high,
@@ -121,7 +121,7 @@ def _whole_pct(v) -> str:
     return pct(v, 0)
 
 
-def winners_table(rows, results=None) -> str:
+def winners_table(cells, results=None) -> str:
     body = "".join(
         f"<tr><td>{w['num_envs']}</td><td>{esc(w['policy'])}</td><td>{esc(w['winner'])}</td>"
         f"<td data-v='{data_v(w['steps_per_s'])}'>{rate(w['steps_per_s'])}</td>"
@@ -129,7 +129,7 @@ def winners_table(rows, results=None) -> str:
         f"{speedup(w['speedup_over_serial'], w['speedup_ci_low'], w['speedup_ci_high'])}</td>"
         f"<td data-v='{data_v(w['efficiency'])}'>"
         f"{with_ci(w['efficiency'], w['efficiency_ci_low'], w['efficiency_ci_high'], fmt=_whole_pct)}</td>"
-        f"<td>{esc(w['runner_up'])}</td><td>{esc(w['lead'])}</td></tr>" for w in winners(rows, results))
+        f"<td>{esc(w['runner_up'])}</td><td>{esc(w['lead'])}</td></tr>" for w in winners(cells, results))
     head = "".join(f"<th>{h}</th>" for h in ("num_envs", "policy", "fastest", "steps/s",
                                              "speedup over serial [95% CI]",
                                              "parallel efficiency (speedup / cores) [95% CI]",

@@ -1,11 +1,7 @@
-"""Measured vs published: EnvPool's benchmark table at 1 and 2 workers, the baselines#608 direction
-check on CartPole, this machine's crossover step cost (synthetic env), and the gymnax README's seconds
-per 1M CartPole steps, all from a run's cells.
-
-A ratio measured in one run on one machine is the comparable quantity; absolute FPS are shown for
-context only (they depend on the CPU). Every measured ratio has a bootstrap 95% CI from both cells' repeats
-(rlbench.results.stats.ratio_ci), in measured_ci_low/high (NaN with fewer than 2 repeats a side; empty for a
-row that is not a ratio).
+"""Measured vs published: EnvPool's benchmark table at 1 and 2 workers, the baselines#608 direction check on
+CartPole, this machine's crossover step cost (synthetic env), and the gymnax README's seconds per 1M CartPole
+steps, all from a run's cells. Every measured ratio has a bootstrap 95% CI from both cells' repeats
+(measured_ci_low/high; docs/validate.md).
 """
 import math
 
@@ -13,14 +9,14 @@ from rlbench.families.validation import reference
 from rlbench.report.format import fixed, with_ci
 from rlbench.results.stats import ratio_ci
 
-# EnvPool's column -> (adapter, does a summary row at `workers` belong to it)
+# EnvPool's column -> (adapter, does a cell at `workers` belong to it)
 STRATEGIES = {
-    "for-loop": ("serial", lambda r, w: r["num_envs"] == w),
-    "subprocess": ("gymnasium-async", lambda r, w: r["num_envs"] == w),
+    "for-loop": ("serial", lambda c, w: c.num_envs == w),
+    "subprocess": ("gymnasium-async", lambda c, w: c.num_envs == w),
     # rollout worker processes (any envs per worker: EnvPool ran 1, its best, so a best-of like async)
-    "sample-factory": ("sample-factory", lambda r, w: r["workers"] == w),
-    "envpool-sync": ("envpool-sync", lambda r, w: r["num_envs"] == w),
-    "envpool-async": ("envpool-async", lambda r, w: r["batch_size"] == w and r["num_envs"] > w),
+    "sample-factory": ("sample-factory", lambda c, w: c.workers == w),
+    "envpool-sync": ("envpool-sync", lambda c, w: c.num_envs == w),
+    "envpool-async": ("envpool-async", lambda c, w: c.batch_size == w and c.num_envs > w),
 }
 RATIOS = (("envpool-sync", "subprocess"), ("envpool-async", "subprocess"), ("envpool-async", "envpool-sync"),
           ("envpool-sync", "for-loop"), ("subprocess", "for-loop"), ("sample-factory", "subprocess"),
@@ -29,7 +25,7 @@ COLUMNS = ("check", "env", "workers", "quantity", "measured", "published", "meas
            "measured_ci_low", "measured_ci_high", "tolerance", "verdict", "cells", "conditions")
 
 
-def no_repeats(row, key) -> list:
+def no_repeats(cell, key) -> list:
     """Without the ResultSet: no repeats, so no CI."""
     return []
 
@@ -40,50 +36,54 @@ def _ci(num, den, key, repeats) -> tuple:
     return low, high
 
 
-def _ok(rows):
-    return [r for r in rows if r["n"] and r["steps_per_s_median"] == r["steps_per_s_median"]]
+def _ok(cells):
+    return [c for c in cells if c.n and c.steps_per_s.median == c.steps_per_s.median]
 
 
-def best(rows, env, strategy, workers):
+def _fps(cell) -> float:
+    return cell.stat("frames_per_s").median
+
+
+def best(cells, env, strategy, workers):
     """The fastest ok cell of a strategy at `workers` (EnvPool's async and Sample Factory columns are best-ofs)."""
     adapter, belongs = STRATEGIES[strategy]
-    cands = [r for r in _ok(rows) if r["env"] == env and r["adapter"] == adapter and r["policy"] == "random"
-             and belongs(r, workers)]
-    return max(cands, key=lambda r: r["frames_per_s_median"], default=None)
+    cands = [c for c in _ok(cells) if c.env == env and c.adapter == adapter and c.policy == "random"
+             and belongs(c, workers)]
+    return max(cands, key=_fps, default=None)
 
 
-def envpool_table(rows, repeats=no_repeats) -> list:
+def envpool_table(cells, repeats=no_repeats) -> list:
     out = []
     for env, published in reference.ENVPOOL_LAPTOP_FPS.items():
         for workers in (1, 2):
-            cells = {s: best(rows, env, s, workers) for s in STRATEGIES}
-            for s, cell in cells.items():
+            picked = {s: best(cells, env, s, workers) for s in STRATEGIES}
+            for s, cell in picked.items():
                 if cell:
                     pub = published[s][workers]
-                    out.append(_row("envpool-table", env, workers, f"frames/s {s}", cell["frames_per_s_median"],
+                    out.append(_row("envpool-table", env, workers, f"frames/s {s}", _fps(cell),
                                     pub, None, "context only (machine-dependent)", [cell]))
             for num, den in RATIOS:
-                if cells[num] and cells[den]:
-                    measured = cells[num]["frames_per_s_median"] / cells[den]["frames_per_s_median"]
+                if picked[num] and picked[den]:
+                    measured = _fps(picked[num]) / _fps(picked[den])
                     pub = published[num][workers] / published[den][workers]
                     ok = abs(measured / pub - 1) <= reference.RATIO_TOLERANCE
                     out.append(_row("envpool-table", env, workers, f"ratio {num} / {den}", measured, pub,
                                     reference.RATIO_TOLERANCE, "within tolerance" if ok else "outside tolerance",
-                                    [cells[num], cells[den]],
-                                    ci=_ci(cells[num], cells[den], "frames_per_s", repeats)))
+                                    [picked[num], picked[den]],
+                                    ci=_ci(picked[num], picked[den], "frames_per_s", repeats)))
     return out
 
 
-def baselines_608(rows, repeats=no_repeats) -> list:
+def baselines_608(cells, repeats=no_repeats) -> list:
     ref = reference.BASELINES_608
     pairs = (("sb3-subproc", "sb3-dummy"), ("gymnasium-async", "gymnasium-sync"))
     out = []
     for sub, dummy in pairs:
-        got = {a: next((r for r in _ok(rows) if r["adapter"] == a and r["env"] == ref["env"]
-                        and r["num_envs"] == ref["num_envs"] and r["policy"] == "random"), None)
+        got = {a: next((c for c in _ok(cells) if c.adapter == a and c.env == ref["env"]
+                        and c.num_envs == ref["num_envs"] and c.policy == "random"), None)
                for a in (sub, dummy)}
         if all(got.values()):
-            measured = got[sub]["steps_per_s_median"] / got[dummy]["steps_per_s_median"]
+            measured = got[sub].steps_per_s.median / got[dummy].steps_per_s.median
             out.append(_row("baselines-608", ref["env"], ref["num_envs"], f"ratio {sub} / {dummy}", measured,
                             ref["subproc_over_dummy"], None,
                             "same direction (< 1)" if measured < 1 else "opposite direction (>= 1)",
@@ -91,21 +91,21 @@ def baselines_608(rows, repeats=no_repeats) -> list:
     return out
 
 
-def crossover(rows, repeats=no_repeats) -> list:
+def crossover(cells, repeats=no_repeats) -> list:
     """Smallest synthetic step cost at which subprocesses beat the serial loop, per num_envs; the ratio at each
     cost with its bootstrap 95% CI in the conditions."""
     out = []
-    synth = [r for r in _ok(rows) if r["env"] == "rlbench/Synthetic-v0" and r["policy"] == "random"]
-    keys = sorted({(r["num_envs"], r["env_kwargs"].get("obs_bytes", 64)) for r in synth})
+    synth = [c for c in _ok(cells) if c.env == "rlbench/Synthetic-v0" and c.policy == "random"]
+    keys = sorted({(c.num_envs, c.env_kwargs.get("obs_bytes", 64)) for c in synth})
     for n, obs_bytes in keys:
         def at(adapter, n=n, obs_bytes=obs_bytes):
-            return {r["env_kwargs"].get("step_cost_us", 0.0): r for r in synth if r["adapter"] == adapter
-                    and r["num_envs"] == n and r["env_kwargs"].get("obs_bytes", 64) == obs_bytes}
+            return {cell.env_kwargs.get("step_cost_us", 0.0): cell for cell in synth if cell.adapter == adapter
+                    and cell.num_envs == n and cell.env_kwargs.get("obs_bytes", 64) == obs_bytes}
         serial, sub = at("serial"), at("gymnasium-async")
         costs = sorted(set(serial) & set(sub))
         if len(costs) < 2:
             continue
-        ratios = [(c, sub[c]["steps_per_s_median"] / serial[c]["steps_per_s_median"]) for c in costs]
+        ratios = [(c, sub[c].steps_per_s.median / serial[c].steps_per_s.median) for c in costs]
         cross = next((i for i, (_, q) in enumerate(ratios) if q >= 1), None)
         if cross is None:
             value, verdict = float("nan"), f"subprocess never overtook the loop up to {fixed(costs[-1], 'g')} us"
@@ -115,25 +115,25 @@ def crossover(rows, repeats=no_repeats) -> list:
             value = _interpolate(ratios[cross - 1], ratios[cross])
             low, high = ratios[cross - 1][0], ratios[cross][0]
             verdict = f"between {fixed(low, 'g')} and {fixed(high, 'g')} us (log-interpolated)"
-        cells = [serial[c] for c in costs] + [sub[c] for c in costs]
+        used = [serial[c] for c in costs] + [sub[c] for c in costs]
         out.append(_row("crossover", f"rlbench/Synthetic-v0 (obs_bytes={obs_bytes})", n,
-                        "step cost (us) where gymnasium-async overtakes serial", value, None, None, verdict, cells,
+                        "step cost (us) where gymnasium-async overtakes serial", value, None, None, verdict, used,
                         "ratios: " + ", ".join(f"{fixed(c, 'g')}us " + with_ci(
                             q, *_ci(sub[c], serial[c], "steps_per_s", repeats), unit="x") for c, q in ratios)))
     return out
 
 
-def gymnax_readme(rows, repeats=no_repeats) -> list:
+def gymnax_readme(cells, repeats=no_repeats) -> list:
     """The gymnax README's seconds per 1M CartPole steps beside ours (always blocked), and its headline
     ratio, subprocesses over gymnax on the CPU, which one machine can check."""
-    out, got, cells = [], {}, {}
+    out, got, picked = [], {}, {}
     for what, adapter, n, platform, published in reference.GYMNAX_README_S_PER_1M:
-        cell = next((r for r in _ok(rows) if r["adapter"] == adapter and r["env"] == "CartPole-v1"
-                     and r["num_envs"] == n and r["policy"] == "random"
-                     and (adapter != "gymnax" or (r.get("device") or "cpu").startswith(platform))), None)
+        cell = next((c for c in _ok(cells) if c.adapter == adapter and c.env == "CartPole-v1"
+                     and c.num_envs == n and c.policy == "random"
+                     and (adapter != "gymnax" or (c.device or "cpu").startswith(platform))), None)
         if cell:
-            seconds = 1e6 / cell["steps_per_s_median"]
-            got[what], cells[what] = seconds, cell
+            seconds = 1e6 / cell.steps_per_s.median
+            got[what], picked[what] = seconds, cell
             out.append(_row("gymnax-readme", "CartPole-v1", n, f"s per 1M steps: {what}", seconds, published,
                             None, "context only (machine-dependent)", [cell], reference.GYMNAX_SOURCE))
     (sub, _, _, _, sub_pub), (cpu, _, _, _, cpu_pub) = reference.GYMNAX_README_S_PER_1M[:2]
@@ -143,7 +143,7 @@ def gymnax_readme(rows, repeats=no_repeats) -> list:
         out.append(_row("gymnax-readme", "CartPole-v1", 10, "ratio subprocesses / gymnax CPU (time per 1M)",
                         measured, published, None,
                         "same order of magnitude" if 0.1 <= measured / published <= 10 else "different order",
-                        [], reference.GYMNAX_SOURCE, ci=_ci(cells[cpu], cells[sub], "steps_per_s", repeats)))
+                        [], reference.GYMNAX_SOURCE, ci=_ci(picked[cpu], picked[sub], "steps_per_s", repeats)))
     return out
 
 
@@ -162,19 +162,19 @@ def _row(check, env, workers, quantity, measured, published, tolerance, verdict,
     return {"check": check, "env": env, "workers": workers, "quantity": quantity, "measured": measured,
             "published": published, "measured_over_published": ratio, "measured_ci_low": low,
             "measured_ci_high": high, "tolerance": tolerance,
-            "verdict": verdict, "cells": " | ".join(c["cell_id"] for c in cells),
+            "verdict": verdict, "cells": " | ".join(c.cell_id for c in cells),
             "conditions": conditions or (reference.ENVPOOL_CONDITIONS if check == "envpool-table" else "")}
 
 
 def validation_rows(results) -> list:
-    rows = results.summary_rows()
+    cells = list(results.cells.values())
 
-    def repeats(row, key) -> list:
+    def repeats(cell, key) -> list:
         """A cell's `key`, one value per successful repeat (what its median and the ratio CIs come from)."""
-        return [r.get(key) for r in results.benchmarks[row["cell_id"]].ok_runs]
+        return [r.get(key) for r in results.benchmarks[cell.cell_id].ok_runs]
 
-    out = (envpool_table(rows, repeats) + baselines_608(rows, repeats) + crossover(rows, repeats)
-           + gymnax_readme(rows, repeats))
+    out = (envpool_table(cells, repeats) + baselines_608(cells, repeats) + crossover(cells, repeats)
+           + gymnax_readme(cells, repeats))
     versions = measured_versions(results.env)
     for r in out:
         if r["check"] == "envpool-table" and versions:

@@ -1,9 +1,6 @@
-"""Published figures rlbench validates against (../shared/REFERENCE.md), with their conditions.
-
-EnvPool benchmark (github sail-sg/envpool benchmark/README.md), laptop i7-8750H (6 cores / 12 threads),
-frames per second (frameskip 4 for Pong, 5 for Ant) at 1 and 2 workers. Conditions there: envpool 0.6,
-gym 0.23.1, ale-py 0.7.5, Ant-v3 (we run Ant-v4, the same model); async = best over
-num_envs in {1, 2.5, 2.6, 3, 4} x batch_size.
+"""Published figures rlbench validates against (../shared/REFERENCE.md), with their conditions: EnvPool's
+benchmark table (its laptop's frames per second at 1 and 2 workers; conditions in docs/validate.md),
+openai/baselines#608 and the gymnax README's seconds per 1M CartPole steps.
 """
 
 ENVPOOL_CONDITIONS = ("EnvPool benchmark README, laptop i7-8750H; envpool 0.6, gym 0.23.1, ale-py 0.7.5; "

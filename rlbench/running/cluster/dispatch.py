@@ -1,11 +1,8 @@
-"""The driver's side of a cluster sweep: jobs go out in the plan's interleaved order, each in a
-STRICT_PACK placement group holding the cores (and GPU) it needs on one node of the run's class, as many
-at once as the class has room for; each comes back as a result the sweep turns into a row as it ends.
-A group that ends its job is handed to the next job of the same shape (a group made right after another
-was removed waits for Ray's next placement retry, most of a second). Ray never retries a job: a node lost
-under one makes it a `lost` row naming the node (`--resume` runs it again). However the sweep ends,
-nothing it started stays on any node: jobs still out are cancelled (their worker killed, and the cell with
-it: rlbench.running.child dies with its harness), groups removed."""
+"""The driver's side of a cluster sweep: jobs go out in the plan's interleaved order, each in a STRICT_PACK placement
+group holding the cores (and GPU) it needs on one node of the run's class, as many at once as the class has room
+for. Ray never retries a job: a node lost under one makes it a `lost` row naming the node. However the sweep
+ends, nothing it started stays on any node (docs/clusters.md, "Faults").
+"""
 import os
 import time
 from dataclasses import dataclass

@@ -1,7 +1,6 @@
-"""A Ray cluster of several nodes on this one machine (ray.cluster_utils.Cluster), to see `--cluster` work
-without a second machine: a head that only coordinates (no CPU for cells) and `nodes` nodes of `cpus` CPUs,
-each given its own cores of this machine (RLBENCH_NODE_CPUS; they wrap around when there are too few, and
-then the per-host core locks make the nodes that share a core take turns).
+"""A Ray cluster of several nodes on this one machine (ray.cluster_utils.Cluster), to see `--cluster` work without a
+second machine: a head that only coordinates and `nodes` nodes of `cpus` CPUs, each given its own cores
+(RLBENCH_NODE_CPUS; they wrap around when there are too few, and the nodes that share a core take turns).
 
     python -m rlbench.running.cluster.simulated --nodes 2 --cpus 1 -- rlbench run suites/quick.toml --cluster {address}
 """

@@ -1,0 +1,45 @@
+"""The documentation: the site (mkdocs.yml, docs/) builds under --strict (every page in the nav, no broken link
+or anchor), and README.md stays a short front page whose relative links all lead somewhere."""
+import os
+import re
+import subprocess
+import sys
+
+from markdown.extensions.toc import slugify
+from support import REPO
+
+README = REPO / "README.md"
+README_MAX_BYTES = 12 * 1024
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def test_site_builds_strict(tmp_path):
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(REPO / "mkdocs.yml"),
+                          "--site-dir", str(tmp_path / "site")], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "WARNING" not in run.stderr, run.stderr
+    assert (tmp_path / "site" / "index.html").exists()
+    assert (tmp_path / "site" / "metrics" / "index.html").exists()
+
+
+def test_readme_is_short():
+    size = len(README.read_bytes())
+    assert size <= README_MAX_BYTES, f"README.md is {size} bytes (at most {README_MAX_BYTES}): move detail into docs/"
+
+
+def _anchors(page) -> set:
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return {slugify(h.strip().replace("`", ""), "-") for h in re.findall(r"^#+ (.+)$", text, re.M)}
+
+
+def test_readme_links_lead_somewhere():
+    links = [t for t in LINK.findall(README.read_text()) if not re.match(r"[a-z]+:", t)]
+    assert links, "README.md links into the docs"
+    for target in links:
+        path, _, anchor = target.partition("#")
+        if not path:
+            continue  # an anchor of the README itself: GitHub's slugs, not checked here
+        assert (REPO / path).exists(), f"README.md links to {path}, which does not exist"
+        if anchor and path.endswith(".md"):
+            assert anchor in _anchors(REPO / path), f"README.md links to {target}: {path} has no such heading"

@@ -1,0 +1,175 @@
+"""The device kit (scripts/device_kit.py, scripts/device_run.sh): its parts' suites at rehearsal size keep every
+cell, the rehearsal hides what the GPU machine lacks, a bad part or a missing kit is refused, what comes back
+is unpacked into reports/reference/<kind>/ with its table; and (slow, as CI runs them) the kit fits one call
+and each part's rehearsal runs here with its GPU cells `unsupported: no CUDA device` and the rest ok."""
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tomllib
+
+import pytest
+from support import REPO, TINY, run_cli_subprocess
+
+from rlbench.planning.suite import load_suite
+
+sys.path.insert(0, str(REPO / "scripts"))
+import device_kit  # noqa: E402
+
+PARTS = sorted(p[:-5] for p in os.listdir(REPO / "suites" / "device"))
+RUN_SH = str(REPO / "scripts" / "device_run.sh")
+
+
+def shape(suite):
+    return {(c.adapter, c.workload.env_id, c.workload.policy.name, c.workload.policy.device) for c in suite.cells}
+
+
+def test_every_part_has_a_suite_and_a_kit_entry():
+    assert PARTS == sorted(device_kit.PARTS)
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_a_rehearsal_keeps_every_kind_of_cell_at_tiny_sizes(tmp_path, part):
+    original = load_suite(str(REPO / "suites" / "device" / f"{part}.toml"))
+    out = tmp_path / f"{part}.toml"
+    subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "rehearse-suite",
+                    str(REPO / "suites" / "device" / f"{part}.toml"), str(out)], check=True)
+    rehearsal = load_suite(str(out))
+    assert shape(rehearsal) == shape(original)
+    assert rehearsal.settings.repeats == 1
+    assert rehearsal.settings.duration_s <= 0.05
+    assert max(c.workload.num_envs for c in rehearsal.cells) <= device_kit.REHEARSAL_NUM_ENVS
+    given = [v for sweep in tomllib.loads(out.read_text())["sweep"] for opts in sweep.get("options", {}).values()
+             for values in opts.values() for v in values]   # the options the suite sets (not the defaults)
+    assert all(v <= device_kit.REHEARSAL_OPTION for v in given if isinstance(v, int) and not isinstance(v, bool))
+
+
+def test_shrink_keeps_two_values_caps_integers_and_leaves_the_rest():
+    assert device_kit.shrink([256, 4096, 65536], 16) == [16]
+    assert device_kit.shrink([1, 4, 16], 4) == [1, 4]
+    assert device_kit.shrink(["random", "mlp:hidden=64x64"], 4) == ["random", "mlp:hidden=64x64"]
+    assert device_kit.shrink([True, False], 4) == [True, False]
+    assert device_kit.shrink(0.5, 4) == 0.5
+
+
+def test_the_rehearsal_guard_hides_what_the_gpu_machine_lacks(tmp_path):
+    site = tmp_path / "site"
+    (site / "gymnasium").mkdir(parents=True)  # a stand-in for a carried wheel
+    (site / "gymnasium" / "__init__.py").write_text("CARRIED = True\n")
+    subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "guard", str(site), str(tmp_path / "g")],
+                   check=True)
+    probe = ("import importlib.util, gymnasium; assert gymnasium.CARRIED\n"
+             "import numpy, psutil, torch\n"            # the image has these: this interpreter's are used
+             "print('probed:', importlib.util.find_spec('ray'), importlib.util.find_spec('tree'))\n"
+             "try:\n    import envpool\nexcept ModuleNotFoundError as e:\n    print('hidden:', e)\n")
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{tmp_path / 'g'}"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "probed: None None" in out.stdout       # optional imports see them missing, as on the GPU machine
+    assert "hidden: No module named 'envpool'" in out.stdout
+
+
+def test_an_unknown_part_or_argument_or_a_missing_kit_is_refused(tmp_path):
+    r = subprocess.run(["bash", RUN_SH, "gpu-jaxx"], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"device_run: unknown part 'gpu-jaxx' (valid: {', '.join(PARTS)})"]
+    r = subprocess.run(["bash", RUN_SH, "gpu-jax", "--fast"], capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown argument '--fast' (valid: --rehearse)" in r.stderr
+    env = {**os.environ, "KIT": str(tmp_path / "nokit"), "OUT": str(tmp_path / "out")}
+    r = subprocess.run(["bash", RUN_SH, "cores16", "--rehearse"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "no kit for cores16" in r.stderr
+    assert not (tmp_path / "out").exists()
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "build", "--parts", "gpu"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"device-kit: unknown part 'gpu' (valid: {', '.join(device_kit.PARTS)})"
+
+
+def test_provenance_marks_a_changed_source_dirty(tmp_path):
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    (kit / "kit.json").write_text(json.dumps({"commit": "abc123", "dirty": False,
+                                              "source_sha256": device_kit.source_sha256()}))
+    same = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "provenance", str(kit)],
+                          capture_output=True, text=True, check=True).stdout
+    assert same.strip() == "export RLBENCH_GIT_COMMIT=abc123 RLBENCH_GIT_DIRTY=0"
+    (kit / "kit.json").write_text(json.dumps({"commit": "abc123", "dirty": False, "source_sha256": "0" * 64}))
+    changed = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "provenance", str(kit)],
+                             capture_output=True, text=True, check=True).stdout
+    assert changed.strip().endswith("RLBENCH_GIT_DIRTY=1")
+
+
+def test_the_fingerprint_takes_the_kits_commit_where_there_is_no_git(tmp_path):
+    code = ("import rlbench; rlbench.ROOT = %r\n"
+            "from rlbench.machine.fingerprint import fingerprint; import json; print(json.dumps(fingerprint()['git']))"
+            % str(tmp_path))
+    env = {**os.environ, "RLBENCH_GIT_COMMIT": "abc123", "RLBENCH_GIT_DIRTY": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert json.loads(out) == {"commit": "abc123", "dirty": True, "from": "device kit"}
+
+
+def test_what_comes_back_is_unpacked_with_its_page_and_table(tmp_path, monkeypatch):
+    run = run_cli_subprocess(["run", "--adapter", "serial", "--env", "CartPole-v1", "--num-envs", "1", *TINY],
+                             out=tmp_path / "cores16")
+    assert run.rc == 0, run.stderr
+    files_at = tmp_path / "back"
+    files_at.mkdir()
+    with tarfile.open(files_at / "cores16.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "cores16", arcname="cores16")
+    monkeypatch.setattr(device_kit, "ROOT", str(tmp_path / "repo"))
+    args = type("A", (), {"files_at": str(files_at), "kind": "nvidia-h100-x1"})
+    assert device_kit.unpack(args) == 0
+    dest = tmp_path / "repo" / "reports" / "reference" / "nvidia-h100-x1"
+    assert (dest / "cores16" / "results.jsonl").read_text() == (tmp_path / "cores16" / "results.jsonl").read_text()
+    assert (dest / "cores16" / "index.html").exists()
+    table = (dest / "README.md").read_text()
+    assert "| cores16 |" in table and "1 ok" in table
+
+
+# -- as CI runs them: they download the wheels (the package registries are reachable there) --------------------
+
+@pytest.mark.slow
+def test_each_part_of_the_kit_fits_one_call(tmp_path):
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "build", "--out", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for part in PARTS:
+        kit = json.loads((tmp_path / part / "kit.json").read_text())
+        assert kit["python"] == device_kit.DEVICE_PYTHON
+        assert kit["carried_mib"] <= device_kit.CARRY_MIB
+        assert all(w["file"].endswith(".whl") for w in kit["wheels"])
+    assert 'bash scripts/device_run.sh gpu-jax", carry=[' in r.stdout
+
+
+def gpu_cell(row) -> bool:
+    opts = row.get("options") or {}
+    return (str(row.get("device") or "").startswith("cuda") or opts.get("platform") == "gpu"
+            or opts.get("device") == "cuda" or opts.get("backend") == "nccl")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("part", PARTS)
+def test_each_part_rehearses_here_with_its_gpu_cells_unsupported(tmp_path, part):
+    kit = REPO / device_kit.REHEARSAL_KIT
+    if not (kit / part / "kit.json").exists():
+        subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "build", "--rehearse", "--parts",
+                        part], check=True, capture_output=True)
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    r = subprocess.run(["bash", RUN_SH, part, "--rehearse"], capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    archive = tmp_path / f"{part}.tar.gz"
+    assert archive.stat().st_size < device_kit.FILE_MIB * 2**20
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path / "back", filter="data")
+    rows = [json.loads(line) for line in (tmp_path / "back" / part / "results.jsonl").read_text().splitlines()]
+    assert rows
+    for row in rows:
+        if gpu_cell(row):
+            assert row["status"] == "unsupported" and row["error"].startswith("no CUDA device"), row
+        else:
+            assert row["status"] == "ok", row
+    env_json = json.loads((tmp_path / "back" / part / "env.json").read_text())
+    assert env_json["git"].get("from") == "device kit"
+    plan = json.loads((tmp_path / "back" / part / "plan.json").read_text())
+    assert tomllib.loads(plan["suite_text"])["protocol"]["repeats"] == 1

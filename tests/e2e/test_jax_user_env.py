@@ -1,0 +1,173 @@
+"""A user's JAX env (`--env package.module:factory` returning an env with gymnax's or Jumanji's API) runs on
+the JAX adapters with the same accounting as gymnax's own envs; every other adapter is dropped while
+planning with the reason; both APIs give the same transitions; a real package's env (Craftax) runs end to end.
+
+The envs: examples/toyenvs/jax_corridor.py (one corridor, both APIs). Nothing here imports JAX into the test
+runner (later forks would be unsafe): planning runs in `rlbench` subprocesses, sessions in a spawned
+interpreter (`jax` fixture)."""
+import importlib.util
+import json
+import multiprocessing as mp
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+from support import REPO, TINY_PROTOCOL, run_cli_subprocess, write_suite
+
+MISSING = [m for m in ("jax", "gymnax", "optax") if importlib.util.find_spec(m) is None]
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)}")
+EXAMPLES = str(REPO / "examples")
+GYMNAX_API = "toyenvs.jax_corridor:make_gymnax"
+JUMANJI_API = "toyenvs.jax_corridor:make_jumanji"
+CRAFTAX = "craftax.craftax_env:make_craftax_env_from_name"
+
+
+@pytest.fixture(autouse=True)
+def examples_on_pythonpath(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (EXAMPLES, os.environ.get("PYTHONPATH")) if p))
+
+
+def _run(tmp_path, *args, timeout=300):
+    return run_cli_subprocess(["run", "--repeats", "1", "--duration", "0.05", "--warmup", "0.02", *args],
+                              tmp_path / "run", timeout=timeout)
+
+
+def test_gymnasium_adapters_are_dropped_before_anything_runs_with_the_api_named(tmp_path):
+    run = _run(tmp_path, "--adapter", "serial", "--adapter", "gymnasium-sync", "--env", GYMNAX_API)
+    assert run.rc == 2 and not (tmp_path / "run").exists()
+    line = run.stderr.strip().splitlines()[-1]
+    assert line.count("\n") == 0 and "no cell can run" in line
+    assert (f"{GYMNAX_API} is a JAX env (gymnax API): serial steps gymnasium envs; JAX envs of this API run on "
+            "gymnax, purejaxrl-ppo") in line
+
+
+@pytest.mark.parametrize("env", [GYMNAX_API, JUMANJI_API])
+def test_both_apis_run_on_gymnax_and_purejaxrl_with_exact_counts(tmp_path, env):
+    suite = write_suite(tmp_path, (
+        f'[[sweep]]\nadapters = ["gymnax", "purejaxrl-ppo", "serial"]\nenvs = ["{env}"]\nnum_envs = [8]\n'
+        'policy = ["mlp:hidden=16"]\n'
+        "options.gymnax = { scan_T = [5] }\n"
+        "options.purejaxrl-ppo = { num_steps = [4], num_minibatches = [2], update_epochs = [1] }\n"))
+    run = run_cli_subprocess(["run", str(suite)], tmp_path / "run", timeout=300)
+    assert run.rc == 0, run.stderr[-2000:]
+    assert "serial steps gymnasium envs" in run.stderr       # dropped, not a row
+    assert {r["adapter"] for r in run.rows} == {"gymnax", "purejaxrl-ppo"}
+    gymnax, ppo = run.row("gymnax"), run.row("purejaxrl-ppo")
+    assert gymnax["status"] == "ok" and ppo["status"] == "ok", run.rows
+    assert gymnax["env_steps"] % (8 * 5) == 0 and gymnax["compile_s"] > 0
+    assert gymnax["env_api"] == env.rsplit("_", 1)[1]
+    assert ppo["env_steps"] % (8 * 4) == 0 and ppo["updates_per_s"] > 0
+
+
+def test_a_declared_api_the_env_lacks_and_a_gymnasium_factory_are_refused_on_gymnax(tmp_path):
+    run = _run(tmp_path, "--adapter", "gymnax", "--env", GYMNAX_API, "--opt", "env_api=jumanji")
+    assert run.rc == 2 and f"env_api=jumanji: {GYMNAX_API} has no jumanji API" in run.stderr
+    run = _run(tmp_path, "--adapter", "gymnax", "--env", "toyenvs:make_corridor")
+    assert run.rc == 2 and "gymnax runs JAX envs: toyenvs:make_corridor builds a gymnasium.Env" in run.stderr
+
+
+def test_a_factory_returning_neither_api_is_a_usage_error_naming_both(tmp_path):
+    (tmp_path / "notanenv.py").write_text("def make():\n    return object()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), EXAMPLES))}
+    run = run_cli_subprocess(["run", "--adapter", "gymnax", "--env", "notanenv:make"], tmp_path / "run", env=env)
+    assert run.rc == 2 and not (tmp_path / "run").exists()
+    line = run.stderr.strip().splitlines()[-1]
+    assert "the factory returned object, not a gymnasium.Env nor a JAX env with gymnax's API" in line
+    assert "Jumanji's" in line
+
+
+def test_planning_a_jax_env_keeps_jax_off_the_accelerator_and_out_of_the_cells_settings():
+    """rlbench's own process plans on JAX's CPU backend, preallocating nothing, and leaves the variables as
+    they were, so the cells (fresh processes) start JAX as their adapter sets it."""
+    code = ("import os, sys; from rlbench.envs import env_api; "
+            f"print(env_api({GYMNAX_API!r}, {{}})); "
+            "import jax; print(jax.config.jax_platforms); "
+            "print(os.environ.get('JAX_PLATFORMS'), os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE'))")
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "XLA_PYTHON_CLIENT_PREALLOCATE")}
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["gymnax", "cpu", "None", "None"]
+
+
+# -- in a spawned JAX interpreter --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def jax():
+    pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+    try:
+        pool.submit(os.getpid).result(timeout=60)   # the worker starts here, not inside the first test
+        yield lambda fn, *args: pool.submit(fn, *args).result(timeout=300)
+    finally:
+        pool.shutdown()
+
+
+def _in_jax_trajectory(env_id, actions):
+    """(flat obs, reward, done) per step of 4 corridors under the given actions, through the functional
+    interface the adapters use."""
+    sys.path.insert(0, EXAMPLES)
+    import jax
+
+    from adapters._kit.jax_env import flat, load
+    from rlbench.api import PolicySpec, Workload
+    env = load(jax, Workload(env_id, 4, PolicySpec(), env_kwargs={"length": 4, "episode_len": 6}))
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    obs, state = jax.vmap(env.reset)(keys)
+    out = [(np.asarray(flat(jax, obs)), np.zeros(4), np.zeros(4, bool))]
+    step = jax.jit(jax.vmap(env.step))
+    for a in actions:
+        obs, state, reward, done = step(keys, state, np.asarray(a, np.int32))
+        out.append((np.asarray(flat(jax, obs)), np.asarray(reward), np.asarray(done)))
+    return env.obs_dim, env.action, out
+
+
+def test_both_apis_give_the_same_transitions_resets_included(jax):
+    rng = np.random.default_rng(0)
+    actions = [rng.integers(0, 3, 4) for _ in range(25)] + [np.full(4, 2)] * 4   # goals reached, time limits hit
+    dim_g, act_g, gym_api = jax(_in_jax_trajectory, GYMNAX_API, actions)
+    dim_j, act_j, jum_api = jax(_in_jax_trajectory, JUMANJI_API, actions)
+    assert dim_g == dim_j == 3 and act_g == act_j == ("discrete", 3)
+    for (o1, r1, d1), (o2, r2, d2) in zip(gym_api, jum_api):
+        np.testing.assert_array_equal(o1, o2)
+        np.testing.assert_array_equal(r1, r2)
+        np.testing.assert_array_equal(d1, d2)
+    dones = np.array([d for _, _, d in gym_api])
+    rewards = np.array([r for _, r, _ in gym_api])
+    assert dones.sum() >= 4 and rewards.sum() >= 4      # episodes ended and envs went on (auto-reset)
+    assert (rewards[dones == 0] == 0).all()             # the goal pays only on the step that ends there
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("craftax") is None, reason="craftax not installed")
+def test_craftax_classic_runs_under_gymnax_with_its_own_factory(tmp_path):
+    """Craftax (a package rlbench's authors did not write), through its own factory: ~30 s, most of it
+    XLA compiling Craftax's step."""
+    suite = write_suite(tmp_path, (
+        f'[[sweep]]\nadapters = ["gymnax", "gymnasium-sync"]\nenvs = ["{CRAFTAX}"]\nnum_envs = [4]\n'
+        'env_kwargs = { name = ["Craftax-Classic-Symbolic-v1"], auto_reset = [true] }\n'
+        "options.gymnax = { scan_T = [4] }\n"), protocol=TINY_PROTOCOL.replace("timeout_s = 60", "timeout_s = 240"))
+    run = run_cli_subprocess(["run", str(suite)], tmp_path / "run", timeout=400)
+    assert run.rc == 0, run.stderr[-2000:]
+    assert "gymnasium-sync steps gymnasium envs" in run.stderr
+    row = run.row("gymnax")
+    assert row["status"] == "ok" and row["env_steps"] % (4 * 4) == 0 and row["env_steps"] > 0
+    assert row["env_api"] == "gymnax" and row["compile_s"] > 0
+
+
+@pytest.mark.slow
+def test_tune_races_the_jax_adapters_on_a_jax_env_from_2_to_the_8_envs_up(tmp_path):
+    run = run_cli_subprocess(["tune", "--env", JUMANJI_API, "--budget", "20s"], tmp_path / "tune", timeout=300)
+    assert run.rc == 0, run.stderr[-2000:]
+    record = json.loads((tmp_path / "tune" / "tune.json").read_text())
+    assert record["profile"]["api"] == "jumanji" and record["profile"]["adapter"] == "gymnax"
+    assert record["profile"]["step"]["median_us"] > 0 and record["profile"]["policy_us_per_batch"] == {}
+    assert record["calibration"]["adapters"] == {}          # a JAX env: no CPU calibration
+    win = record["decision"]["winner"]
+    assert win["adapter"] == "gymnax" and win["num_envs"] >= 256
+    rows = [json.loads(line) for line in (tmp_path / "tune" / "results.jsonl").read_text().splitlines()]
+    assert {r["adapter"] for r in rows} == {"gymnax"} and min(r["num_envs"] for r in rows) >= 256
+    serial = next(s for s in record["decision"]["strategies"] if s["adapter"] == "serial")
+    assert "is a JAX env (jumanji API): serial steps gymnasium envs" in serial["why"]
+    assert "rlbench run --adapter gymnax" in run.stdout and "inside the program gymnax compiles" in run.stdout

@@ -1,0 +1,349 @@
+"""Our replay stores and the driver they share: sampling is right (uniform, sum tree), every byte is
+read, what actors write is what the learner samples (also across fork), pages are faulted before
+timing, the page cache is in the state asked for, the schedule tells keeping up from falling behind,
+and nothing outlives a session."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+from support import shm_left_since, sweep, write_suite
+
+from adapters.replay_stores import NumpyRing, SumTree
+from rlbench import registry
+from rlbench.errors import UsageError
+from rlbench.families.replay.driver import ReplaySession, consume, item_ids, replay_spec
+from rlbench.machine.pagecache import resident_fraction
+from rlbench.planning.plan import TimingProtocol
+from rlbench.running import proctree
+from rlbench.running.timing import measure
+from rlbench.workload import Workload
+
+QUICK = TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=0.2, min_units=3)
+
+
+def workload(name="SAC-Hopper", mode="max-sample", actors=1, **kw):
+    env_kwargs = {"mode": mode, "item_bytes": 256, "max_mb": 1.0, **kw}
+    return Workload(f"replay/{name}", actors, env_kwargs=env_kwargs)
+
+
+def open_session(adapter, wl, **options):
+    cls = registry.get(adapter)
+    return cls().open(wl, cls.resolve_options(options))
+
+
+def run(adapter, wl, protocol=QUICK, **options):
+    session = open_session(adapter, wl, **options)
+    try:
+        result = measure(session.step, protocol, session.metrics)
+    finally:
+        session.close()
+    return session, result
+
+
+def test_sum_tree_samples_in_proportion_to_priority():
+    tree = SumTree(5)
+    tree.update([0, 1, 2, 3, 4], [1.0, 2.0, 3.0, 4.0, 0.0])
+    rng = np.random.default_rng(0)
+    counts = np.zeros(5)
+    for _ in range(200):
+        idx, weights = tree.sample(500, rng)
+        counts += np.bincount(idx, minlength=5)
+        assert weights.max() == 1.0 and (weights > 0).all()
+    share = counts / counts.sum()
+    assert np.allclose(share, [0.1, 0.2, 0.3, 0.4, 0.0], atol=0.01)
+
+
+def test_sum_tree_partial_sums_stay_exact_under_repeated_and_single_updates():
+    tree = SumTree(1000)
+    rng = np.random.default_rng(1)
+    leaves = np.zeros(1000)
+    for _ in range(50):
+        idx = rng.integers(0, 1000, 64)        # duplicates included: the last write wins, as in numpy
+        p = rng.random(64)
+        tree.update(idx, p)
+        leaves[idx] = p
+        one = int(rng.integers(0, 1000))
+        tree.set_one(one, 0.5)
+        leaves[one] = 0.5
+    assert tree.total == pytest.approx(leaves.sum())
+    internal = tree.tree[1:tree.size]
+    children = tree.tree[2:2 * tree.size].reshape(-1, 2).sum(axis=1)
+    assert np.allclose(internal, children)
+
+
+def test_consume_reads_every_byte():
+    batch = np.zeros((4, 1001), dtype=np.uint8)
+    base = consume(batch)
+    for pos in [(0, 0), (3, 1000), (2, 999), (1, 500)]:   # the tail past the last 8-byte word counts too
+        b = batch.copy()
+        b[pos] = 7
+        assert consume(b) != base
+    assert consume([batch[0], batch[1]]) == consume(batch[:2])
+
+
+def test_capacity_is_scaled_to_the_memory_budget_and_recorded():
+    spec = replay_spec(workload("DQN-Qbert", item_bytes=0, max_mb=64.0))
+    assert spec.item_bytes == 110_000 and spec.capacity == 64 * 2**20 // 110_000
+    assert spec.scale == pytest.approx(spec.capacity / 400_000)
+    with pytest.raises(ValueError, match="max_mb=1 holds only 9 items of 110000 bytes"):
+        replay_spec(workload("DQN-Qbert", item_bytes=0, max_mb=1.0))
+
+
+@pytest.mark.parametrize("adapter,options", [("numpy-ring", {}), ("shm-ring", {}), ("memmap", {"cache": "warm"})])
+@pytest.mark.parametrize("mode", ["max-sample", "max-add", "max-both", "target"])
+def test_every_store_runs_every_mode(adapter, options, mode, tmp_path, monkeypatch):
+    monkeypatch.setenv("RLBENCH_SCRATCH_DIR", str(tmp_path))
+    wl = workload("DQN-Qbert", mode)           # prioritized: the sum tree is on the path
+    session, r = run(adapter, wl, **options)
+    spec = replay_spec(wl)
+    assert session.info["capacity_items"] == spec.capacity and session.info["item_bytes"] == 256
+    if mode == "max-add":
+        assert r["add_items_per_s"] > 0 and r["sample_items_per_s"] == 0
+    else:
+        assert r["sample_items_per_s"] > 0 and r["env_steps"] % spec.batch_size == 0
+        assert r["sample_latency_p99_ms"] >= r["sample_latency_p50_ms"] > 0
+    if mode in ("max-both", "target"):
+        assert r["add_items_per_s"] > 0
+    if mode == "target":   # 1650 items/s in batches of 32 is easy for any of them at 256 bytes
+        assert r["keeps_up"] == 1.0
+        assert r["sample_items_per_s"] == pytest.approx(1650, rel=0.5)
+    assert os.listdir(tmp_path) == []   # the memmap file is gone
+
+
+def test_sampled_items_are_items_written():
+    wl = workload("SAC-Hopper", "max-sample")
+    session = open_session("numpy-ring", wl)
+    try:
+        batch, idx = session.store.sample(64)
+        ids = item_ids(batch)
+        assert ((ids >> 40) == 0).all() and (ids < session.spec.capacity + 2).all()
+        assert (ids == idx).all()           # filled in order from slot 0: item k sits in slot k
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("context", ["fork", "forkserver", "spawn"])
+def test_actor_processes_write_what_the_learner_samples(context):
+    """Storage is shared memory: an actor's writes are the learner's reads, also under fork, where a
+    private numpy array would be copied on write and silently never seen; and under forkserver, whose
+    actors' parent is the server, not the cell."""
+    wl = workload("SAC-Hopper", "max-both", actors=2)
+    session = open_session("shm-ring", wl, context=context)
+    try:
+        per = session.store.capacity // 2
+        deadline = time.time() + 60
+        # each actor owns half the ring: wait on each one's own count (fill + a full lap), not on the
+        # total, which a fast actor can reach alone while a starved one has not lapped its half yet
+        while (session.store.count < 2 * per).any() and time.time() < deadline:
+            session.step()
+        assert (session.store.count >= 2 * per).all()   # every slot rewritten by its actor
+        batch, _ = session.store.sample(256)
+        ids = item_ids(batch)
+        assert set(ids >> 40) == {0, 1}
+        assert ((ids & ((1 << 40) - 1)) >= per).all()   # none left from the fill: actors overwrote them all
+    finally:
+        session.close()
+
+
+def test_prioritized_shm_ring_takes_in_actor_writes_at_max_priority():
+    wl = workload("DQN-Qbert", "max-both", actors=2)
+    session = open_session("shm-ring", wl)
+    try:
+        store = session.store
+        store.update_priorities(np.arange(store.capacity), np.full(store.capacity, 1e-6))
+        low = store.sampling.tree.total
+        before = store.count.copy()
+        deadline = time.time() + 20
+        while (store.count - before).min() < 4 and time.time() < deadline:
+            time.sleep(0.01)
+        store.sample(8)   # ingests what the actors wrote since
+        assert store.sampling.tree.total > low + 1.0   # new slots carry the max priority (1.0), not 1e-6
+    finally:
+        session.close()
+
+
+def test_killed_actor_is_reported_and_nothing_is_left(tmp_path):
+    shm_before = proctree.shm_snapshot()
+    session = open_session("shm-ring", workload("SAC-Hopper", "max-add", actors=2))
+    pids = [p.pid for p in session.actors.procs]
+    os.kill(pids[1], signal.SIGKILL)
+    time.sleep(0.2)
+    with pytest.raises(RuntimeError, match=r"replay actor 1 \(pid \d+\) died with exit code -9"):
+        for _ in range(100):
+            session.step()
+    session.close()
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+    assert shm_left_since(shm_before) == {}
+
+
+def test_buffers_are_faulted_in_before_timing():
+    """In a fresh interpreter: in this one, pages earlier tests freed are already resident, and the store's
+    buffers may be carved from them (glibc's mmap threshold grows with frees), so RSS would grow less."""
+    code = """if True:
+        import psutil
+        from rlbench import registry
+        from rlbench.families.replay import driver
+        from rlbench.workload import Workload
+        cls = registry.get("numpy-ring")
+        options = cls.resolve_options({})
+        wl = Workload("replay/QMIX-3s5z", 1, env_kwargs={"mode": "max-sample", "item_bytes": 4096, "max_mb": 64.0})
+        me = psutil.Process()
+        rss0 = me.memory_info().rss
+        session = cls().open(wl, options)
+        print(me.memory_info().rss - rss0, session.spec.capacity * session.spec.item_bytes)
+        session.close()
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    grown, size = map(int, out.stdout.split())
+    assert grown >= 0.95 * size
+
+
+def test_memmap_cold_cache_is_dropped_and_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLBENCH_SCRATCH_DIR", str(tmp_path))
+    session = open_session("memmap", workload("QMIX-3s5z", item_bytes=64 << 10, max_mb=16.0), cache="cold")
+    try:
+        session.metrics.reset()   # the window opens: the cache is dropped now
+        path = session.store.path
+        assert session.info["page_cache"].startswith("cold (")
+        assert resident_fraction(path) < 0.1       # ext4 here; on tmpfs the drop would show 100%
+        assert session.info["bound"] == "disk_random_read_1m"
+        session.step()
+        session.metrics.read(0.1)
+        assert session.info["page_cache"].endswith("at the end)")
+    finally:
+        session.close()
+    assert not os.path.exists(path)
+
+
+class SlowStore(NumpyRing):
+    """Sampling takes longer than the schedule allows."""
+
+    def sample(self, n):
+        time.sleep(0.05)
+        return super().sample(n)
+
+
+def test_target_mode_reports_falling_behind():
+    spec = replay_spec(workload("SAC-Hopper", "target", batch_size=2))   # a batch due every 14.5 ms
+    session = ReplaySession(SlowStore(spec), spec)
+    try:
+        r = measure(session.step, TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=0.5, min_units=3),
+                    session.metrics)
+    finally:
+        session.close()
+    assert r["keeps_up"] == 0.0
+    assert r["sample_latency_max_ms"] > 200   # counted from the schedule: the backlog shows
+
+
+def test_a_limit_the_session_measured_itself_is_in_the_cells_info():
+    """Batches that go to a GPU are held against the host-to-device rate the store's delivery measured."""
+    spec = replay_spec(workload("SAC-Hopper", "max-sample"))
+    store = NumpyRing(spec)
+    store.bound, store.bound_gbps = "h2d_pinned", 24.0   # as _Delivery sets them on a CUDA machine
+    session = ReplaySession(store, spec)
+    try:
+        assert (session.info["bound"], session.info["bound_gbps"]) == ("h2d_pinned", 24.0)
+    finally:
+        session.close()
+    plain = ReplaySession(NumpyRing(spec), spec)
+    try:
+        assert plain.info["bound"] == "memcpy_1core" and "bound_gbps" not in plain.info
+    finally:
+        plain.close()
+
+
+def test_in_process_stores_refuse_actor_processes():
+    cls = registry.get("numpy-ring")
+    assert "num_envs must be 1" in cls().supports(workload(actors=2), cls.resolve_options({}))
+
+
+def test_device_cuda_without_a_gpu_is_unsupported():
+    pytest.importorskip("torch")
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    from rlbench.errors import Unsupported
+    with pytest.raises(Unsupported, match="no CUDA device"):
+        open_session("numpy-ring", workload(), device="cuda")
+
+
+@pytest.mark.parametrize("body,words", [
+    (sweep(["numpy-ring"], envs=["CartPole-v1"]), ["numpy-ring", "kind replay", "needs a replay workload"]),
+    (sweep(["serial"], envs=["replay/SAC-Hopper"]), ["serial", "needs an env, not a replay workload"]),
+    (sweep(["numpy-ring"], envs=["replay/Nope"]), ["unknown replay workload 'replay/Nope'", "replay/DQN-Qbert"]),
+    (sweep(["numpy-ring"], envs=["replay/SAC-Hopper"]) + 'env_kwargs = { mode = "fast" }\n',
+     ["mode='fast'", "valid: target, max-sample, max-add, max-both"]),
+])
+def test_bad_replay_suites_name_the_bad_value(tmp_path, body, words):
+    from rlbench.planning.suite import load_suite
+    with pytest.raises(UsageError) as exc:
+        load_suite(str(write_suite(tmp_path, body)))
+    for w in words:
+        assert w in str(exc.value)
+
+
+def test_replay_suite_runs_end_to_end(cli_run, tmp_path):
+    body = (sweep(["numpy-ring", "shm-ring"], envs=["replay/SAC-Hopper"])
+            + 'env_kwargs = { mode = ["max-sample", "target"], item_bytes = 256, max_mb = 1.0 }\n'
+            + "[limits]\nmemcpy_mb = 16\ndisk_mb = 16\nrepeats = 1\n")
+    r = cli_run(["run", write_suite(tmp_path, body)])
+    assert r.rc == 0, r.stderr
+    assert len(r.rows) == 4 and all(row["status"] == "ok" for row in r.rows)
+    assert r.env["limits"]["memcpy_1core_gbps"]["median"] > 0
+    import csv
+    summary = list(csv.DictReader(open(r.out / "summary.csv")))
+    assert all(s["bound"] == "memcpy_1core" for s in summary)
+    assert all(float(s["limit_frac"]) > 0 for s in summary if "max-sample" in s["cell_id"])
+    assert not (r.out / "scratch").exists()
+
+
+def test_a_buffer_too_small_for_one_batch_is_a_suite_error(tmp_path):
+    from rlbench.planning.suite import load_suite
+    body = sweep(["numpy-ring"], envs=["replay/IMPALA-Qbert"]) + 'env_kwargs = { max_mb = 64 }\n'
+    with pytest.raises(UsageError, match=r"replay/IMPALA-Qbert: max_mb=64 holds only 22 items of 3000000 bytes"):
+        load_suite(str(write_suite(tmp_path, body)))
+
+
+def test_shipped_replay_suites_load():
+    from support import REPO
+
+    from rlbench.planning.suite import load_suite
+    full = load_suite(str(REPO / "suites" / "replay.toml"))
+    assert {c.workload.env_id for c in full.cells} == {f"replay/{w}" for w in
+                                                         ("DQN-Qbert", "PPO-Qbert", "R2D2-Qbert", "IMPALA-Qbert",
+                                                          "SAC-Hopper", "QMIX-3s5z", "MASAC-3s5z", "DQN-GoBigger")}
+    modes = {c.workload.env_kwargs["mode"] for c in full.cells}
+    assert modes == {"target", "max-sample", "max-add", "max-both"}
+    assert full.limits["disk_mb"] == 2048
+
+
+@pytest.mark.slow
+def test_replay_quick_suite_runs_every_store_and_reports(tmp_path):
+    """The CI-sized replay suite: every row ok or unsupported with its reason (what no store can host left
+    the plan), limits measured, replay.csv and the HTML section written."""
+    import csv
+
+    from support import REPO, run_cli
+    r = run_cli(["run", str(REPO / "suites" / "replay-quick.toml")], out=tmp_path / "run")
+    assert r.rc == 0
+    statuses = {(row["adapter"], row["status"]) for row in r.rows}
+    assert all(s in ("ok", "unsupported") for _, s in statuses), [row["error"] for row in r.rows
+                                                                   if row["status"] not in ("ok", "unsupported")]
+    ran = {a for a, s in statuses if s == "ok"}
+    assert {"numpy-ring", "shm-ring", "memmap", "sb3-replay", "tianshou-replay", "torchrl-tensor",
+            "torchrl-memmap", "ray-object-store"} <= ran
+    dropped = {(d["cell_id"].split("/")[0], d["reason"]) for d in r.env["dropped"]}
+    assert ("sb3-replay", "stable-baselines3 has no prioritized replay buffer") in dropped
+    assert not {row["cell_id"] for row in r.rows} & {d["cell_id"] for d in r.env["dropped"]}
+    rows = list(csv.DictReader(open(r.out / "replay.csv")))
+    assert {row["mode"] for row in rows} == {"max-sample", "target", "max-add", "max-both"}
+    assert all(row["keeps_up"] in ("1/1", "0/1") for row in rows if row["mode"] == "target" and row["n"] == "1")
+    page = (r.out / "index.html").read_text()
+    assert "Replay and storage" in page and "Sample bandwidth vs item size" in page
+    assert r.env["limits"]["memcpy_1core_gbps"]["median"] > 0

@@ -1,0 +1,174 @@
+"""mujoco-rollout: listed and refused up front where it cannot run; its transitions are gymnasium's Ant-v4 and
+HalfCheetah-v4 transitions under the same actions (same model, frameskip, termination, time limit and resets),
+counted as gymnasium counts them; more pool threads change nothing but the speed; and a run gives ok rows
+whose env steps are units x num_envs x chunk."""
+import warnings
+
+import numpy as np
+import pytest
+from support import run_cli_subprocess, sweep, write_suite
+
+from rlbench import registry
+from rlbench.workload import Workload
+
+NAME = "mujoco-rollout"
+SEED = 3
+
+
+def _cls():
+    return registry.get(NAME)
+
+
+def _open(env_id, num_envs, **given):
+    cls = _cls()
+    return cls().open(Workload(env_id, num_envs, seed=SEED, frameskip=5), cls.resolve_options(given))
+
+
+def _gym(env_id):
+    import gymnasium as gym
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # v4 is "out of date": it is the env rlbench and EnvPool share
+        return gym.make(env_id)
+
+
+def _spy(session):
+    """Keeps every batch of actions the session's own policy gives."""
+    sent, act = [], session.policy
+
+    def spy(obs):
+        actions = np.array(act(obs))
+        sent.append(actions)
+        return actions
+    session.policy = spy
+    return sent
+
+
+def test_listed_and_available_with_its_options():
+    cls = _cls()
+    assert cls.kind == "vector_env" and set(cls.requires) == {"mujoco", "gymnasium"}
+    assert cls().available() is None
+    assert cls.resolve_options({}) == {"num_threads": 0, "chunk": 1}
+    with pytest.raises(ValueError, match=r"^unknown option 'threads' for mujoco-rollout \(valid: num_threads, chunk\)$"):
+        cls.resolve_options({"threads": 2})
+    with pytest.raises(ValueError, match=r"^option chunk=0 must be an integer >= 1$"):
+        cls.resolve_options({"chunk": 0})
+
+
+@pytest.mark.parametrize("env_id, num_envs, given, reason", [
+    ("CartPole-v1", 4, {}, "mujoco-rollout runs gymnasium's MuJoCo envs only (Ant-v4, HalfCheetah-v4), not CartPole-v1"),
+    ("Pendulum-v1", 4, {}, "mujoco-rollout runs gymnasium's MuJoCo envs only (Ant-v4, HalfCheetah-v4), not Pendulum-v1"),
+    ("Ant-v4", 2, {"num_threads": 3}, "num_threads=3 > num_envs=2: mujoco.rollout hands each thread whole envs, "
+                                      "so a thread would idle"),
+    ("HalfCheetah-v4", 2, {"num_threads": 2, "chunk": 8}, None),
+])
+def test_refused_up_front_in_one_line(env_id, num_envs, given, reason):
+    cls = _cls()
+    assert cls().supports(Workload(env_id, num_envs), cls.resolve_options(given)) == reason
+
+
+def test_tune_races_the_pool_sizes_and_the_snippet_is_the_call():
+    cls = _cls()
+    assert cls().tune_space(16, 4) == [{"num_threads": 1}, {"num_threads": 2}, {"num_threads": 4}]
+    assert cls().tune_space(1, 2) == [{"num_threads": 1}]
+    snippet = cls().snippet(Workload("Ant-v4", 16), cls.resolve_options({"num_threads": 2, "chunk": 8}))
+    assert "gymnasium.make('Ant-v4').unwrapped.model" in snippet
+    assert "mujoco.rollout.Rollout(nthread=2)" in snippet and "nstep=40" in snippet
+
+
+@pytest.mark.parametrize("env_id, chunk", [("Ant-v4", 1), ("HalfCheetah-v4", 5)])
+def test_k_env_steps_are_gymnasiums_from_the_same_state_with_the_same_actions(env_id, chunk):
+    """Each env starts where gymnasium's reset(seed=seed + i) starts it; K env steps later the states agree to
+    the constraint solver's tolerance (rollout restarts its warm start at each call), and within the first call
+    to the last bit."""
+    num_envs, units = 2, 30 // chunk
+    session = _open(env_id, num_envs, chunk=chunk, num_threads=2)
+    sent = _spy(session)
+    states = [session.state.copy()]
+    for _ in range(units):
+        assert session.step() == num_envs * chunk   # no episode ends within 30 steps from a reset
+        states.append(session.state.copy())
+    session.close()
+    nq = session.nq
+    for i in range(num_envs):
+        env = _gym(env_id)
+        obs, _ = env.reset(seed=SEED + i)
+        data = env.unwrapped.data
+        want = [np.concatenate([data.qpos, data.qvel])]
+        for actions in sent:
+            for _ in range(chunk):
+                obs, _, terminated, truncated, _ = env.step(actions[i])
+                assert not (terminated or truncated)
+            want.append(np.concatenate([data.qpos, data.qvel]))
+        env.close()
+        got = np.stack(states)[:, i, 1:1 + nq + env.unwrapped.model.nv]
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(got, np.stack(want), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(session.obs[i], obs, rtol=0, atol=1e-6)   # gymnasium's observation vector
+
+
+@pytest.mark.parametrize("env_id, chunk, units", [("Ant-v4", 1, 480), ("Ant-v4", 4, 120), ("HalfCheetah-v4", 7, 150)])
+def test_terminations_time_limit_and_resets_are_gymnasiums_and_counted_as_it_counts(env_id, chunk, units):
+    """Gymnasium is put in the session's state before every unit (so chaos cannot carry the solver's last-bit
+    differences along an episode), steps the same held actions until its episode ends, and resets: the session
+    must count the same transitions and reset to the same state. Ant's random episodes end by toppling within
+    ~100 steps; HalfCheetah's by the time limit, at step 1000 = 142 x 7 + 6, inside the 143rd unit."""
+    num_envs = 3
+    session = _open(env_id, num_envs, chunk=chunk, num_threads=2)
+    sent = _spy(session)
+    envs = [_gym(env_id) for _ in range(num_envs)]
+    for i, env in enumerate(envs):
+        env.reset(seed=SEED + i)
+    resets, counts = 0, []
+    qpos, qvel = slice(1, 1 + session.nq), slice(1 + session.nq, 1 + session.nq + session.nv)
+    for _ in range(units):
+        before = session.state.copy()
+        counts.append(session.step())
+        expected = 0
+        for i, env in enumerate(envs):
+            env.unwrapped.set_state(before[i, qpos], before[i, qvel])
+            for _ in range(chunk):
+                obs, _, terminated, truncated, _ = env.step(sent[-1][i])
+                expected += 1
+                if terminated or truncated:
+                    obs, _ = env.reset()
+                    resets += 1
+                    np.testing.assert_array_equal(session.obs[i], obs)   # the same draws from the same generator
+                    break
+            np.testing.assert_allclose(session.obs[i], obs, rtol=0, atol=1e-6)
+        assert counts[-1] == expected
+    session.close()
+    for env in envs:
+        env.close()
+    if env_id == "Ant-v4":
+        assert resets >= 3
+    else:
+        assert resets == num_envs and counts[142] == num_envs * 6
+        assert set(counts[:142] + counts[143:]) == {num_envs * chunk}
+
+
+def test_more_pool_threads_give_the_same_states_as_the_calling_thread():
+    runs = {}
+    for threads in (1, 3):
+        session = _open("Ant-v4", 6, chunk=3, num_threads=threads)
+        counts = [session.step() for _ in range(40)]
+        runs[threads] = (counts, session.state.copy(), session.info["workers"])
+        session.close()
+    assert runs[1][0] == runs[3][0]
+    np.testing.assert_array_equal(runs[1][1], runs[3][1])
+    assert (runs[1][2], runs[3][2]) == (1, 3)
+
+
+def test_a_run_gives_ok_rows_whose_env_steps_are_units_x_envs_x_chunk(tmp_path):
+    suite = write_suite(tmp_path, sweep([NAME], envs=["HalfCheetah-v4"], num_envs=(3,))
+                        + 'options.mujoco-rollout = { chunk = [4], num_threads = [2] }\n'
+                        + sweep([NAME], envs=["Ant-v4"], num_envs=(2,)))
+    run = run_cli_subprocess(["run", str(suite)], out=tmp_path / "run")
+    assert run.rc == 0, run.stderr[-2000:]
+    rows = {r["env"]: r for r in run.rows}
+    assert set(rows) == {"HalfCheetah-v4", "Ant-v4"}
+    for env_id, num_envs, chunk, workers in (("HalfCheetah-v4", 3, 4, 2), ("Ant-v4", 2, 1, 2)):
+        row = rows[env_id]
+        assert row["status"] == "ok" and not row.get("error"), row.get("error")
+        assert row["units"] >= 1 and row["env_steps"] == row["units"] * num_envs * chunk
+        assert row["frames"] == row["env_steps"] * 5 and row["workers"] == workers

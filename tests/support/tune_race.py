@@ -1,0 +1,50 @@
+"""A tune search over CartPole-v1 on recorded rates (no cell runs): the race, and the run folder's rows its
+repeats are, for the tests of tune's decision and of its report section."""
+import os
+
+from rlbench.results.model import ResultSet
+from rlbench.tuning.candidates import Space
+from rlbench.tuning.search import Search
+from rlbench.workload import PolicySpec, Workload
+from support.result_rows import _row
+
+PROFILE = {"step": {"median_us": 20.0, "p99_us": 30.0, "cv": 0.1}, "reset_share": 0.01, "obs_bytes": 16,
+           "rss_per_env_mb": 0.1, "policy_us_per_batch": {"1": 5.0}}
+
+
+class _Recorded:
+    """A Measurer replaying recorded rates: (adapter, num_envs) -> steps/s of each repeat."""
+    slots = 1
+
+    def __init__(self, rates):
+        self.rates, self.t = rates, 0.0
+
+    def elapsed(self):
+        return self.t
+
+    def job_s(self, cell):
+        return 1.0
+
+    def run(self, cells, level, admit):
+        out = []
+        for cell in cells:
+            values = self.rates.get((cell.adapter, cell.workload.num_envs))
+            if values and level <= len(values) and admit(cell):
+                self.t += 1
+                out.append({"cell_id": cell.cell_id, "status": "ok", "steps_per_s": values[level - 1]})
+        return out
+
+
+def _searched(rates, adapters):
+    """A search over CartPole-v1 on recorded rates, and the run folder's rows its repeats are."""
+    space = Space(Workload("CartPole-v1", 1, PolicySpec()), adapters, 8, 2)
+    search = Search(space, _Recorded(rates), 1e6, PROFILE, {}, 2, stream=open(os.devnull, "w"))
+    search.go()
+    rows = [{**_row(c.adapter, c.num_envs, i, v, cell_id=c.cell.cell_id, cell_index=c.cell.index,
+                    options=c.cell.given_options), "steps_per_s": v}
+            for c in search.candidates for i, v in enumerate(c.values)]
+    return search, ResultSet.from_rows(rows)
+
+
+def _five(x):
+    return [x, x * 1.01, x * 0.99, x * 1.005, x * 0.995]
