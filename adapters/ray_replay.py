@@ -6,6 +6,7 @@ How it is built: docs/strategies/replay.md.
 import numpy as np
 
 from adapters._kit import ray_runtime
+from adapters._kit.reuse import BoundedReuse
 from rlbench.api import Adapter, register
 from rlbench.families.replay.api import ReplaySession, replay_spec
 
@@ -29,16 +30,19 @@ class RayObjectStore:
             self.refs = [None] * spec.capacity
             self.next = 0
             self.rng = np.random.default_rng(spec.seed + 1)
+            self.reuse = BoundedReuse(spec.capacity, spec.max_reuse, self.rng) if spec.bounded else None
         except BaseException:
             self.close()
             raise
 
     def add(self, item) -> None:
         self.refs[self.next] = self.ray.put(item)  # the ref it replaces was the object's last: freed
+        if self.reuse is not None:
+            self.reuse.written(self.next)
         self.next = (self.next + 1) % self.spec.capacity
 
     def sample(self, n: int):
-        idx = self.rng.integers(0, self.spec.capacity, n)
+        idx = self.rng.integers(0, self.spec.capacity, n) if self.reuse is None else self.reuse.indices(n)
         return self.ray.get([self.refs[i] for i in idx]), idx
 
     def before_window(self) -> None:

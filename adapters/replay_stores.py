@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from adapters._kit.prioritized import SumTree
+from adapters._kit.reuse import BoundedReuse, ReuseExhausted
 from rlbench.api import Adapter, Option, Unsupported, register
 from rlbench.families.replay.api import (
     PAGE_CACHE,
@@ -24,14 +25,23 @@ from rlbench.families.replay.api import (
 
 
 class _Sampling:
-    """Uniform or prioritized index selection shared by our stores (priorities are p ** alpha)."""
+    """Uniform, uniform with bounded reuse, or prioritized index selection shared by our stores (priorities
+    are p ** alpha)."""
 
     def __init__(self, spec, capacity: int = None):
         self.capacity = capacity or spec.capacity
         self.rng = np.random.default_rng(spec.seed + 1)
         self.tree = SumTree(self.capacity) if spec.prioritized else None
+        self.reuse = BoundedReuse(self.capacity, spec.max_reuse, self.rng) if spec.bounded else None
+
+    @property
+    def tracks_writes(self) -> bool:
+        """Whether it must hear of every slot written (priorities, reuse counts)."""
+        return self.tree is not None or self.reuse is not None
 
     def indices(self, n: int) -> np.ndarray:
+        if self.reuse is not None:
+            return self.reuse.indices(n)
         if self.tree is None:
             return np.sort(self.rng.integers(0, self.capacity, n))
         return self.tree.sample(n, self.rng)[0]
@@ -39,10 +49,14 @@ class _Sampling:
     def added(self, slot: int) -> None:
         if self.tree is not None:
             self.tree.set_one(slot, self.tree.max_priority)
+        if self.reuse is not None:
+            self.reuse.written(slot)
 
     def added_many(self, slots) -> None:
         if self.tree is not None and len(slots):
             self.tree.update(slots, np.full(len(slots), self.tree.max_priority))
+        if self.reuse is not None and len(slots):
+            self.reuse.written(slots)
 
     def update_priorities(self, indices, priorities) -> None:
         p = np.asarray(priorities, dtype=np.float64) ** PRIORITY_ALPHA
@@ -195,6 +209,7 @@ class ShmRing:
         self.capacity = len(self.seq)
         self.sampling = _Sampling(spec, self.capacity)
         self.seen = np.zeros(spec.actors, dtype=np.int64)
+        self.slot_id = np.full(self.capacity, -1, dtype=np.int64)  # bounded reuse: the item each count is of
         self.delivery = delivery or _Delivery(spec)
         self.bound = self.delivery.bound or self.bound
         self.bound_gbps = self.delivery.bound_gbps
@@ -213,18 +228,25 @@ class ShmRing:
         self._ingest()
 
     def _ingest(self) -> None:
-        """Give slots written since the last look the current max priority."""
-        if self.sampling.tree is None:
+        """Tell the sampling of the slots written since the last look (the current max priority, a fresh
+        reuse count)."""
+        if not self.sampling.tracks_writes:
             return
         now = self.count.copy()
         per = self._writer.per
         for a in np.nonzero(now != self.seen)[0]:
             first = max(int(self.seen[a]), int(now[a]) - per)
-            self.sampling.added_many(a * per + np.arange(first, now[a]) % per)
+            slots = a * per + np.arange(first, now[a]) % per
+            if self.sampling.reuse is not None:  # a count restarts only for another item than it counted
+                ids = self.data[slots, :8].copy().view(np.int64).ravel()
+                slots, ids = slots[ids != self.slot_id[slots]], ids[ids != self.slot_id[slots]]
+                self.slot_id[slots] = ids
+            self.sampling.added_many(slots)
         self.seen = now
 
     def sample(self, n: int):
         self._ingest()
+        self._wait_for_items(n)
         idx = self.sampling.indices(n)
         before = self.seq[idx]
         batch = np.take(self.data, idx, axis=0, out=self.delivery.out(n), mode="clip")  # "raise" would buffer
@@ -234,7 +256,31 @@ class ShmRing:
             before = self.seq[idx[torn]]
             batch[torn] = self.data[idx[torn]]
             torn = torn[(before != self.seq[idx[torn]]) | (before & 1 == 1)]
+        if self.sampling.reuse is not None:
+            self._recount(idx, batch)
         return self.delivery.send(batch), idx
+
+    def _recount(self, idx, batch) -> None:
+        """A slot rewritten after the last look served its new item: that item's count starts with the
+        samples it just served (not a fresh bound at the next look)."""
+        ids = np.ascontiguousarray(batch[:, :8]).view(np.int64).ravel()
+        moved = ids != self.slot_id[idx]
+        for slot in np.unique(idx[moved]):
+            self.slot_id[slot] = ids[idx == slot][-1]
+            self.sampling.reuse.restart(int(slot), int(np.count_nonzero((idx == slot) & (ids == self.slot_id[slot]))))
+
+    def _wait_for_items(self, n: int, timeout_s: float = 30.0) -> None:
+        """Bounded reuse: the learner waits (inside the op: it is the bound's cost) until the actors have
+        written enough items for a batch, as a rate-limited buffer blocks its sampler."""
+        reuse = self.sampling.reuse
+        if reuse is None or reuse.credits >= n:
+            return
+        deadline = time.monotonic() + timeout_s
+        while reuse.credits < n:
+            if time.monotonic() > deadline:
+                raise ReuseExhausted(f"bounded reuse: no items written for {timeout_s:g} s while the learner waited")
+            time.sleep(0.0001)
+            self._ingest()
 
     def update_priorities(self, indices, priorities) -> None:
         self.sampling.update_priorities(indices, priorities)

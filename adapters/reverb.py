@@ -75,7 +75,7 @@ class ReverbStore:
         self.reverb, self.spec, self.sampler = reverb, spec, sampler
         self.server = self.client = self.dataset = self.iterator = self.filler = self.checkpoints = None
         self.max_in_flight = _in_flight(spec, max_in_flight)
-        self.filled = 0
+        self.filled = self._settled = 0
         from multiprocessing import resource_tracker
         self._tracker = resource_tracker._resource_tracker   # spawning actors starts it; see close()
         self._tracker_was_running = self._tracker._fd is not None
@@ -107,8 +107,10 @@ class ReverbStore:
             limiter = reverb.rate_limiters.MinSize(1)
         selector = (reverb.selectors.Prioritized(PRIORITY_ALPHA) if spec.prioritized
                     else reverb.selectors.Uniform())
+        # a bounded-reuse workload: Reverb removes an item on its max_times_sampled-th sample (0: never)
         return reverb.Table(name=TABLE, sampler=selector, remover=reverb.selectors.Fifo(),
-                            max_size=spec.capacity, rate_limiter=limiter)
+                            max_size=spec.capacity, rate_limiter=limiter,
+                            max_times_sampled=spec.max_reuse if spec.bounded else 0)
 
     # -- learner side ---------------------------------------------------------------------------------
     def add(self, item) -> None:
@@ -120,23 +122,33 @@ class ReverbStore:
             self.filler.add(item)
         self.filled += len(items)
 
-    def table_size(self) -> int:
-        return int(self.client.server_info()[TABLE].current_size)
-
     def writer(self):
         """For the actor processes: the fill wrote actor 0's ids 0..filled-1, so actor 0 goes on from there."""
         self._settle()
         return ReverbWriter(self.address, self.max_in_flight, {0: self.filled})
 
+    def inserted(self) -> int:
+        """Items the table has taken in (its rate limiter's completed inserts): what it holds plus what it has
+        removed, FIFO or on an item's max_times_sampled-th sample."""
+        info = self.client.server_info()[TABLE]
+        try:
+            return int(info.rate_limiter_info.insert_stats.completed)
+        except AttributeError:
+            return int(info.current_size)
+
     def _settle(self) -> None:
-        """Everything the learner wrote is in the table (and the table full) before anything is timed."""
+        """Everything the learner wrote is in the table (so the table is full) before anything is timed; once
+        per batch of the learner's writes (the fill), not on every sample."""
+        if self._settled == self.filled:
+            return
         if self.filler._w is not None:
             self.filler._w.flush()
         deadline = time.monotonic() + 60
-        while self.filled and self.table_size() < min(self.filled, self.spec.capacity):
+        while self.filled and self.inserted() < self.filled:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"Reverb table holds {self.table_size()} of {self.filled} items written")
+                raise RuntimeError(f"Reverb table took in {self.inserted()} of {self.filled} items written")
             time.sleep(0.01)
+        self._settled = self.filled
 
     def _make_dataset(self):
         import tensorflow as tf

@@ -34,7 +34,7 @@ from rlbench.api import (
     register,
     unsupported_leaves,
 )
-from rlbench.families.replay.api import PREFIX, WORKLOADS, ReplaySession, in_process_only, replay_spec
+from rlbench.families.replay.api import PREFIX, WORKLOADS, ReplaySession, in_process_only, no_reuse_bound, replay_spec
 
 
 class SB3Session:
@@ -163,7 +163,7 @@ class SB3ReplayBuffer(Adapter):
         w = WORKLOADS.get(workload.env_id[len(PREFIX):])
         if w is not None and w.sampling == "prioritized":
             return "stable-baselines3 has no prioritized replay buffer"
-        return in_process_only(workload)
+        return in_process_only(workload) or no_reuse_bound(workload, "stable-baselines3's ReplayBuffer")
 
     def open(self, workload, options):
         spec = replay_spec(workload)

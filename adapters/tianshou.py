@@ -21,7 +21,14 @@ from rlbench.api import (
     unsupported_leaves,
     unsupported_spaces,
 )
-from rlbench.families.replay.api import PRIORITY_ALPHA, PRIORITY_BETA, ReplaySession, in_process_only, replay_spec
+from rlbench.families.replay.api import (
+    PRIORITY_ALPHA,
+    PRIORITY_BETA,
+    ReplaySession,
+    in_process_only,
+    no_reuse_bound,
+    replay_spec,
+)
 
 # tianshou's vector envs refuse Tuple observations (BaseVectorEnv.reset: "Tuple observation space is not
 # supported"); a Dict observation comes back as the envs' dicts, which its Collector stacks
@@ -252,7 +259,7 @@ class TianshouReplay(Adapter):
     )
 
     def supports(self, workload, options):
-        return in_process_only(workload)
+        return in_process_only(workload) or no_reuse_bound(workload, "tianshou's ReplayBuffer")
 
     def open(self, workload, options):
         spec = replay_spec(workload)

@@ -18,6 +18,7 @@ from rlbench.families.replay.api import (
     PRIORITY_BETA,
     ReplaySession,
     in_process_only,
+    no_reuse_bound,
     pagecache,
     replay_spec,
     scratch_dir,
@@ -210,7 +211,7 @@ class TorchRLTensorAdapter(Adapter):
     requires = ("torchrl", "tensordict")
 
     def supports(self, workload, options):
-        return in_process_only(workload)
+        return in_process_only(workload) or no_reuse_bound(workload, "torchrl's ReplayBuffer samplers")
 
     def open(self, workload, options):
         from torchrl.data import LazyTensorStorage
@@ -227,7 +228,7 @@ class TorchRLMemmapAdapter(Adapter):
     options = (PAGE_CACHE,)
 
     def supports(self, workload, options):
-        return in_process_only(workload)
+        return in_process_only(workload) or no_reuse_bound(workload, "torchrl's ReplayBuffer samplers")
 
     def open(self, workload, options):
         spec = replay_spec(workload)

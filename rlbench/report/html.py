@@ -36,8 +36,8 @@ def export_html(view) -> dict:
 
 
 def page(view) -> str:
-    parts = [f"<h1>rlbench report: {esc(view.suite)}</h1>", recommendation_section(view.env),
-             headlines_box(view.headlines), _headline(view.env)]
+    parts = [f"<h1>rlbench report: {esc(view.suite)}</h1>", recommendation_section(view.record.tune),
+             headlines_box(view.headlines), _headline(view.record)]
     parts += [draw() for _, _, draw in view.sections()]
     parts += ["<h2>Summary (median of repeats; click a header to sort)</h2>", summary_table(view.ran)]
     if view.skipped:
@@ -76,7 +76,8 @@ def dropped_note(dropped) -> str:
             f"left out, as they cannot run on any machine: {esc(summary)}</summary><ul>{items}</ul></details>")
 
 
-def _headline(env) -> str:
+def _headline(record) -> str:
+    env = record.machine
     cpu = env.get("cpu_model", "?")
     cores = f"{env.get('cpu_physical_cores', '?')} physical / {env.get('cpu_logical_cores', '?')} logical cores"
     gpus = ", ".join(g.get("name", "?") for g in env.get("gpus") or []) or "no GPU"
@@ -84,7 +85,7 @@ def _headline(env) -> str:
     commit = (git.get("commit") or "?")[:10] + (" (dirty)" if git.get("dirty") else "")
     return (f"<p>{esc(cpu)}, {esc(cores)}, {esc(gpus)}; Python {esc(env.get('python', '?'))}; "
             f"rlbench {esc(env.get('rlbench_version', '?'))} at {esc(commit)}; "
-            f"{esc(env.get('started_at', '?'))} to {esc(env.get('ended_at', '?'))}.</p>"
+            f"{esc(env.get('started_at', '?'))} to {esc(record.ended_at or '?')}.</p>"
             "<p>Bars and shaded bands show the 95% confidence interval of each cell's median over its repeats; "
             "each repeat ran in a fresh process. Charts are interactive: hover a point for its cell, median, CI, "
             "n and CV; click a legend entry to hide or show its line (double-click to show it alone); drag to "

@@ -20,21 +20,21 @@ STATS_FIELDS = ("min", "max", "mean", "stddev", "rounds", "median", "iqr", "q1",
 
 def to_json(results) -> str:
     """The pytest-benchmark JSON of a ResultSet (rlbench.results.model)."""
-    env = results.env
+    record, env = results.record, results.record.machine
     benchmarks, left_out = [], []
     for cell_id, cell in results.cells.items():  # computed once, in the suite's order
         rounds = [r for r in results.benchmarks[cell_id].ok_runs if _positive(r.get(METRIC))]
         if not rounds:
             left_out.append({"cell_id": cell_id, "status": cell.status, "error": cell.error or None})
             continue
-        benchmarks.append(_benchmark(cell_id, rounds, cell, env.get("settings") or {}))
+        benchmarks.append(_benchmark(cell_id, rounds, cell, record.settings))
     doc = {
         "machine_info": machine_info(env),
         "commit_info": commit_info(env),
         "benchmarks": benchmarks,
-        "datetime": env.get("ended_at") or env.get("started_at"),
+        "datetime": record.ended_at or env.get("started_at"),
         "version": SCHEMA_VERSION,
-        "rlbench": {"version": env.get("rlbench_version"), "run_id": env.get("run_id"), "left_out": left_out,
+        "rlbench": {"version": env.get("rlbench_version"), "run_id": record.run_id or None, "left_out": left_out,
                     "round": "one ok repeat; its value is seconds per env step (1 / steps_per_s)"},
     }
     return json.dumps(_finite(doc), indent=4, ensure_ascii=True, allow_nan=False) + "\n"

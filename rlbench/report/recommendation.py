@@ -9,8 +9,8 @@ from rlbench.report.format import data_v, esc, rate, with_ci
 MEASURED, PREDICTED = "measured", "predicted at most (pruned)"
 
 
-def recommendation_section(env: dict) -> str:
-    tune = env.get("tune")
+def recommendation_section(tune) -> str:
+    """tune: the decision env.json keeps (RunRecord.tune), None for a run that is not a tune."""
     if not tune:
         return ""
     win = tune.get("winner")

@@ -16,7 +16,8 @@ class RunView:
     def __init__(self, results, out_dir: str = ""):
         self.results = results      # per-repeat values (bootstrap CIs) and the families' hooks read it
         self.out_dir = out_dir      # where the report goes: profiles are found relative to it
-        self.env = results.env
+        self.env = results.env          # env.json as written: the page's machine table lists every key
+        self.record = results.record    # the same as a RunRecord: what the rest of the page reads
 
     @cached_property
     def cells(self) -> list:
@@ -52,7 +53,7 @@ class RunView:
     @property
     def dropped(self) -> list:
         """The planned cells left out because no machine can run them (env.json's `dropped`)."""
-        return self.env.get("dropped") or []
+        return self.record.dropped
 
     @cached_property
     def headlines(self) -> list:

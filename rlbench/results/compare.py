@@ -35,9 +35,10 @@ def parse_threshold(text: str) -> float:
     return value
 
 
-def machine(env: dict) -> dict:
-    """What makes two runs' machines the same; a cluster run's are its class's nodes, not the driver."""
-    cluster = env.get("cluster")
+def machine(record) -> dict:
+    """What makes two runs' machines the same (of their RunRecords); a cluster run's are its class's nodes,
+    not the driver."""
+    cluster, env = record.cluster, record.machine
     if cluster:
         fp = cluster["classes"][cluster["class"]]["fingerprint"]
         return {"cpu_model": fp.get("cpu_model"), "cpu_logical_cores": fp.get("cpu_logical_cores"),
@@ -102,7 +103,7 @@ class Comparison:
 
 def compare(base, new, threshold: float = 0.10, alpha: float = 0.05) -> Comparison:
     """base, new: rlbench.results.model.ResultSet. One row per cell of either, in the new run's order."""
-    bm, nm = machine(base.env), machine(new.env)
+    bm, nm = machine(base.record), machine(new.record)
     machine_diff = [k for k in MACHINE if bm[k] != nm[k]]
     ids = list(new.benchmarks) + [c for c in base.benchmarks if c not in new.benchmarks]
     rows = []

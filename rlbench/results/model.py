@@ -13,6 +13,7 @@ from types import MappingProxyType
 from rlbench import registry
 from rlbench.results import metrics
 from rlbench.results.frozen import FrozenDict, freeze, thaw
+from rlbench.results.record import RunRecord
 from rlbench.results.stats import Summary, summarize
 from rlbench.results.store import RESULTS, read_rows
 from rlbench.results.summary import CellSummary
@@ -191,8 +192,9 @@ def _superseded_lost(runs: list) -> list:
 
 @dataclass(frozen=True)
 class ResultSet:
-    """One run directory: its environment fingerprint and its benchmarks (cell_id -> Benchmark, read-only, in
-    first-seen order), built once; each cell's summary is computed once and read by every view."""
+    """One run directory: env.json (`env` as written, `record` its RunRecord) and its benchmarks (cell_id ->
+    Benchmark, read-only, in first-seen order), built once; each cell's summary is computed once and read by
+    every view."""
     env: dict
     benchmarks: Mapping
     skipped: tuple = ()  # line numbers of results.jsonl that are not rows
@@ -205,7 +207,7 @@ class ResultSet:
             run = row if isinstance(row, Run) else Run.from_row(row)
             grouped.setdefault(run.cell_id, []).append(run)
         grouped = {c: _superseded_lost(runs) for c, runs in grouped.items()}
-        limits = env.get("limits")
+        limits = RunRecord.from_json(env).limits
         return cls(env, MappingProxyType({c: Benchmark(c, tuple(runs), limits) for c, runs in grouped.items()}),
                    tuple(skipped))
 
@@ -227,6 +229,11 @@ class ResultSet:
         skipped = []
         rows = read_rows(path, skipped)
         return cls.from_rows(rows, env if isinstance(env, dict) else {}, skipped)
+
+    @cached_property
+    def record(self) -> RunRecord:
+        """env.json as a RunRecord: the machine (its fingerprint), what the run was and how it ended."""
+        return RunRecord.from_json(self.env)
 
     @cached_property
     def cells(self) -> Mapping:

@@ -167,8 +167,11 @@ def test_compare_reads_a_cluster_runs_class():
     fp = {"cpu_model": "EPYC", "cpu_logical_cores": 16, "ram_gb": 64, "gpus": [["H100", "80 GiB"]]}
     env = {"cpu_model": "laptop", "cpu_logical_cores": 4, "ram_gb": 16.0, "gpus": [],
            "cluster": {"class": "c1", "classes": {"c1": {"fingerprint": fp, "nodes": []}}}}
-    assert machine(env) == {"cpu_model": "EPYC", "cpu_logical_cores": 16, "ram_gb": 64, "gpus": ["H100"]}
-    assert machine({k: v for k, v in env.items() if k != "cluster"})["cpu_model"] == "laptop"
+    from rlbench.results.record import RunRecord
+    assert machine(RunRecord.from_json(env)) == {"cpu_model": "EPYC", "cpu_logical_cores": 16, "ram_gb": 64,
+                                                 "gpus": ["H100"]}
+    alone = RunRecord.from_json({k: v for k, v in env.items() if k != "cluster"})
+    assert machine(alone)["cpu_model"] == "laptop"
 
 
 def test_a_resumed_cluster_run_stays_on_its_class(tmp_path):

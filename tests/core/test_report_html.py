@@ -352,7 +352,7 @@ def test_tune_strategies_show_their_share_of_the_winner_with_a_ci_and_the_search
     assert s["ratio_to_winner"] == pytest.approx(ratio) and (s["ratio_ci_low"], s["ratio_ci_high"]) == (low, high)
     assert of_winner(s) == f"0.50x [{low:.2f}, {high:.2f}]"
     assert of_winner({**s, "ratio_ci_low": float("nan")}) == "0.50x [-]" and of_winner({"adapter": "x"}) == ""
-    section = recommendation_section({"tune": {"label": "CartPole-v1", **d, "points": chart_points(search)}})
+    section = recommendation_section({"label": "CartPole-v1", **d, "points": chart_points(search)})
     assert "of the winner [95% CI]" in section and of_winner(s) in section and esc(d["verdict"]) in section
     assert "The search: env steps/s vs num_envs" in section and "winner: sb3-subproc (num_envs=4)" in section
     assert f"({of_winner(s)} of the winner)" in "\n".join(lines(d, PROFILE, "CartPole-v1"))

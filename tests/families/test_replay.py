@@ -241,6 +241,42 @@ def test_target_mode_reports_falling_behind():
     assert r["sample_latency_max_ms"] > 200   # counted from the schedule: the backlog shows
 
 
+class StallsOnce(NumpyRing):
+    """Keeps up, except for one sample a third into the window that takes 0.3 s; the store then catches up."""
+    stall_after_s = None
+
+    def sample(self, n):
+        if self.stall_after_s is not None and time.perf_counter() > self.stall_after_s:
+            self.stall_after_s = None
+            time.sleep(0.3)
+        return super().sample(n)
+
+
+def test_a_store_that_falls_behind_and_catches_up_inside_the_window_did_not_keep_up():
+    spec = replay_spec(workload("DQN-Qbert", "target"))   # a batch of 32 due every 19.4 ms, adds every 2.5 ms
+    store = StallsOnce(spec)
+    session = ReplaySession(store, spec)
+    protocol = TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=1.2, min_units=3)
+    reset = session.metrics.reset
+
+    def armed():
+        reset()
+        store.stall_after_s = time.perf_counter() + 0.4
+    session.metrics.reset = armed
+    try:
+        r = measure(session.step, protocol, session.metrics)
+    finally:
+        session.close()
+    assert r["sample_items_per_s"] == pytest.approx(1650, rel=0.15)   # caught up: the rate is the schedule's
+    assert r["keeps_up"] == 0.0 and r["sample_lag_max_ms"] >= 250 and r["add_lag_max_ms"] >= 250
+    assert 0 < r["late_ops_frac"] < 1
+
+
+def test_the_lag_tolerance_is_50_ms_or_one_period():
+    from rlbench.families.replay.driver import lag_tolerance_s
+    assert lag_tolerance_s(0.0194) == 0.05 and lag_tolerance_s(0.74) == 0.74
+
+
 def test_a_limit_the_session_measured_itself_is_in_the_cells_info():
     """Batches that go to a GPU are held against the host-to-device rate the store's delivery measured."""
     spec = replay_spec(workload("SAC-Hopper", "max-sample"))
@@ -347,3 +383,71 @@ def test_replay_quick_suite_runs_every_store_and_reports(tmp_path):
     page = (r.out / "index.html").read_text()
     assert "Replay and storage" in page and "Sample bandwidth vs item size" in page
     assert r.env["limits"]["memcpy_1core_gbps"]["median"] > 0
+
+
+def test_the_surveys_stated_mb_per_s_is_checked_against_its_items_and_sizes():
+    """The survey's SAC row gives 138 items/s of 3 KB as 16 MB/s (it is 0.41 MB/s); every other column agrees."""
+    from rlbench.families.replay.driver import stated_checks
+    from rlbench.families.replay.report import _survey_rates
+    wrong = [(c.workload, c.side) for c in stated_checks() if not c.consistent]
+    assert wrong == [("SAC-Hopper", "sample")]
+    sac = next(c for c in stated_checks() if c.workload == "SAC-Hopper" and c.side == "sample")
+    assert sac.implied_mb_per_s == pytest.approx(0.414) and sac.stated_mb_per_s == 16
+    assert "the survey's table says 16 MB/s" in _survey_rates("SAC-Hopper")
+    assert "says" not in _survey_rates("DQN-Qbert")
+
+
+def test_bounded_reuse_never_lets_a_slot_serve_more_than_its_bound_and_says_when_it_runs_dry():
+    from adapters._kit.reuse import BoundedReuse
+    rng = np.random.default_rng(0)
+    pool = BoundedReuse(10, 3, rng)
+    served = np.zeros(10, dtype=int)
+    for k in range(200):
+        idx = pool.indices(4)
+        assert len(idx) == 4 and (np.diff(idx) >= 0).all()
+        np.add.at(served, idx, 1)
+        assert served.max() <= 3
+        written = [k % 10, (k + 1) % 10]   # two slots written per batch of four: the pool never runs dry
+        pool.written(written)
+        served[written] = 0
+    dry = BoundedReuse(4, 2, rng)
+    dry.indices(6)
+    with pytest.raises(RuntimeError, match="can serve 2 more samples"):
+        dry.indices(3)                      # refused whole: nothing drawn
+    assert len(dry.indices(2)) == 2 and dry.credits == 0 and dry.times.sum() == 8
+
+
+def test_ppo_and_impala_bound_reuse_where_items_arrive():
+    assert replay_spec(workload("PPO-Qbert", "target")).max_reuse == 4
+    assert replay_spec(workload("IMPALA-Qbert", "max-both")).max_reuse == 127
+    assert replay_spec(workload("PPO-Qbert", "target")).bounded
+    assert not replay_spec(workload("PPO-Qbert", "max-sample")).bounded   # nothing arrives: not capped
+    assert not replay_spec(workload("PPO-Qbert", "target", max_reuse=-1)).bounded
+    assert not replay_spec(workload("SAC-Hopper", "target")).bounded
+    with pytest.raises(ValueError, match="samples by priority"):
+        replay_spec(workload("DQN-Qbert", "target", max_reuse=3))
+    sb3 = registry.get("sb3-replay")
+    assert "cannot cap how often" in sb3().supports(workload("PPO-Qbert", "target"), sb3.resolve_options({}))
+    assert sb3().supports(workload("PPO-Qbert", "max-sample"), sb3.resolve_options({})) is None
+
+
+REUSE_WINDOW = TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=0.6, min_units=3)
+
+
+def test_measured_reuse_stays_within_the_bound_and_exceeds_it_without():
+    """PPO's rates in one process, 100 items held: unbounded, some item serves more than 4 samples; bounded,
+    none does."""
+    runs = {}
+    for max_reuse in (0, -1):
+        wl = workload("PPO-Qbert", "max-both", max_mb=100 * 256 / 2**20, max_reuse=max_reuse)
+        runs[max_reuse] = run("numpy-ring", wl, protocol=REUSE_WINDOW)
+    bounded, free = runs[0][1], runs[-1][1]
+    assert runs[0][0].info["max_reuse"] == 4 and "max_reuse" not in runs[-1][0].info
+    assert 1 <= bounded["reuse_mean"] and bounded["reuse_max"] <= 4
+    assert free["reuse_max"] > 4
+
+
+def test_items_written_by_actor_processes_get_a_fresh_bound():
+    wl = workload("PPO-Qbert", "max-both", max_mb=100 * 256 / 2**20, max_reuse=2)
+    session, r = run("shm-ring", wl, protocol=REUSE_WINDOW)
+    assert session.info["max_reuse"] == 2 and r["reuse_max"] <= 2 and r["sample_items_per_s"] > 0

@@ -15,7 +15,7 @@ from rlbench.running.timing import measure
 
 PROTOCOL = TimingProtocol(warmup_s=0.05, warmup_units=1, duration_s=0.2, min_units=3)
 MODES = ("max-sample", "max-both", "target")
-TINY = {"item_bytes": 64, "max_mb": 0.1}   # 1638 items of 64 bytes
+TINY = {"item_bytes": 64, "max_mb": 0.1, "max_reuse": -1}   # 1638 items of 64 bytes; these stores have no bound
 
 
 def _workload(mode, name="IMPALA-Qbert", num_envs=1, **kw):

@@ -147,3 +147,15 @@ def test_prioritized_samples_a_high_priority_item_far_more_often():
         assert 0.5 * expected < share < 1.5 * expected, (share, expected)
     finally:
         session.close()
+
+
+def test_a_bounded_workload_serves_no_item_more_than_its_bound(tmp_path, monkeypatch):
+    """Reverb removes an item on its max_times_sampled-th sample: PPO's items, bounded to 2 here, with actor
+    processes adding while the learner samples."""
+    monkeypatch.setenv("RLBENCH_SCRATCH_DIR", str(tmp_path))
+    session = _open(_workload("max-both", name="PPO-Qbert", num_envs=1, max_reuse=2), sampler="client")
+    try:
+        result = measure(session.step, PROTOCOL, session.metrics)
+    finally:
+        session.close()
+    assert session.info["max_reuse"] == 2 and result["reuse_max"] <= 2 and result["sample_items_per_s"] > 0

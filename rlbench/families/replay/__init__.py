@@ -11,7 +11,8 @@ from rlbench.results.metrics import Metric
 
 # KWARGS' ranges: 0 = the workload's own item_bytes / batch_size; replay_spec then checks that an item holds
 # its header and that max_mb holds a batch (max_mb=0 holds none), which depend on the workload
-RANGES = {"max_mb": (0, math.inf), "item_bytes": (0, math.inf), "batch_size": (0, math.inf)}
+RANGES = {"max_mb": (0, math.inf), "item_bytes": (0, math.inf), "batch_size": (0, math.inf),
+          "max_reuse": (-1, math.inf)}
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class ReplayCell:
     capacity_scale: float
     page_cache: str            # on disk: the page cache as timing began
     bound: str                 # the machine limit the rate is a fraction of (rlbench.machine.limits)
+    max_reuse: int             # the samples an item may serve (None: unbounded)
     limit_gbps: float          # that limit, as measured (None when unknown)
     limit_frac: float          # steps/s median x item_bytes / limit_gbps
 
@@ -36,8 +38,8 @@ class Replay(Family):
     # bytes per stored item; items held (the workload's capacity x capacity_scale) and that scale; on disk,
     # the page cache as timing began; the machine limit the rate is a fraction of, and that limit when the
     # session measured it itself (host-to-device copies)
-    info_keys = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound", "bound_gbps")
-    identity_keys = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound")
+    info_keys = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound", "bound_gbps", "max_reuse")
+    identity_keys = ("item_bytes", "capacity_items", "capacity_scale", "page_cache", "bound", "max_reuse")
     summary_keys = ("limit_gbps", "limit_frac")
     record_keys = ("limits",)
     cell_type = ReplayCell
@@ -57,8 +59,22 @@ class Replay(Family):
                "(no coordinated omission)", source="session", label="add p99 ms"),
         Metric("add_latency_max_ms", "ms", "target mode: the slowest add, from its scheduled start",
                source="session", label="add max ms"),
-        Metric("keeps_up", "flag", "target mode: 1 when neither the add nor the sample schedule fell behind, else 0",
-               source="session"),
+        Metric("keeps_up", "flag", "target mode: 1 when neither the add nor the sample schedule fell behind at any "
+               "point of the window (an op started, or was still owed at the end, later than the tolerance past its "
+               "scheduled start: 50 ms, or one op's period when longer), else 0", source="session"),
+        Metric("sample_lag_max_ms", "ms", "target mode: the most a sample started (or was owed) behind its scheduled "
+               "start over the window", source="session", summary=("median", "max"), label="sample lag max ms"),
+        Metric("add_lag_max_ms", "ms", "target mode: the most an add started (or was owed) behind its scheduled start "
+               "over the window", source="session", summary=("median", "max"), label="add lag max ms"),
+        Metric("late_ops_frac", "share", "target mode: the share of the window's scheduled adds and samples that "
+               "started later than the tolerance", source="session", label="late ops share"),
+        Metric("max_reuse", "count", "the samples an item may serve in this cell (bounded-reuse workloads in target "
+               "and max-both mode); absent where unbounded", source="info", summary=(), label="reuse bound"),
+        Metric("reuse_mean", "ratio", "samples per item: the mean over the items sampled, from the session's first "
+               "sample to the window's end (read from each sampled item's id)", source="session",
+               label="reuse mean"),
+        Metric("reuse_max", "count", "the most samples any one item served, over the same span", source="session",
+               summary=("median", "max"), label="reuse max"),
         Metric("limit_gbps", "GB/s", "the machine limit the cell is bound by: the run's measured figure named "
                "`bound` (rlbench.machine.limits), else the session's bound_gbps", source="family",
                label="limit GB/s"),

@@ -9,10 +9,11 @@ from rlbench.families.replay.driver import (
     WORKLOADS,
     ReplaySession,
     in_process_only,
+    no_reuse_bound,
     replay_spec,
     scratch_dir,
 )
 from rlbench.machine import pagecache
 
-__all__ = ["ReplaySession", "replay_spec", "in_process_only", "scratch_dir", "PREFIX", "WORKLOADS",
+__all__ = ["ReplaySession", "replay_spec", "in_process_only", "no_reuse_bound", "scratch_dir", "PREFIX", "WORKLOADS",
            "PRIORITY_ALPHA", "PRIORITY_BETA", "PAGE_CACHE", "pagecache"]

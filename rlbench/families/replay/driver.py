@@ -4,6 +4,7 @@ A backend only provides a store: `add(item)`, `sample(batch_size) -> (batch, ind
 workloads, `update_priorities(indices, priorities)`. The driver owns all that must be the same for every backend:
 the fill, items, rates, schedule, reading consumer, actor processes, latency and modes (docs/strategies/replay.md).
 """
+import math
 import multiprocessing as mp
 import os
 import time
@@ -16,6 +17,9 @@ SAMPLING = ("uniform", "prioritized", "reuse")
 HEADER = 8          # each item starts with its id: actor << 40 | sequence number (tests read it back)
 LAT_SLOTS = 1 << 16  # add latencies kept per actor (a ring; the window reads the ones it spans)
 PRIORITY_ALPHA, PRIORITY_BETA = 0.6, 0.4
+# target mode: a schedule is behind while an op waits longer than this past its scheduled start (one op's
+# period when that is longer: one op owed is not behind)
+LAG_TOLERANCE_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -24,27 +28,67 @@ class ReplayWorkload:
     algorithm: str
     env: str
     capacity_items: int
-    sampling: str           # uniform | prioritized | reuse (bounded reuse: sampled uniformly here)
+    sampling: str           # uniform | prioritized | reuse (uniform, each item's samples bounded: reuse_bound)
     item_bytes: int
     add_per_s: float
     sample_per_s: float     # items per second, in batches of batch_size
     batch_size: int
+    stated_mb_per_s: tuple  # the survey's own add and sample MB/s columns, as published (checked, not used)
     seq_len: int = 1        # env steps per item when the algorithm stores sequences (R2D2, IMPALA)
 
+    @property
+    def reuse_bound(self) -> int:
+        """Samples an item may serve (bounded-reuse workloads; 0: unbounded): REUSE_SLACK times the average
+        reuse the survey's rates imply, sample_per_s / add_per_s, so the rates stay feasible and the tail is
+        capped (PPO 4, IMPALA 127)."""
+        return math.ceil(REUSE_SLACK * self.sample_per_s / self.add_per_s) if self.sampling == "reuse" else 0
+
+
+REUSE_SLACK = 2
+REUSE_MODES = ("target", "max-both")  # where items arrive while the learner samples: the bound applies
 
 WORKLOADS = {
-    "DQN-Qbert": ReplayWorkload("DQN", "Atari Qbert", 400_000, "prioritized", 110_000, 400, 1650, 32),
-    "PPO-Qbert": ReplayWorkload("PPO (off-policy)", "Atari Qbert", 100_000, "reuse", 120_000, 50, 87, 64),
-    "R2D2-Qbert": ReplayWorkload("R2D2", "Atari Qbert", 10_000, "prioritized", 10_000_000, 3, 45, 64, seq_len=80),
-    "IMPALA-Qbert": ReplayWorkload("IMPALA", "Atari Qbert", 100_000, "reuse", 3_000_000, 4, 253, 32, seq_len=20),
-    "SAC-Hopper": ReplayWorkload("SAC", "MuJoCo Hopper", 1_000_000, "uniform", 3_000, 71, 138, 256),
-    "QMIX-3s5z": ReplayWorkload("QMIX", "SMAC 3s5z", 50_000, "uniform", 290_000, 19, 60, 32),
-    "MASAC-3s5z": ReplayWorkload("MASAC", "SMAC 3s5z", 1_000_000, "uniform", 29_000, 116, 63, 256),
-    "DQN-GoBigger": ReplayWorkload("DQN", "GoBigger", 100_000, "prioritized", 400_000, 30, 83, 32),
+    "DQN-Qbert": ReplayWorkload("DQN", "Atari Qbert", 400_000, "prioritized", 110_000, 400, 1650, 32, (44, 181)),
+    "PPO-Qbert": ReplayWorkload("PPO (off-policy)", "Atari Qbert", 100_000, "reuse", 120_000, 50, 87, 64, (6, 10)),
+    "R2D2-Qbert": ReplayWorkload("R2D2", "Atari Qbert", 10_000, "prioritized", 10_000_000, 3, 45, 64, (30, 450),
+                                 seq_len=80),
+    "IMPALA-Qbert": ReplayWorkload("IMPALA", "Atari Qbert", 100_000, "reuse", 3_000_000, 4, 253, 32, (12, 759),
+                                   seq_len=20),
+    "SAC-Hopper": ReplayWorkload("SAC", "MuJoCo Hopper", 1_000_000, "uniform", 3_000, 71, 138, 256, (0.213, 16)),
+    "QMIX-3s5z": ReplayWorkload("QMIX", "SMAC 3s5z", 50_000, "uniform", 290_000, 19, 60, 32, (6, 17)),
+    "MASAC-3s5z": ReplayWorkload("MASAC", "SMAC 3s5z", 1_000_000, "uniform", 29_000, 116, 63, 256, (3, 2)),
+    "DQN-GoBigger": ReplayWorkload("DQN", "GoBigger", 100_000, "prioritized", 400_000, 30, 83, 32, (12, 33)),
 }
+# a stated MB/s agrees with items/s x item size when within this share (the survey rounds to whole MB/s)
+STATED_TOLERANCE = 0.25
+
+
+@dataclass(frozen=True)
+class StatedCheck:
+    """One of the survey's stated MB/s against its own items/s x item size."""
+    workload: str
+    side: str               # add | sample
+    items_per_s: float
+    item_bytes: int
+    stated_mb_per_s: float
+    implied_mb_per_s: float
+
+    @property
+    def consistent(self) -> bool:
+        return abs(self.stated_mb_per_s - self.implied_mb_per_s) <= STATED_TOLERANCE * self.implied_mb_per_s + 0.5
+
+
+def stated_checks() -> list:
+    """Every survey row's stated add and sample MB/s, checked against items/s x item size (what rlbench
+    measures and reports): the table's SAC sample column says 16 MB/s for 138 items/s of 3 KB (0.41 MB/s)."""
+    return [StatedCheck(name, side, rate, w.item_bytes, stated, rate * w.item_bytes / 1e6)
+            for name, w in WORKLOADS.items()
+            for side, rate, stated in (("add", w.add_per_s, w.stated_mb_per_s[0]),
+                                       ("sample", w.sample_per_s, w.stated_mb_per_s[1]))]
 PREFIX = "replay/"
 # Arguments every replay workload takes (env_kwargs), with their defaults
-KWARGS = {"mode": "max-sample", "max_mb": 1024.0, "item_bytes": 0, "batch_size": 0}
+# (max_reuse: 0 = the workload's own bound, -1 = none, N = at most N samples per item)
+KWARGS = {"mode": "max-sample", "max_mb": 1024.0, "item_bytes": 0, "batch_size": 0, "max_reuse": 0}
 CHOICES = {"mode": MODES}
 
 
@@ -63,10 +107,17 @@ class ReplaySpec:
     mode: str
     actors: int
     seed: int
+    max_reuse: int = 0      # samples an item may serve in REUSE_MODES (0: unbounded)
 
     @property
     def prioritized(self) -> bool:
         return self.sampling == "prioritized"
+
+    @property
+    def bounded(self) -> bool:
+        """Each item's samples are capped in this cell: a bound, in a mode where items arrive (in max-sample
+        nothing arrives, so a bound would only stop the learner: it samples uniformly, unbounded)."""
+        return self.max_reuse > 0 and self.mode in REUSE_MODES
 
     @property
     def scale(self) -> float:
@@ -90,8 +141,23 @@ def replay_spec(workload) -> ReplaySpec:
     if capacity < max(batch, 2 * workload.num_envs):
         raise ValueError(f"max_mb={kw['max_mb']:g} holds only {capacity} items of {item_bytes} bytes "
                          f"(need at least batch_size={batch})")
+    asked = int(kw["max_reuse"])
+    if asked > 0 and w.sampling == "prioritized":
+        raise ValueError(f"max_reuse={asked}: replay/{name} samples by priority; a reuse bound is for uniform "
+                         "sampling (a workload of sampling 'uniform' or 'reuse')")
+    max_reuse = {0: w.reuse_bound, -1: 0}.get(asked, asked)
     return ReplaySpec(name, item_bytes, capacity, w.capacity_items, batch, w.sampling, w.seq_len, w.add_per_s,
-                      w.sample_per_s, kw["mode"], workload.num_envs, workload.seed)
+                      w.sample_per_s, kw["mode"], workload.num_envs, workload.seed, max_reuse)
+
+
+def no_reuse_bound(workload, library: str):
+    """supports() of a store that cannot cap how often an item is sampled: the reason, in a cell whose
+    workload bounds reuse; None elsewhere."""
+    spec = replay_spec(workload)
+    if not spec.bounded:
+        return None
+    return (f"{library} cannot cap how often an item is sampled: replay/{spec.name} bounds each item to "
+            f"{spec.max_reuse} samples in mode {spec.mode} (env kwarg max_reuse=-1 runs it unbounded)")
 
 
 def scratch_dir() -> str:
@@ -121,6 +187,19 @@ def stamp(item: np.ndarray, actor: int, seq: int) -> np.ndarray:
 def item_ids(batch) -> np.ndarray:
     """The ids stamped into sampled items (for tests: what a store returns is what actors wrote)."""
     return np.array([int(np.asarray(b)[:HEADER].view(np.int64)[0]) for b in batch])
+
+
+def batch_ids(batch):
+    """The ids of a sampled batch's items (int64 array; None for a batch that is not host memory), for the
+    session's reuse count: one strided read of each item's header."""
+    try:
+        if isinstance(batch, np.ndarray) and batch.ndim == 2:
+            if batch.shape[1] % 8 == 0 and batch.flags.c_contiguous:
+                return batch.view(np.int64)[:, 0].copy()
+            return np.ascontiguousarray(batch[:, :HEADER]).view(np.int64).ravel()
+        return np.array([np.asarray(b).reshape(-1)[:HEADER].view(np.int64)[0] for b in batch], dtype=np.int64)
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def consume(batch) -> int:
@@ -164,17 +243,18 @@ RUN, STOP = 1, 2
 
 class ActorShared:
     """What the learner and its actors share: control word, schedule start, per-actor add counts and
-    (done_ns, latency_ns) of recent adds."""
+    (done_ns, latency_ns, start lag_ns) of recent adds, the latency and the lag from the add's scheduled
+    start."""
 
     def __init__(self, ctx, actors: int):
         self.ctl = ctx.RawArray("q", 2)                 # phase, schedule start (perf_counter_ns)
         self.added = ctx.RawArray("q", actors)
         self.ready = ctx.RawArray("q", actors)          # 1 once an actor's writer is set up (count() returned)
-        self.lat = ctx.RawArray("q", actors * LAT_SLOTS * 2)
+        self.lat = ctx.RawArray("q", actors * LAT_SLOTS * 3)
 
     def arrays(self):
         return (np.frombuffer(self.ctl, np.int64), np.frombuffer(self.added, np.int64),
-                np.frombuffer(self.lat, np.int64).reshape(-1, LAT_SLOTS, 2))
+                np.frombuffer(self.lat, np.int64).reshape(-1, LAT_SLOTS, 3))
 
 
 def actor_main(writer, spec: ReplaySpec, actor: int, shared: ActorShared) -> None:
@@ -200,9 +280,10 @@ def actor_main(writer, spec: ReplaySpec, actor: int, shared: ActorShared) -> Non
             sleep_until(due)
         else:
             due = time.perf_counter_ns()
+        began = time.perf_counter_ns()
         writer.add(stamp(items[seq % len(items)], actor, seq))
         done = time.perf_counter_ns()
-        lat[actor, k % LAT_SLOTS] = (done, done - due)
+        lat[actor, k % LAT_SLOTS] = (done, done - due, began - due)
         seq += 1
         k += 1
         added[actor] += 1
@@ -242,9 +323,10 @@ class ActorPool:
         return int(self.added.sum())
 
     def latencies(self, t0: int, t1: int) -> np.ndarray:
-        flat = self.lat.reshape(-1, 2)
+        """[latency, start lag] of each add done within [t0, t1], both from its scheduled start (ns)."""
+        flat = self.lat.reshape(-1, 3)
         keep = (flat[:, 0] >= t0) & (flat[:, 0] <= t1)
-        return flat[keep, 1]
+        return flat[keep, 1:]
 
     def close(self) -> None:
         self.ctl[0] = STOP
@@ -273,7 +355,9 @@ class ReplaySession:
         self.multiprocess = hasattr(store, "writer")
         self.actors = None
         self.sample_lat, self.add_lat = [], []
+        self.sample_lag, self.add_lag = [], []  # target mode: each op's start lag behind its schedule (ns)
         self.sampled = self.added_here = 0
+        self.sampled_ids = []   # every sampled item's id since the first sample: how often each was reused
         self._adds_owed = 0.0
         self._batch = None
         self._items = make_items(spec, 0)
@@ -292,6 +376,8 @@ class ReplaySession:
         self.info = {"item_bytes": spec.item_bytes, "capacity_items": spec.capacity,
                      "capacity_scale": round(spec.scale, 6), "bound": getattr(store, "bound", "memcpy_1core"),
                      "workers": spec.actors, "batch_size": spec.batch_size}
+        if spec.bounded:
+            self.info["max_reuse"] = spec.max_reuse
         if getattr(store, "bound_gbps", None):  # a limit only the session can measure (host-to-device)
             self.info["bound_gbps"] = store.bound_gbps
         self.metrics = _Window(self)
@@ -354,6 +440,7 @@ class ReplaySession:
             self._add(due)
         due, self._next_sample = self._next_sample, self._next_sample + self._sample_period
         sleep_until(due)
+        self.sample_lag.append(time.perf_counter_ns() - due)
         return self._sample(due)
 
     def _sample(self, due: int) -> int:
@@ -365,6 +452,9 @@ class ReplaySession:
                 self._batch = np.ones((self.spec.batch_size, self.spec.item_bytes), dtype=np.uint8)
             batch = np.stack(batch, out=self._batch)
         consume(batch)
+        ids = batch_ids(batch)
+        if ids is not None:
+            self.sampled_ids.append(ids)
         if self.spec.prioritized:
             self.store.update_priorities(indices, new_priorities(self.rng, len(indices)))
         self.sample_lat.append(time.perf_counter_ns() - due)
@@ -372,6 +462,8 @@ class ReplaySession:
         return self.spec.batch_size
 
     def _add(self, due: int) -> None:
+        if self.spec.mode == "target":
+            self.add_lag.append(time.perf_counter_ns() - due)
         item = stamp(self._items[self._seq % len(self._items)], 0, self._seq)
         self.store.add(item)
         self._seq += 1
@@ -400,8 +492,8 @@ class _Window:
             s.store.before_window()
         if getattr(s.store, "page_cache", None):
             s.info["page_cache"] = s.store.page_cache
-        s.sample_lat.clear()
-        s.add_lat.clear()
+        for kept in (s.sample_lat, s.add_lat, s.sample_lag, s.add_lag):
+            kept.clear()
         self.sampled0, self.added0 = s.sampled, s.total_added()
         self.sample_due0 = s._next_sample
         self.add_due0 = s._next_add
@@ -415,9 +507,10 @@ class _Window:
             s.info["page_cache"] = s.store.page_cache
         added = s.total_added() - self.added0
         sampled = s.sampled - self.sampled0
-        add_lat = np.array(s.add_lat, dtype=np.int64)
+        add_lat, add_lag = np.array(s.add_lat, dtype=np.int64), np.array(s.add_lag, dtype=np.int64)
         if s.actors is not None:
-            add_lat = np.concatenate([add_lat, s.actors.latencies(self.t0, t1)])
+            actors = s.actors.latencies(self.t0, t1)
+            add_lat, add_lag = np.concatenate([add_lat, actors[:, 0]]), np.concatenate([add_lag, actors[:, 1]])
         mb = spec.item_bytes / 1e6
         out = {"add_items_per_s": added / seconds, "add_mb_per_s": added * mb / seconds,
                "sample_items_per_s": sampled / seconds, "sample_mb_per_s": sampled * mb / seconds}
@@ -426,15 +519,42 @@ class _Window:
         if add_pct:
             out.update(add_latency_p99_ms=add_pct["p99"], add_latency_max_ms=add_pct["max"])
         if spec.mode == "target":
-            out["keeps_up"] = float(self._kept_up(added, sampled, t1))
+            out.update(self._schedule(np.array(s.sample_lag, dtype=np.int64), add_lag, added, t1))
+        out.update(reuse(s.sampled_ids))
         return out
 
-    def _kept_up(self, added: int, sampled: int, t1: int) -> bool:
-        """Behind = more than one op (or 2% of the window's ops) scheduled but not yet done."""
-        spec = self.s.spec
+    def _schedule(self, sample_lag, add_lag, added: int, t1: int) -> dict:
+        """How far each schedule fell behind over the window: each op's start lag, plus what is still owed as
+        the window closes (the next sample's wait; adds short of the schedule's count). Behind: a lag above
+        the schedule's tolerance (lag_tolerance_s) at any point; keeps_up = 1 only when neither was."""
+        s, spec = self.s, self.s.spec
         window_s = (t1 - self.t0) / 1e9
-        due_samples = window_s * spec.sample_per_s / spec.batch_size
-        due_adds = window_s * spec.add_per_s
-        done_samples = sampled / spec.batch_size
-        return (done_samples >= due_samples - max(1.0, 0.02 * due_samples) - 1
-                and added >= due_adds - max(1.0, 0.02 * due_adds) - spec.actors)
+        sample_owed_s = max(0.0, (t1 - s._next_sample) / 1e9)
+        adds_owed = window_s * spec.add_per_s - added - spec.actors  # an add per actor may be under way
+        add_owed_s = max(0.0, adds_owed / spec.add_per_s) if s.actors is not None else max(
+            0.0, (t1 - s._next_add) / 1e9)
+        sample_tol = lag_tolerance_s(spec.batch_size / spec.sample_per_s)
+        add_tol = lag_tolerance_s(spec.actors / spec.add_per_s if s.actors is not None else 1 / spec.add_per_s)
+        sample_max = max([sample_owed_s, *(sample_lag / 1e9)])
+        add_max = max([add_owed_s, *(add_lag / 1e9)])
+        late = (np.count_nonzero(sample_lag / 1e9 > sample_tol) + np.count_nonzero(add_lag / 1e9 > add_tol)
+                + (sample_owed_s > sample_tol) + (add_owed_s > add_tol))
+        ops = len(sample_lag) + len(add_lag)
+        return {"sample_lag_max_ms": sample_max * 1e3, "add_lag_max_ms": add_max * 1e3,
+                "late_ops_frac": late / ops if ops else 0.0,
+                "keeps_up": float(sample_max <= sample_tol and add_max <= add_tol)}
+
+
+def reuse(sampled_ids) -> dict:
+    """How often the items sampled were sampled, from the session's first sample to now: the mean over those
+    items and the most any one served ({} before any sample, or when ids could not be read)."""
+    if not sampled_ids:
+        return {}
+    _, counts = np.unique(np.concatenate(sampled_ids), return_counts=True)
+    return {"reuse_mean": float(counts.mean()), "reuse_max": float(counts.max())}
+
+
+def lag_tolerance_s(period_s: float) -> float:
+    """How late an op may start before its schedule counts as behind: LAG_TOLERANCE_S, or one op's period
+    when that is longer (one op owed is not behind)."""
+    return max(LAG_TOLERANCE_S, period_s)

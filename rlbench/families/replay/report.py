@@ -3,7 +3,7 @@ kept up with the workload's schedule, and sample bandwidth vs item size; replay.
 import csv
 import io
 
-from rlbench.families.replay.driver import KWARGS, PREFIX, WORKLOADS
+from rlbench.families.replay.driver import KWARGS, PREFIX, WORKLOADS, stated_checks
 from rlbench.report import charts
 from rlbench.report.format import data_v, esc, figure, fixed, grouped, is_num, pct, size, with_ci
 from rlbench.results.stats import median_ci, ratio_ci
@@ -17,12 +17,14 @@ LIMIT_LINES = (("memcpy_1core_gbps", "memcpy 1 core", charts.REFERENCE_COLOURS[0
 COLUMNS = ("workload", "mode", "store", "actors", "item_bytes", "capacity_items", "capacity_scale", "page_cache",
            "n", "status", "items_per_s", "mb_per_s", "add_items_per_s", "sample_items_per_s", "bound",
            "limit_gbps", "limit_frac", "limit_frac_ci_low", "limit_frac_ci_high", "sample_latency_p99_ms",
-           "sample_latency_p999_ms", "add_latency_p99_ms", "keeps_up", "error")
+           "sample_latency_p999_ms", "add_latency_p99_ms", "keeps_up", "sample_lag_max_ms", "add_lag_max_ms",
+           "max_reuse", "reuse_mean", "reuse_max", "error")
 
 
 def replay_rows(results) -> list:
     """One row per replay cell: what it sustained and against which limit (medians of repeats);
-    keeps_up counts the repeats that kept up, e.g. '3/3'; limit_frac has the bootstrap 95% CI of the median
+    keeps_up counts the repeats that kept up, e.g. '3/3', and the lags are the most any repeat fell behind
+    its schedule; limit_frac has the bootstrap 95% CI of the median
     of its repeats' fractions (rlbench.results.stats.median_ci). Beside replay.csv's columns: the cell id, the
     95% CI and CV of its MB/s, for the chart, and each repeat's MB/s (mb_per_s_repeats), for the targets'
     ratio CIs."""
@@ -50,7 +52,10 @@ def replay_rows(results) -> list:
             "sample_latency_p99_ms": c.stat("sample_latency_p99_ms").median,
             "sample_latency_p999_ms": c.stat("sample_latency_p999_ms").median,
             "add_latency_p99_ms": c.stat("add_latency_p99_ms").median,
-            "keeps_up": kept.get(c.cell_id, "") if mode == "target" else "", "error": c.error,
+            "keeps_up": kept.get(c.cell_id, "") if mode == "target" else "",
+            "sample_lag_max_ms": c.stat("sample_lag_max_ms").maximum,
+            "add_lag_max_ms": c.stat("add_lag_max_ms").maximum, "max_reuse": p.max_reuse,
+            "reuse_mean": c.stat("reuse_mean").median, "reuse_max": c.stat("reuse_max").maximum, "error": c.error,
             "adapter": c.adapter, "cell_id": c.cell_id, "cv": s.cv, "mb_per_s_repeats": repeats,
             "mb_per_s_ci_low": _mb_per_s(s.ci_low, item), "mb_per_s_ci_high": _mb_per_s(s.ci_high, item),
         })
@@ -124,7 +129,7 @@ def replay_section(results) -> str:
     rows = replay_rows(results)
     if not rows:
         return ""
-    limits = results.env.get("limits") or {}
+    limits = results.record.limits
     parts = ["<h2>Replay and storage: the survey's workloads</h2>",
              "<p>Each store held the workload's items (capacity scaled to the run's memory budget, as recorded) "
              "and was filled, every page touched, before timing. <i>max-sample</i>: the learner samples "
@@ -146,8 +151,23 @@ def replay_section(results) -> str:
             parts.append(f"<h3>{esc(workload)}: {esc(w.algorithm)} on {esc(w.env)}, {w.sampling}, items of "
                          f"{grouped(at[0]['item_bytes'])} bytes, {fixed(w.add_per_s, 'g')} adds/s and "
                          f"{fixed(w.sample_per_s, 'g')} samples/s in batches of {w.batch_size}</h3>")
+            parts.append(_survey_rates(workload))
             parts.append(_workload_table(at))
     return "".join(parts)
+
+
+def _survey_rates(workload: str) -> str:
+    """The workload's rates in MB/s at the survey's item size, as items/s x item size; where the survey's own
+    MB/s column disagrees, a footnote says so (rlbench.families.replay.driver.stated_checks)."""
+    said = []
+    for c in (c for c in stated_checks() if c.workload == workload):
+        text = (f"{c.side}: {fixed(c.items_per_s, 'g')} items/s x {size(c.item_bytes)} = "
+                f"{fixed(c.implied_mb_per_s, '.3g')} MB/s")
+        if not c.consistent:
+            text += (f"<sup>*</sup> <small>(* the survey's table says {fixed(c.stated_mb_per_s, 'g')} MB/s, which "
+                     "its own items/s and item size do not give; rlbench uses items/s x item size)</small>")
+        said.append(text)
+    return f"<p>The survey's rates: {'; '.join(said)}.</p>"
 
 
 def _limits_table(limits) -> str:
@@ -182,6 +202,7 @@ ADD_P99 = figure("add_latency_p99_ms", "add p99 ms", grouped)
 def _workload_table(rows) -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in ("store", "mode", "actors", "items/s", "MB/s", "bound",
                                                  "fraction [95% CI]", SAMPLE_P99[0], ADD_P99[0], "keeps up",
+                                                 "lag max ms (sample / add)", "reuse mean / max (bound)",
                                                  "capacity (scale)", "page cache", "status"))
     body = []
     for r in sorted(rows, key=lambda r: (r["mode"], -(r["mb_per_s"] or 0))):
@@ -192,14 +213,35 @@ def _workload_table(rows) -> str:
         cells = [esc(r["store"]), esc(r["mode"]), esc(r["actors"]), grouped(r["items_per_s"]), grouped(r["mb_per_s"]),
                  esc(r["bound"]), with_ci(frac, r.get("limit_frac_ci_low"), r.get("limit_frac_ci_high"), fmt=pct),
                  esc(SAMPLE_P99[1](r["sample_latency_p99_ms"])), esc(ADD_P99[1](r["add_latency_p99_ms"])),
-                 esc(r["keeps_up"]), cap, esc(r["page_cache"]), status]
+                 esc(r["keeps_up"]), _lags(r), _reuse(r), cap, esc(r["page_cache"]), status]
         vals = ["", "", r["actors"], r["items_per_s"], r["mb_per_s"], "", frac, r["sample_latency_p99_ms"],
-                r["add_latency_p99_ms"], "", r["capacity_items"], "", ""]
+                r["add_latency_p99_ms"], "", _worst_lag(r), r["reuse_max"], r["capacity_items"], "", ""]
         tds = "".join(f"<td data-v='{data_v(v)}'>{c}</td>" if isinstance(v, (int, float)) else f"<td>{c}</td>"
                       for c, v in zip(cells, vals))
         bad = r["status"] != "ok" or r["keeps_up"].startswith("0/")
         body.append(f"<tr{' class=bad' if bad else ''}>{tds}</tr>")
     return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _lags(r) -> str:
+    """Target mode: the most a repeat's sample and add schedules fell behind; '' for other modes (or rows from
+    before lags were recorded)."""
+    if not (is_num(r["sample_lag_max_ms"]) or is_num(r["add_lag_max_ms"])):
+        return ""
+    return f"{fixed(r['sample_lag_max_ms'], ',.1f')} / {fixed(r['add_lag_max_ms'], ',.1f')}"
+
+
+def _reuse(r) -> str:
+    """Samples per item (mean, the most of any item; medians and the worst over repeats) and the bound."""
+    if not is_num(r["reuse_mean"]):
+        return ""
+    bound = f" ({r['max_reuse']})" if r["max_reuse"] else ""
+    return f"{fixed(r['reuse_mean'], '.3g')} / {fixed(r['reuse_max'], ',.0f')}{bound}"
+
+
+def _worst_lag(r):
+    lags = [v for v in (r["sample_lag_max_ms"], r["add_lag_max_ms"]) if is_num(v)]
+    return max(lags) if lags else ""
 
 
 def _series(r) -> str:

@@ -175,13 +175,13 @@ def validation_rows(results) -> list:
 
     out = (envpool_table(cells, repeats) + baselines_608(cells, repeats) + crossover(cells, repeats)
            + gymnax_readme(cells, repeats))
-    versions = measured_versions(results.env)
+    versions = measured_versions(results.record.machine)
     for r in out:
         if r["check"] == "envpool-table" and versions:
             r["conditions"] += f"; measured here with {versions}"
     return out
 
 
-def measured_versions(env: dict) -> str:
-    packages = env.get("packages") or {}
+def measured_versions(machine) -> str:
+    packages = machine.get("packages") or {}
     return ", ".join(f"{p} {packages[p]}" for p in ("envpool", "gymnasium", "ale-py", "mujoco") if packages.get(p))
