@@ -198,6 +198,7 @@ class ResultSet:
     env: dict
     benchmarks: Mapping
     skipped: tuple = ()  # line numbers of results.jsonl that are not rows
+    record: RunRecord = None  # env.json as a RunRecord (from_rows reads it once): what the report reads
 
     @classmethod
     def from_rows(cls, rows, env=None, skipped=()) -> "ResultSet":
@@ -207,9 +208,9 @@ class ResultSet:
             run = row if isinstance(row, Run) else Run.from_row(row)
             grouped.setdefault(run.cell_id, []).append(run)
         grouped = {c: _superseded_lost(runs) for c, runs in grouped.items()}
-        limits = RunRecord.from_json(env).limits
-        return cls(env, MappingProxyType({c: Benchmark(c, tuple(runs), limits) for c, runs in grouped.items()}),
-                   tuple(skipped))
+        record = RunRecord.from_json(env)
+        benchmarks = {c: Benchmark(c, tuple(runs), record.limits) for c, runs in grouped.items()}
+        return cls(env, MappingProxyType(benchmarks), tuple(skipped), record)
 
     @classmethod
     def load(cls, run_dir: str) -> "ResultSet":
@@ -229,11 +230,6 @@ class ResultSet:
         skipped = []
         rows = read_rows(path, skipped)
         return cls.from_rows(rows, env if isinstance(env, dict) else {}, skipped)
-
-    @cached_property
-    def record(self) -> RunRecord:
-        """env.json as a RunRecord: the machine (its fingerprint), what the run was and how it ended."""
-        return RunRecord.from_json(self.env)
 
     @cached_property
     def cells(self) -> Mapping:

@@ -533,16 +533,22 @@ class _Window:
         adds_owed = window_s * spec.add_per_s - added - spec.actors  # an add per actor may be under way
         add_owed_s = max(0.0, adds_owed / spec.add_per_s) if s.actors is not None else max(
             0.0, (t1 - s._next_add) / 1e9)
-        sample_tol = lag_tolerance_s(spec.batch_size / spec.sample_per_s)
-        add_tol = lag_tolerance_s(spec.actors / spec.add_per_s if s.actors is not None else 1 / spec.add_per_s)
-        sample_max = max([sample_owed_s, *(sample_lag / 1e9)])
-        add_max = max([add_owed_s, *(add_lag / 1e9)])
-        late = (np.count_nonzero(sample_lag / 1e9 > sample_tol) + np.count_nonzero(add_lag / 1e9 > add_tol)
-                + (sample_owed_s > sample_tol) + (add_owed_s > add_tol))
+        sample_max, sample_late, sample_ok = _behind(sample_lag, sample_owed_s,
+                                                     lag_tolerance_s(spec.batch_size / spec.sample_per_s))
+        add_period_s = (spec.actors if s.actors is not None else 1) / spec.add_per_s
+        add_max, add_late, add_ok = _behind(add_lag, add_owed_s, lag_tolerance_s(add_period_s))
         ops = len(sample_lag) + len(add_lag)
         return {"sample_lag_max_ms": sample_max * 1e3, "add_lag_max_ms": add_max * 1e3,
-                "late_ops_frac": late / ops if ops else 0.0,
-                "keeps_up": float(sample_max <= sample_tol and add_max <= add_tol)}
+                "late_ops_frac": (sample_late + add_late) / ops if ops else 0.0,
+                "keeps_up": float(sample_ok and add_ok)}
+
+
+def _behind(lag_ns, owed_s: float, tolerance_s: float) -> tuple:
+    """One schedule over a window: (its largest lag in s, the ops later than the tolerance, whether it kept
+    up), from each op's start lag (ns) and what was still owed as the window closed."""
+    lag_s = np.asarray(lag_ns) / 1e9
+    worst = max(owed_s, float(lag_s.max(initial=0.0)))
+    return worst, int(np.count_nonzero(lag_s > tolerance_s)) + (owed_s > tolerance_s), worst <= tolerance_s
 
 
 def reuse(sampled_ids) -> dict:
