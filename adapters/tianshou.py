@@ -200,8 +200,9 @@ class TianshouReplayStore:
     (prioritized ones), driven as its Collector drives them: each add is a Batch of one env's step,
     stacked along a leading env axis (obs, act, rew, terminated, truncated, obs_next when the buffer
     stores it, info) added with buffer_ids=[0]. tianshou stores one transition per add (a Batch
-    assignment in Python per key); none of its public paths writes many transitions at once into a
-    plain buffer, so the fill before timing is one add per item too.
+    assignment in Python per key). The fill before timing moves whole chunks in with the buffer's own
+    update(other buffer) (one copy per key; priorities initialised as add does), the other buffer made
+    by ReplayBuffer.from_data over the chunk: the same stored arrays as one add per item, ~10x faster.
 
     `sample(n)` returns a Batch with obs and obs_next; the learner gets both and both are consumed.
     With ignore_obs_next (the default here, as for tianshou's Atari setups), obs_next is not stored but
@@ -235,6 +236,15 @@ class TianshouReplayStore:
         if self.store_obs_next:
             step["obs_next"] = obs
         self.buffer.add(self.Batch(step), buffer_ids=self.buffer_ids)
+
+    def add_many(self, items) -> None:
+        from tianshou.data import ReplayBuffer
+        k = len(items)
+        flags = np.zeros(k, dtype=bool)
+        chunk = ReplayBuffer.from_data(items, np.zeros(k, dtype=np.int64), np.zeros(k), flags, flags, flags, items)
+        if not self.store_obs_next:
+            chunk._meta.pop("obs_next")   # from_data always carries obs_next; this buffer must not store it
+        self.buffer.update(chunk)
 
     def sample(self, n: int):
         batch, indices = self.buffer.sample(n)

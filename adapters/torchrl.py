@@ -5,10 +5,12 @@ How it is built: docs/strategies/replay.md, "How the torchrl adapters are built"
 """
 import ctypes
 import fcntl
+import hashlib
 import mmap
 import os
 import shutil
 import sys
+import sysconfig
 import tempfile
 
 from rlbench.api import Adapter, Unsupported, register
@@ -57,9 +59,9 @@ def _load_error() -> str:
 
 def segment_trees():
     """torchrl._torchrl compiled from the installed torchrl's own csrc against the running torch (once per
-    torchrl, torch and Python version; cached), imported and returned. Also registered as torchrl._torchrl.
-    Serialised by a lock file, so concurrent cells wait for one build; a stale lock left by a killed build
-    (torch's FileBaton) is removed while holding ours."""
+    torchrl, torch and Python version and environment; cached), imported and returned. Also registered as
+    torchrl._torchrl. Serialised by a lock file, so concurrent cells wait for one build; a stale lock left by a
+    killed build (torch's FileBaton) is removed while holding ours."""
     import importlib.metadata
     import importlib.util
 
@@ -74,8 +76,12 @@ def segment_trees():
         raise FileNotFoundError(f"no C++ sources in {csrc}")
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
                                                                    "torch_extensions")
+    # keyed by what the build compiles against too: two environments with the same versions (a fresh clone's
+    # .venv beside this one) would otherwise take turns rebuilding each other's library (~40 s each time)
+    against = "|".join((os.path.dirname(torch.__file__), sysconfig.get_paths()["include"], os.environ.get("CXX", "")))
     build = os.path.join(root, f"torchrl-{importlib.metadata.version('torchrl')}-torch-{torch.__version__}"
-                               f"-py{sys.version_info.major}{sys.version_info.minor}")
+                               f"-py{sys.version_info.major}{sys.version_info.minor}-"
+                               f"{hashlib.sha256(against.encode()).hexdigest()[:10]}")
     os.makedirs(build, exist_ok=True)
     with open(build + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -24,6 +24,10 @@ def parse_args(argv):
     common.add_argument("--repeats", type=int, help="repeats per cell (fresh process each)")
     common.add_argument("--duration", type=float, help="minimum timed seconds per repeat")
     common.add_argument("--warmup", type=float, help="minimum warm-up seconds per repeat (discarded)")
+    common.add_argument("--stop-ci-width", type=float, metavar="SHARE",
+                        help="close a window before --duration once the 95%% CI of its median block rate spans at "
+                             "most this share of it (e.g. 0.02; 0 = fixed windows)")
+    common.add_argument("--min-duration", type=float, help="with --stop-ci-width: the shortest window, seconds")
     common.add_argument("--timeout", type=float, help="wall-clock limit per repeat, seconds")
     common.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches")
     common.add_argument("--profile", action="store_true", help="one extra py-spy run per cell (speedscope)")

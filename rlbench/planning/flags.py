@@ -11,6 +11,7 @@ from rlbench.planning.suite import Suite, load_suite, make_cell, merge_duplicate
 from rlbench.workload import Workload, parse_policy
 
 FLAG_NAMES = {"repeats": "--repeats", "duration_s": "--duration", "warmup_s": "--warmup", "timeout_s": "--timeout",
+              "stop_ci_width": "--stop-ci-width", "min_duration_s": "--min-duration",
               "ray_address": "--ray-address", "cluster": "--cluster", "node_class": "--node-class"}
 
 
@@ -25,7 +26,8 @@ def plan_from_args(args) -> Suite:
     else:
         raise UsageError("rlbench run needs a suite file or --adapter NAME --env ID")
     overrides = {k: v for k, v in (("repeats", args.repeats), ("duration_s", args.duration),
-                                   ("warmup_s", args.warmup),
+                                   ("warmup_s", args.warmup), ("stop_ci_width", args.stop_ci_width),
+                                   ("min_duration_s", args.min_duration),
                                    ("timeout_s", args.timeout), ("ray_address", args.ray_address),
                                    ("cluster", args.cluster), ("node_class", args.node_class))
                  if v is not None}

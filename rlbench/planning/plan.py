@@ -12,11 +12,16 @@ from rlbench.workload import Workload, kv_label
 @dataclass(frozen=True)
 class TimingProtocol:
     """What one repeat's timed window needs (rlbench.running.timing.measure): a warm-up of at least
-    warmup_s and warmup_units, then units until both duration_s and min_units are reached."""
+    warmup_s and warmup_units, then units until both duration_s and min_units are reached. With
+    stop_ci_width > 0, duration_s is the longest window: it closes as soon as it has min_units, lasted
+    min_duration_s (at most duration_s) and its rate is stable: the 95% CI of the median of its ten
+    blocks' rates spans at most stop_ci_width of that median."""
     warmup_s: float = 0.2
     warmup_units: int = 2
     duration_s: float = 1.0
     min_units: int = 10
+    stop_ci_width: float = 0.0
+    min_duration_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ class RunRequest:
     repeats: int = None        # the protocol's values given on the command line (None: the suite's)
     duration: float = None
     warmup: float = None
+    stop_ci_width: float = None
+    min_duration: float = None
     timeout: float = None
     only: tuple = ()           # --only GLOB: cells whose id matches
     profile: bool = False      # one extra py-spy run per cell
@@ -31,7 +33,8 @@ class RunRequest:
 
     # what plan.json keeps of it: enough to plan the same run again (resume, rerun)
     PLANNED = ("suite", "adapter", "env", "num_envs", "policy", "opt", "env_kwarg", "env_wrapper", "repeats",
-               "duration", "warmup", "timeout", "only", "profile", "ray_address", "cluster", "node_class")
+               "duration", "warmup", "stop_ci_width", "min_duration", "timeout", "only", "profile", "ray_address",
+               "cluster", "node_class")
 
     @classmethod
     def from_flags(cls, flags) -> "RunRequest":

@@ -22,7 +22,8 @@ from rlbench.workload import Workload, parse_policy
 TOP_KEYS = {"name", "description", "schema", "protocol", "sweep", "limits"}
 SWEEP_KEYS = {"adapters", "envs", "num_envs", "policy", "env_kwargs", "wrappers", "options", "omp_threads", "affinity",
               "protocol"}
-SWEEP_PROTOCOL_KEYS = {"warmup_s", "warmup_units", "duration_s", "min_units", "timeout_s", "cores", "exclusive"}
+SWEEP_PROTOCOL_KEYS = {"warmup_s", "warmup_units", "duration_s", "min_units", "stop_ci_width", "min_duration_s",
+                       "timeout_s", "cores", "exclusive"}
 SETTING_TYPES = {f.name: f.type for f in fields(Settings)}
 
 
@@ -66,7 +67,8 @@ def load_suite(path: str, text: str = None) -> Suite:
 
 # The valid range of each numeric setting: (low, low is allowed)
 SETTING_RANGES = {"repeats": (1, True), "timeout_s": (0, False), "warmup_s": (0, True), "warmup_units": (0, True),
-                  "duration_s": (0, True), "min_units": (1, True), "omp_threads": (0, True), "seed": (0, True),
+                  "duration_s": (0, True), "min_units": (1, True), "stop_ci_width": (0, True),
+                  "min_duration_s": (0, True), "omp_threads": (0, True), "seed": (0, True),
                   "cores": (0, True)}
 
 

@@ -152,6 +152,9 @@ HARNESS = (  # measured by the harness around every session, one value per repea
     Metric("warmup_units", "units", "units of work in the warm-up before the timed window", summary=(),
       label="warm-up units"),
     Metric("warmup_steps", "steps", "env steps made in the warm-up", summary=(), label="warm-up steps"),
+    Metric("window_ci_width", "share", "with a stopping rule (protocol stop_ci_width): the width of the 95% CI of "
+      "the median of the window's ten block rates, as a share of that median, when the window closed", summary=(),
+      label="window CI width"),
 )
 
 

@@ -42,10 +42,12 @@ def t975(df: int) -> float:
 
 def median_ci_ranks(n: int) -> tuple:
     """0-based ranks (lo, hi) of the order statistics bounding a >= 95% CI of the median: lo is the
-    largest k with P(Binomial(n, 1/2) <= k) <= 0.025, the same on the other side (scipy.stats.binom)."""
-    from scipy.stats import binom
-    k = int(binom.ppf(0.025, n, 0.5)) if n > 0 else -1  # the smallest k with P(B <= k) >= 0.025
-    lo = k if k >= 0 and binom.cdf(k, n, 0.5) <= 0.025 else k - 1
+    largest k with P(Binomial(n, 1/2) <= k) <= 0.025, the same on the other side. Exact integer sums
+    (math.comb): a cell process asks for it before its window opens, where importing scipy costs ~1 s."""
+    lo, below = -1, 0
+    while n > 0 and (below + math.comb(n, lo + 1)) * 40 <= 2 ** n:   # P(B <= lo + 1) <= 0.025
+        lo += 1
+        below += math.comb(n, lo)
     if lo < 0:
         raise ValueError(f"n={n} is too small for a 95% distribution-free CI of the median (needs n >= 6)")
     return lo, n - 1 - lo

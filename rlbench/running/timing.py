@@ -1,7 +1,6 @@
 """The measurement protocol one cell process runs: warm up, then time units until both the
-minimum duration and the minimum number of units are reached.
-
-One clock read per unit: each latency is the time between consecutive unit ends, so the
+minimum duration and the minimum number of units are reached (or, with a stopping rule, until the rate is
+stable). One clock read per unit: each latency is the time between consecutive unit ends, so the
 latencies add up to exactly the measured seconds and nothing between units goes untimed.
 """
 from time import perf_counter_ns
@@ -13,6 +12,9 @@ from rlbench.planning.plan import TimingProtocol
 from rlbench.policy import PolicyClock
 from rlbench.results.metrics import SESSION_METRICS
 from rlbench.running import proctree
+
+BLOCKS = 10          # a stopping rule judges the window by the rates of its ten consecutive blocks of units
+CHECK_GROWTH = 1.25  # each stability check comes 25% later than the last: O(units) work in all
 
 
 def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None) -> dict:
@@ -28,6 +30,7 @@ def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None) ->
     capacity = min(max(protocol.min_units, expected), 1 << 20) + 16  # grows if ever full
     lat = np.empty(capacity, dtype=np.int64)
     duration_ns = int(protocol.duration_s * 1e9)
+    stop = _StoppingRule(protocol) if protocol.stop_ci_width > 0 else None
     me = psutil.Process()
     cpu0 = proctree.cpu_seconds(me)
     PolicyClock.reset()
@@ -39,13 +42,15 @@ def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None) ->
     while True:
         steps += step()
         now = perf_counter_ns()
-        if drain is not None and units + 1 >= protocol.min_units and now - t0 >= duration_ns:
+        closing = units + 1 >= protocol.min_units and (
+            now - t0 >= duration_ns or (stop is not None and stop.stable(lat, units, now - t0)))
+        if closing and drain is not None:
             drain()  # the window is about to close: what is still queued belongs inside it
             now = perf_counter_ns()
         lat[units] = now - last
         last = now
         units += 1
-        if units >= protocol.min_units and now - t0 >= duration_ns:
+        if closing:
             break
         if units == capacity:
             lat = np.concatenate([lat, np.empty(capacity, dtype=np.int64)])
@@ -70,8 +75,36 @@ def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None) ->
         "policy_s": policy_s if PolicyClock.calls else None,
         "env_s": seconds - policy_s if PolicyClock.calls else None,
         "cpu_util": cpu, "peak_rss_mb": proctree.peak_rss_mb(me),
-        "warmup_units": warm_units, "warmup_steps": int(warm_steps), **extra,
+        "warmup_units": warm_units, "warmup_steps": int(warm_steps),
+        "window_ci_width": stop.width(lat, units) if stop is not None else None, **extra,
     }
+
+
+class _StoppingRule:
+    """Closes a window early once its rate is stable: the 95% CI of the median of its BLOCKS blocks' rates
+    (consecutive units, equal counts; distribution-free order statistics) spans at most stop_ci_width of
+    that median. Blocks, not single units, so drift and correlated stalls widen the interval."""
+
+    def __init__(self, protocol: TimingProtocol):
+        from rlbench.results.stats import median_ci_ranks  # scipy: imported here, before the window opens
+        self.lo, self.hi = median_ci_ranks(BLOCKS)
+        self.width_max = protocol.stop_ci_width
+        self.next_ns = int(min(protocol.min_duration_s, protocol.duration_s) * 1e9)
+
+    def width(self, lat: np.ndarray, units: int) -> float:
+        """The CI's width as a share of the median block rate (None with fewer units than blocks)."""
+        if units < BLOCKS:
+            return None
+        edges = np.linspace(0, units, BLOCKS + 1).astype(np.int64)
+        rates = np.sort(np.diff(edges) / np.add.reduceat(lat[:units], edges[:-1]))
+        return float((rates[self.hi] - rates[self.lo]) / np.median(rates))
+
+    def stable(self, lat: np.ndarray, units: int, elapsed_ns: int) -> bool:
+        if elapsed_ns < self.next_ns:
+            return False
+        self.next_ns = max(int(elapsed_ns * CHECK_GROWTH), 1)
+        width = self.width(lat, units)
+        return width is not None and width <= self.width_max
 
 
 def _warm_up(step, protocol, drain=None):

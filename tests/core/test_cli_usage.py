@@ -70,6 +70,9 @@ FLAG_ERRORS = {
                           "--duration=-1.0 must be a finite number >= 0"),
     "nan duration": (["--adapter", "serial", "--env", "CartPole-v1", "--duration", "nan"], "--duration=nan"),
     "nan warm-up": (["--adapter", "serial", "--env", "CartPole-v1", "--warmup", "nan"], "--warmup=nan"),
+    "negative stop width": (["--adapter", "serial", "--env", "CartPole-v1", "--stop-ci-width", "-0.1"],
+                            "--stop-ci-width=-0.1 must be a finite number >= 0"),
+    "nan min duration": (["--adapter", "serial", "--env", "CartPole-v1", "--min-duration", "nan"], "--min-duration=nan"),
     "infinite timeout": (["--adapter", "serial", "--env", "CartPole-v1", "--timeout", "inf"],
                          "--timeout=inf must be a finite number > 0"),
     "nan timeout": (["--adapter", "serial", "--env", "CartPole-v1", "--timeout", "nan"], "--timeout=nan"),
@@ -136,6 +139,9 @@ def test_flags_override_the_suite_protocol():
     suite = _plan([str(REPO / "suites" / "quick.toml"), "--repeats", "1", "--duration", "0.01", "--timeout", "7"])
     assert (suite.settings.repeats, suite.settings.duration_s, suite.settings.timeout_s) == (1, 0.01, 7.0)
     assert suite.settings.warmup_s == 0.1  # the rest stays as the suite says
+    stop = _plan([str(REPO / "suites" / "quick.toml"), "--stop-ci-width", "0.05", "--min-duration", "0.2"])
+    assert (stop.settings.stop_ci_width, stop.settings.min_duration_s) == (0.05, 0.2)
+    assert stop.cells[0].spec(stop.settings, 0)["protocol"]["stop_ci_width"] == 0.05   # what the cell measures by
 
 
 def test_ray_address_reaches_the_cells_as_ray_address(tmp_path, monkeypatch):

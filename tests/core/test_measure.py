@@ -1,5 +1,7 @@
 """rlbench.running.timing: the warm-up and timed loop, with fake step functions (and a fake clock where the
 exact numbers matter)."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -183,3 +185,59 @@ def test_drain_puts_work_a_step_only_dispatched_inside_the_window(clock):
     assert r["units"] == 4 and r["seconds"] == pytest.approx(0.040004)  # the warm-up's unit drained before
     undrained = measure(step, TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=0.0, min_units=4))
     assert undrained["seconds"] == pytest.approx(4e-6)  # dispatch speed: 10,000x too fast
+
+
+def _unit_ms(clock, unit_ms, drift=0.0):
+    """A step of unit_ms per unit (warm-up included), each unit `drift` of unit_ms slower than the last."""
+    count = [0]
+
+    def step():
+        clock.ns += int(unit_ms * (1 + drift * count[0]) * 1e6)
+        count[0] += 1
+        return 1
+    return step
+
+
+def test_a_stable_rate_closes_the_window_at_its_minimum(clock):
+    stop = TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=2.0, min_units=5, stop_ci_width=0.02,
+                          min_duration_s=0.2)
+    r = measure(_unit_ms(clock, 1.0), stop)
+    assert r["seconds"] == pytest.approx(0.2, abs=0.002) and r["units"] == 200
+    assert r["window_ci_width"] == pytest.approx(0.0)
+    fixed = measure(_unit_ms(clock, 1.0), replace(stop, stop_ci_width=0.0))
+    assert fixed["seconds"] == pytest.approx(2.0, abs=0.002) and fixed["window_ci_width"] is None
+
+
+def test_an_unstable_rate_runs_to_the_longest_window(clock):
+    """A rate that drifts (each unit 1% slower): its blocks' rates differ, the window is not cut short."""
+    stop = TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=1.0, min_units=5, stop_ci_width=0.02,
+                          min_duration_s=0.1)
+    r = measure(_unit_ms(clock, 1.0, drift=0.01), stop)
+    assert r["seconds"] >= 1.0 and r["window_ci_width"] > 0.02
+
+
+def test_the_stopping_rule_needs_min_units_and_drains_before_it_closes(clock):
+    queued = []
+
+    def step():
+        queued.append(1_000_000)
+        clock.ns += 1_000_000
+        return 1
+
+    def drain():
+        clock.ns += sum(queued)
+        queued.clear()
+
+    stop = TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=5.0, min_units=400, stop_ci_width=0.5,
+                          min_duration_s=0.01)
+    r = measure(step, stop, drain=drain)
+    # min_units first, then the rule (not the 5 s); the 400 queued ms drained inside the last unit
+    assert r["units"] == 400 and r["seconds"] == pytest.approx(0.4 + 0.4)
+    assert not queued
+
+
+def test_min_duration_longer_than_duration_is_capped_by_it(clock):
+    stop = TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=0.05, min_units=5, stop_ci_width=0.02,
+                          min_duration_s=9.0)
+    r = measure(_unit_ms(clock, 1.0), stop)
+    assert r["seconds"] == pytest.approx(0.05, abs=0.002)

@@ -47,6 +47,8 @@ BAD_PROTOCOLS = {
     "float for an int": ("[protocol]\nrepeats = 1.5\n", ["protocol.repeats=1.5", "int"]),
     "bool": ("[protocol]\ntimeout_s = true\n", ["protocol.timeout_s=True"]),
     "zero repeats": ("[protocol]\nrepeats = 0\n", ["protocol.repeats=0 must be an integer >= 1"]),
+    "negative stop width": ("[protocol]\nstop_ci_width = -0.02\n", ["protocol.stop_ci_width=-0.02",
+                                                                    "must be a finite number >= 0"]),
     "unknown key": ("[protocol]\nbogus = 1\n", ["'bogus'", "protocol", "valid: affinity, cluster, cores, duration_s"]),
 }
 
@@ -160,13 +162,16 @@ def test_empty_axes_and_untyped_env_kwargs_are_rejected_at_load(tmp_path, text, 
 def test_a_sweep_may_set_its_own_durations_and_the_command_line_still_wins(tmp_path):
     from rlbench.cli import parse_args
     from rlbench.planning.flags import plan_from_args as plan
-    body = (sweep(["serial"]) + "protocol = { duration_s = 7.5, timeout_s = 300 }\n" + sweep(["serial"], num_envs=[2]))
+    body = (sweep(["serial"]) + "protocol = { duration_s = 7.5, timeout_s = 300, stop_ci_width = 0.02, "
+            "min_duration_s = 2 }\n" + sweep(["serial"], num_envs=[2]))
     path = write_suite(tmp_path, body)
     suite = load_suite(str(path))
     long, short = suite.cells
     assert long.settings(suite.settings).duration_s == 7.5 and long.settings(suite.settings).timeout_s == 300
     assert short.settings(suite.settings).duration_s == suite.settings.duration_s
     assert long.spec(suite.settings, 0)["protocol"]["duration_s"] == 7.5
+    assert (long.settings(suite.settings).stop_ci_width, long.settings(suite.settings).min_duration_s) == (0.02, 2)
+    assert short.settings(suite.settings).stop_ci_width == 0.0   # fixed windows unless asked
     from rlbench.planning.request import RunRequest
     cli_plan = plan(RunRequest.from_flags(parse_args(["run", str(path), "--duration", "0.1"])))
     assert cli_plan.cells[0].settings(cli_plan.settings).duration_s == 0.1

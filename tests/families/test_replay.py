@@ -16,7 +16,7 @@ from support import shm_left_since, sweep, write_suite
 from adapters.replay_stores import NumpyRing, SumTree
 from rlbench import registry
 from rlbench.errors import UsageError
-from rlbench.families.replay.driver import ReplaySession, consume, item_ids, replay_spec
+from rlbench.families.replay.driver import ReplaySession, consume, item_ids, replay_spec, stamp
 from rlbench.machine.pagecache import resident_fraction
 from rlbench.planning.plan import TimingProtocol
 from rlbench.running import proctree
@@ -115,14 +115,29 @@ def test_every_store_runs_every_mode(adapter, options, mode, tmp_path, monkeypat
     assert os.listdir(tmp_path) == []   # the memmap file is gone
 
 
-def test_sampled_items_are_items_written():
+@pytest.mark.parametrize("adapter,options", [("numpy-ring", {}), ("memmap", {"cache": "warm"}),
+                                             ("memmap", {"cache": "cold"})])
+def test_sampled_items_are_items_written(adapter, options, tmp_path, monkeypatch):
+    """memmap fills its file with pwrite, not through the mapping: the mapping reads what was written."""
+    monkeypatch.setenv("RLBENCH_SCRATCH_DIR", str(tmp_path))
     wl = workload("SAC-Hopper", "max-sample")
-    session = open_session("numpy-ring", wl)
+    session = open_session(adapter, wl, **options)
     try:
+        if hasattr(session.store, "before_window"):
+            session.store.before_window()   # remapped over the file, the cache dropped (cold) or read (warm)
+        everything = np.arange(session.spec.capacity)
+        np.testing.assert_array_equal(item_ids(session.store.data[everything]), everything)
         batch, idx = session.store.sample(64)
         ids = item_ids(batch)
         assert ((ids >> 40) == 0).all() and (ids < session.spec.capacity + 2).all()
         assert (ids == idx).all()           # filled in order from slot 0: item k sits in slot k
+        session.store.add_many(np.stack([stamp(batch[0].copy(), 0, 10**6 + k) for k in range(3)]))
+        np.testing.assert_array_equal(item_ids(session.store.data[:3]), 10**6 + np.arange(3))  # wrapped to slot 0
+        last = session.spec.capacity - 1
+        session.store.next = last             # a chunk across the ring's end: the last slot, then slots 0, 1
+        session.store.add_many(np.stack([stamp(batch[0].copy(), 0, 2 * 10**6 + k) for k in range(3)]))
+        np.testing.assert_array_equal(item_ids(session.store.data[[last, 0, 1]]), 2 * 10**6 + np.arange(3))
+        assert session.store.next == 2
     finally:
         session.close()
 

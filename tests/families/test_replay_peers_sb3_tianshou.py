@@ -119,6 +119,38 @@ def test_tianshou_prioritized_follows_the_priorities_written_back():
         session.close()
 
 
+@pytest.mark.parametrize("wl_name,ignore_obs_next", [("SAC-Hopper", True), ("SAC-Hopper", False),
+                                                     ("DQN-Qbert", True)])   # DQN: prioritized
+def test_tianshou_chunked_fill_stores_what_one_add_per_item_stores(wl_name, ignore_obs_next):
+    """The fill's update(from_data(chunk)) leaves the buffer as tianshou's one-add-per-item path would: the
+    same arrays (obs_next only where it is stored), pointers, priorities and samples for the same seed."""
+    from rlbench.families.replay.driver import make_items, stamp
+    adapter("tianshou-replay")
+    from adapters.tianshou import TianshouReplayStore
+    spec = replay_spec(workload(wl_name))
+    items = np.stack([stamp(make_items(spec, 0)[i % 4].copy(), 0, i) for i in range(spec.capacity + 50)])
+    per_item, chunked = (TianshouReplayStore(spec, ignore_obs_next) for _ in range(2))
+    for item in items:
+        per_item.add(item)
+    for start in range(0, len(items), 700):        # a ring that wraps: the last chunk overwrites the oldest
+        chunked.add_many(items[start:start + 700])
+    a, b = per_item.buffer, chunked.buffer
+    keys = set(a._meta.get_keys()) - {"info"}      # the per-item path also keeps an empty info Batch
+    assert keys == set(b._meta.get_keys()) and ("obs_next" in keys) == (not ignore_obs_next)
+    for key in keys:
+        np.testing.assert_array_equal(a._meta[key], b._meta[key], err_msg=key)
+    assert (len(a), a._insertion_idx, a.last_index.tolist()) == (len(b), b._insertion_idx, b.last_index.tolist())
+    if spec.prioritized:
+        np.testing.assert_array_equal(a.weight[np.arange(spec.capacity)], b.weight[np.arange(spec.capacity)])
+    np.random.seed(0)   # tianshou draws prioritized indices from numpy's global generator
+    (obs_a, next_a), idx_a = per_item.sample(32)
+    np.random.seed(0)
+    (obs_b, next_b), idx_b = chunked.sample(32)
+    np.testing.assert_array_equal(idx_a, idx_b)
+    np.testing.assert_array_equal(obs_a, obs_b)
+    np.testing.assert_array_equal(next_a, next_b)
+
+
 @pytest.mark.parametrize("wl_name", ["DQN-Qbert", "R2D2-Qbert", "DQN-GoBigger"])
 def test_sb3_refuses_prioritized_workloads(wl_name):
     cls = adapter("sb3-replay")
