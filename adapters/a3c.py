@@ -222,18 +222,29 @@ class A3CSession:
         return self.buf["params"].copy()
 
     # -- metrics over the timed window ------------------------------------------------------------------
+    def _snapshot(self):
+        """(updates so far, lag histogram) read together: re-read until no update landed between the two reads,
+        so the histogram counts the same updates as the total (give or take the one in flight per worker)."""
+        for _ in range(100):
+            version = self.version
+            hist = self.buf["lag_hist"].sum(0)
+            if self.version == version:
+                break
+        return version, hist
+
     def reset(self):
         self.window.reset()
-        b = self.buf
-        self.mark = (self.version, int(b["acted"].sum()), b["lag_hist"].sum(0))
+        version, hist = self._snapshot()
+        self.mark = (version, int(self.buf["acted"].sum()), hist)
 
     def read(self, seconds):
         b = self.buf
         updates, acted, hist0 = self.mark
         d = self.window.delta() / (seconds * 1e9)
-        hist = b["lag_hist"].sum(0) - hist0
+        version, hist = self._snapshot()
+        hist = hist - hist0
         self.info["policy_lag_hist"] = trimmed(hist)
-        made = self.version - updates  # one read: every update consumes per_update transitions
+        made = version - updates  # one read: every update consumes per_update transitions
         return {"updates_per_s": made / seconds, "samples_per_s": made * self.per_update / seconds,
                 "actor_steps_per_s": (int(b["acted"].sum()) - acted) / seconds,
                 **lag_stats(hist),
