@@ -202,7 +202,7 @@ class TianshouReplayStore:
     stores it, info) added with buffer_ids=[0]. tianshou stores one transition per add (a Batch
     assignment in Python per key). The fill before timing moves whole chunks in with the buffer's own
     update(other buffer) (one copy per key; priorities initialised as add does), the other buffer made
-    by ReplayBuffer.from_data over the chunk: the same stored arrays as one add per item, ~10x faster.
+    by ReplayBuffer.from_data over the chunk: the same stored arrays as one add per item (SAC's setup 18 s -> 4 s).
 
     `sample(n)` returns a Batch with obs and obs_next; the learner gets both and both are consumed.
     With ignore_obs_next (the default here, as for tianshou's Atari setups), obs_next is not stored but
