@@ -16,6 +16,7 @@ from rlbench.api import Adapter, Option, Unsupported, register
 from rlbench.families.replay.api import (
     PAGE_CACHE,
     PRIORITY_ALPHA,
+    OnDevice,
     ReplaySession,
     in_process_only,
     pagecache,
@@ -120,7 +121,7 @@ class _Delivery:
         src = self.staging[:len(batch)] if self.staging is not None else self.torch.from_numpy(batch)
         self.gpu[:len(batch)].copy_(src, non_blocking=self.staging is not None)
         self.torch.cuda.synchronize()
-        return []   # the copy read every byte; the GPU-side batch is the learner's
+        return OnDevice(batch)   # the copy read every byte; the GPU-side batch is the learner's
 
 
 class NumpyRing:

@@ -18,9 +18,12 @@ import argparse
 import hashlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -326,18 +329,25 @@ def unpack(args) -> int:
     if not found:
         print(f"device-kit: no PART.tar.gz in {args.files_at}", file=sys.stderr)
         return 2
+    folder = getattr(args, "folder", None)
+    if folder and (len(found) != 1 or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", folder)):
+        print(f"device-kit: --folder {folder!r} needs one archive in {args.files_at} (found {len(found)}) and a "
+              "plain folder name (letters, digits, '.', '_', '-')", file=sys.stderr)
+        return 2
     dest_root = os.path.join(ROOT, "reports", "reference", args.kind)
     for name in found:
         part = name[:-len(".tar.gz")]
         if part not in PARTS:
             print(f"device-kit: {name}: unknown part '{part}' (valid: {', '.join(PARTS)})", file=sys.stderr)
             return 2
-        dest = os.path.join(dest_root, part)
+        dest = os.path.join(dest_root, folder or part)
         if os.path.isdir(dest):
-            import shutil
             shutil.rmtree(dest)
-        with tarfile.open(os.path.join(args.files_at, name)) as tar:
-            tar.extractall(dest_root, filter="data")  # the archive holds one folder named after the part
+        with tempfile.TemporaryDirectory() as tmp:
+            with tarfile.open(os.path.join(args.files_at, name)) as tar:
+                tar.extractall(tmp, filter="data")  # the archive holds one folder named after the part
+            os.makedirs(dest_root, exist_ok=True)
+            shutil.move(os.path.join(tmp, part), dest)
         subprocess.run([sys.executable, "-m", "rlbench.cli", "report", dest], check=False)
     write_index(dest_root)
     print(f"device-kit: {', '.join(f[:-7] for f in found)} in {os.path.relpath(dest_root, ROOT)}")
@@ -398,6 +408,8 @@ def main() -> int:
     u = sub.add_parser("unpack", help="what came back -> reports/reference/<kind>/<part>/")
     u.add_argument("files_at")
     u.add_argument("--kind", required=True, help="the device kind the reply named (nvidia-h100-x1, nvidia-h200)")
+    u.add_argument("--folder", help="one part's rerun (device_run.sh PART --only GLOB): its folder name, so the "
+                   "part's full run stays beside it")
     u.set_defaults(fn=unpack)
     args = p.parse_args()
     return args.fn(args)

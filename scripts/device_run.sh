@@ -4,6 +4,7 @@
 #
 #     bash scripts/device_run.sh PART                  # PART: gpu-jax, gpu-torch, cores16 (suites/device/)
 #     bash scripts/device_run.sh PART --rehearse       # here, on CPU, tiny sizes, .device-kit-rehearse/PART
+#     bash scripts/device_run.sh PART --only GLOB      # only the part's cells matching GLOB (rerun what broke)
 #
 # It installs the wheels into a temporary site folder (not the project's pins: rlbench runs on the torch and jax
 # it finds, and env.json records them), puts this checkout's rlbench and adapters there, runs the part's suite
@@ -16,11 +17,16 @@ parts=$(cd "$root/suites/device" && ls -- *.toml | sed 's/\.toml$//' | paste -sd
 part=${1:-}
 [ $# -gt 0 ] && shift
 rehearse=0
-for arg in "$@"; do
-  case $arg in
+only=()
+while [ $# -gt 0 ]; do
+  case $1 in
     --rehearse) rehearse=1 ;;
-    *) echo "device_run: unknown argument '$arg' (valid: --rehearse)" >&2; exit 2 ;;
+    --only)
+      [ $# -gt 1 ] || { echo "device_run: --only needs a cell glob" >&2; exit 2; }
+      only=(--only "$2"); shift ;;
+    *) echo "device_run: unknown argument '$1' (valid: --rehearse, --only GLOB)" >&2; exit 2 ;;
   esac
+  shift
 done
 if [ -z "$part" ] || [ ! -f "$root/suites/device/$part.toml" ]; then
   echo "device_run: unknown part '$part' (valid: $parts)" >&2
@@ -71,7 +77,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 
 cd "$work" || exit 2   # `python -m` puts the working folder first on the path: not the checkout's rlbench
 timeout -s INT -k 30 "${DEVICE_WALL_S:-300}" "$py" -m rlbench.cli run "$suite" --out "$work/$part" --no-build \
-  --allow-errors
+  --allow-errors "${only[@]}"
 rc=$?
 if [ ! -f "$work/$part/results.jsonl" ]; then
   echo "device_run: $part wrote no results (exit $rc)" >&2

@@ -75,7 +75,9 @@ def test_an_unknown_part_or_argument_or_a_missing_kit_is_refused(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [f"device_run: unknown part 'gpu-jaxx' (valid: {', '.join(PARTS)})"]
     r = subprocess.run(["bash", RUN_SH, "gpu-jax", "--fast"], capture_output=True, text=True)
-    assert r.returncode == 2 and "unknown argument '--fast' (valid: --rehearse)" in r.stderr
+    assert r.returncode == 2 and "unknown argument '--fast' (valid: --rehearse, --only GLOB)" in r.stderr
+    r = subprocess.run(["bash", RUN_SH, "gpu-jax", "--only"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip() == "device_run: --only needs a cell glob"
     env = {**os.environ, "KIT": str(tmp_path / "nokit"), "OUT": str(tmp_path / "out")}
     r = subprocess.run(["bash", RUN_SH, "cores16", "--rehearse"], capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "no kit for cores16" in r.stderr
@@ -125,6 +127,13 @@ def test_what_comes_back_is_unpacked_with_its_page_and_table(tmp_path, monkeypat
     assert (dest / "cores16" / "index.html").exists()
     table = (dest / "README.md").read_text()
     assert "| cores16 |" in table and "1 ok" in table
+    # a rerun of some of the part's cells lands beside the full run, under the folder named
+    args.folder = "cores16-rerun"
+    assert device_kit.unpack(args) == 0
+    assert (dest / "cores16" / "results.jsonl").exists() and (dest / "cores16-rerun" / "results.jsonl").exists()
+    assert "| cores16-rerun |" in (dest / "README.md").read_text()
+    args.folder = "../out"
+    assert device_kit.unpack(args) == 2 and not (dest.parent / "out").exists()
 
 
 # -- as CI runs them: they download the wheels (the package registries are reachable there) --------------------

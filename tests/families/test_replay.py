@@ -466,3 +466,29 @@ def test_items_written_by_actor_processes_get_a_fresh_bound():
     wl = workload("PPO-Qbert", "max-both", max_mb=100 * 256 / 2**20, max_reuse=2)
     session, r = run("shm-ring", wl, protocol=REUSE_WINDOW)
     assert session.info["max_reuse"] == 2 and r["reuse_max"] <= 2 and r["sample_items_per_s"] > 0
+
+
+def test_batches_sent_to_a_gpu_are_read_by_the_copy_and_still_count_their_reuse(monkeypatch):
+    """device=cuda returns OnDevice: nothing left for the learner to read, the items' ids kept from the host
+    gather (a GPU run of the device kit once failed every such cell on an empty reuse count). A CPU tensor
+    stands in for the GPU's, so the same send() runs here."""
+    torch = pytest.importorskip("torch")
+    from adapters.replay_stores import _Delivery
+    from rlbench.families.replay.driver import OnDevice, batch_ids
+    wl = workload("DQN-Qbert", "max-sample", max_mb=64 * 256 / 2**20)
+    spec = replay_spec(wl)
+    delivery = _Delivery(spec)
+    delivery.device, delivery.torch = "cuda", torch
+    delivery.gpu = torch.zeros((spec.batch_size, spec.item_bytes), dtype=torch.uint8)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    host = np.random.default_rng(0).integers(0, 256, (2, spec.item_bytes), dtype=np.uint8)
+    sent = delivery.send(host)
+    assert isinstance(sent, OnDevice) and consume(sent) == 0
+    assert list(batch_ids(sent)) == list(host.view(np.int64)[:, 0])
+    assert (delivery.gpu[:2].numpy() == host).all()
+    session = ReplaySession(NumpyRing(spec, delivery), spec)
+    try:
+        r = measure(session.step, REUSE_WINDOW, session.metrics)
+    finally:
+        session.close()
+    assert r["sample_items_per_s"] > 0 and 1 <= r["reuse_mean"] <= r["reuse_max"]

@@ -7,6 +7,7 @@ from rlbench.families.replay.driver import (
     PRIORITY_ALPHA,
     PRIORITY_BETA,
     WORKLOADS,
+    OnDevice,
     ReplaySession,
     in_process_only,
     no_reuse_bound,
@@ -15,5 +16,5 @@ from rlbench.families.replay.driver import (
 )
 from rlbench.machine import pagecache
 
-__all__ = ["ReplaySession", "replay_spec", "in_process_only", "no_reuse_bound", "scratch_dir", "PREFIX", "WORKLOADS",
-           "PRIORITY_ALPHA", "PRIORITY_BETA", "PAGE_CACHE", "pagecache"]
+__all__ = ["ReplaySession", "OnDevice", "replay_spec", "in_process_only", "no_reuse_bound", "scratch_dir", "PREFIX",
+           "WORKLOADS", "PRIORITY_ALPHA", "PRIORITY_BETA", "PAGE_CACHE", "pagecache"]

@@ -189,9 +189,19 @@ def item_ids(batch) -> np.ndarray:
     return np.array([int(np.asarray(b)[:HEADER].view(np.int64)[0]) for b in batch])
 
 
+class OnDevice:
+    """A sampled batch already copied to an accelerator: the copy read every host byte, so the learner has
+    nothing left to read here; the items' ids, read from the host gather, stay for the reuse count."""
+
+    def __init__(self, host_batch):
+        self.ids = batch_ids(host_batch)
+
+
 def batch_ids(batch):
     """The ids of a sampled batch's items (int64 array; None for a batch that is not host memory), for the
     session's reuse count: one strided read of each item's header."""
+    if isinstance(batch, OnDevice):
+        return batch.ids
     try:
         if isinstance(batch, np.ndarray) and batch.ndim == 2:
             if batch.shape[1] % 8 == 0 and batch.flags.c_contiguous:
@@ -204,7 +214,9 @@ def batch_ids(batch):
 
 def consume(batch) -> int:
     """The learner reads every sampled byte (a lazy or zero-copy store cannot skip the copy);
-    `batch` is one array [n, item_bytes] or a sequence of item arrays."""
+    `batch` is one array [n, item_bytes] or a sequence of item arrays (or OnDevice: read by its copy)."""
+    if isinstance(batch, OnDevice):
+        return 0
     total = 0
     for part in ([batch] if isinstance(batch, np.ndarray) else batch):
         a = np.ascontiguousarray(part).reshape(-1)
@@ -554,9 +566,10 @@ def _behind(lag_ns, owed_s: float, tolerance_s: float) -> tuple:
 def reuse(sampled_ids) -> dict:
     """How often the items sampled were sampled, from the session's first sample to now: the mean over those
     items and the most any one served ({} before any sample, or when ids could not be read)."""
-    if not sampled_ids:
+    ids = np.concatenate(sampled_ids) if sampled_ids else ()
+    if not len(ids):
         return {}
-    _, counts = np.unique(np.concatenate(sampled_ids), return_counts=True)
+    _, counts = np.unique(ids, return_counts=True)
     return {"reuse_mean": float(counts.mean()), "reuse_max": float(counts.max())}
 
 
