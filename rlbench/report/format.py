@@ -78,7 +78,10 @@ def ci(low, high, fmt=si) -> str:
 
 
 def plain(v) -> str:
-    """A ratio or fraction as a plain number: 0.67."""
+    """A ratio or fraction as a plain number: 0.67; below 0.1, two significant digits (a CPU backend at
+    0.00078x a GPU's rate is not '0.00x')."""
+    if is_num(v) and v != 0 and abs(v) < 0.1:
+        return f"{v:.2g}"
     return fixed(v, ".2f")
 
 
@@ -112,7 +115,7 @@ def speedup(ratio, low=None, high=None) -> str:
     """1.29x [1.10, 1.52]: a ratio with its CI when it has one; '-' without a ratio."""
     if not is_num(ratio):
         return "-"
-    return f"{ratio:.2f}x" + (f" [{low:.2f}, {high:.2f}]" if is_num(low) and is_num(high) else "")
+    return f"{plain(ratio)}x" + (f" [{plain(low)}, {plain(high)}]" if is_num(low) and is_num(high) else "")
 
 
 _VALUE = re.compile(r"(?<==)-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\b")

@@ -195,6 +195,7 @@ def test_one_set_of_number_formatters():
     assert (size(10_000_000), size(1500), size(64)) == ("10 MB", "1.5 KB", "64 B")
     assert speedup(1.29, 1.1, 1.523) == "1.29x [1.10, 1.52]" and speedup(1.29, float("nan"), 2) == "1.29x"
     assert speedup(None) == "-"
+    assert speedup(0.00078, 0.00075, 0.00081) == "0.00078x [0.00075, 0.00081]" and speedup(0.054) == "0.054x"
 
 
 def test_profiles_share_the_stage_colours_of_the_learners():
