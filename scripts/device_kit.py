@@ -341,12 +341,12 @@ def unpack(args) -> int:
             print(f"device-kit: {name}: unknown part '{part}' (valid: {', '.join(PARTS)})", file=sys.stderr)
             return 2
         dest = os.path.join(dest_root, folder or part)
-        if os.path.isdir(dest):
-            shutil.rmtree(dest)
         with tempfile.TemporaryDirectory() as tmp:
             with tarfile.open(os.path.join(args.files_at, name)) as tar:
                 tar.extractall(tmp, filter="data")  # the archive holds one folder named after the part
             os.makedirs(dest_root, exist_ok=True)
+            if os.path.isdir(dest):   # replaced only once the archive has unpacked
+                shutil.rmtree(dest)
             shutil.move(os.path.join(tmp, part), dest)
         subprocess.run([sys.executable, "-m", "rlbench.cli", "report", dest], check=False)
     write_index(dest_root)
