@@ -5,14 +5,17 @@ gymnasium, gymnax, envpool or plotly, no network) and lent for minutes, so that 
     python scripts/device_kit.py unpack FILES_AT --kind nvidia-h100-x1      (what came back -> reports/reference)
 
 `build` (`make device-kit`) downloads, for each part, the wheels that machine lacks (pinned by constraints.txt,
-for its Python 3.12, manylinux) into a git-ignored folder, checks that the checkout plus that folder fit the
-64 MiB one call carries, and prints the calls to make; `scripts/device_run.sh PART` is what runs there.
-`--rehearse` builds the same for this machine's Python, for `scripts/device_run.sh PART --rehearse` (CI).
+for its Python 3.12, manylinux) into a git-ignored folder, each carried as WHEEL.xz (its entries stored, then
+xz: EnvPool's 53 MB wheel travels as 35 MB, leaving room for a checkout that grows with committed reports),
+checks that the checkout plus that folder fit the 64 MiB one call carries, and prints the calls to make;
+`scripts/device_run.sh PART` is what runs there. `--rehearse` builds the same for this machine's Python, for
+`scripts/device_run.sh PART --rehearse` (CI).
 
 The subcommands device_run.sh uses (plain python3, nothing but the standard library, except rehearse-suite):
-`provenance KIT` (the commit the kit was made at, and whether the source changed since), `rehearse-suite SUITE
-OUT` (the part's cells at tiny sizes), `guard SITE DIR` (a rehearsal's sitecustomize: what the GPU machine
-lacks cannot be imported from this interpreter's site-packages either).
+`wheels KIT DEST` (the kit's WHEEL.xz files back to the wheels pip installs), `provenance KIT` (the commit the
+kit was made at, and whether the source changed since), `rehearse-suite SUITE OUT` (the part's cells at tiny
+sizes), `guard SITE DIR` (a rehearsal's sitecustomize: what the GPU machine lacks cannot be imported from this
+interpreter's site-packages either).
 """
 import argparse
 import hashlib
@@ -130,6 +133,37 @@ def download(names, version: str, dest: str) -> list:
     return sorted(f for f in os.listdir(dest) if f.endswith(".whl"))
 
 
+def pack(wheel: str) -> str:
+    """WHEEL -> WHEEL.xz: the same wheel with its entries stored (a deflated zip leaves xz nothing to find),
+    compressed whole; the original removed. pip installs the stored wheel `wheels` gives back as it is."""
+    import lzma
+    import zipfile
+    stored = wheel + ".stored"
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            dst.writestr(info, src.read(info), compress_type=zipfile.ZIP_STORED)
+    with open(stored, "rb") as src, lzma.open(wheel + ".xz", "wb", preset=6) as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    os.remove(stored)
+    os.remove(wheel)
+    return wheel + ".xz"
+
+
+def unpack_wheels(args) -> int:
+    """The kit's WHEEL.xz files, decompressed into DEST as the wheels they were (standard library only)."""
+    import lzma
+    os.makedirs(args.dest, exist_ok=True)
+    folder = os.path.join(args.kit, "wheels")
+    packed = sorted(f for f in os.listdir(folder) if f.endswith(".whl.xz"))
+    if not packed:
+        print(f"device_run: no wheels in {folder} (make device-kit packs them as WHEEL.xz)", file=sys.stderr)
+        return 2
+    for name in packed:
+        with lzma.open(os.path.join(folder, name), "rb") as src, open(os.path.join(args.dest, name[:-3]), "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    return 0
+
+
 def trim(part: str, version: str, folder: str) -> int:
     """PART/envpool-assets.tar.gz: the kept folders of TRIMMED[part]'s asset wheels (their package folder
     stripped), compressed; its bytes."""
@@ -175,7 +209,7 @@ def build(args) -> int:
         if os.path.isdir(wheels_dir):  # one version of each: a wheel left from an older pin would clash
             for f in os.listdir(wheels_dir):
                 os.remove(os.path.join(wheels_dir, f))
-        wheels = download(names, version, wheels_dir)
+        wheels = [os.path.basename(pack(os.path.join(wheels_dir, w))) for w in download(names, version, wheels_dir)]
         kit_bytes = sum(os.path.getsize(os.path.join(wheels_dir, w)) for w in wheels)
         kit_bytes += trim(part, version, folder)
         carried_mib = (tree + kit_bytes) / 2**20
@@ -394,6 +428,10 @@ def main() -> int:
     b.add_argument("--parts", help=f"comma-separated (default: all of {', '.join(PARTS)})")
     b.add_argument("--out", help=f"kit folder (default {KIT}, or {REHEARSAL_KIT} with --rehearse)")
     b.set_defaults(fn=build)
+    w = sub.add_parser("wheels", help="the kit's WHEEL.xz files -> DEST/WHEEL (device_run.sh)")
+    w.add_argument("kit")
+    w.add_argument("dest")
+    w.set_defaults(fn=unpack_wheels)
     v = sub.add_parser("provenance")
     v.add_argument("kit")
     v.set_defaults(fn=provenance)

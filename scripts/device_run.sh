@@ -51,8 +51,10 @@ trap 'rm -rf "$work"' EXIT
 site=$work/site
 t0=$(date +%s)
 
-"$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$kit"/wheels/*.whl \
+"$py" "$root/scripts/device_kit.py" wheels "$kit" "$work/wheels" || exit 2
+"$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$work"/wheels/*.whl \
   || { echo "device_run: the kit's wheels did not install ($kit/wheels)" >&2; exit 2; }
+rm -rf "$work/wheels"
 if [ -f "$kit/envpool-assets.tar.gz" ]; then
   # EnvPool's asset packages trimmed to this part's envs (the whole ones are over what one call carries)
   tar -xzf "$kit/envpool-assets.tar.gz" -C "$work" || exit 2

@@ -29,6 +29,28 @@ def test_every_part_has_a_suite_and_a_kit_entry():
     assert PARTS == sorted(device_kit.PARTS)
 
 
+def test_a_packed_wheel_comes_back_with_every_entry(tmp_path):
+    import zipfile
+    wheel = tmp_path / "wheels" / "demo-1.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    entries = {"demo/__init__.py": b"x = 1\n" * 1000, "demo-1.0.dist-info/RECORD": b"demo/__init__.py,,\n"}
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+    packed = device_kit.pack(str(wheel))
+    assert packed.endswith(".whl.xz") and not wheel.exists()
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "wheels", str(tmp_path),
+                        str(tmp_path / "out")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with zipfile.ZipFile(tmp_path / "out" / wheel.name) as z:
+        assert {n: z.read(n) for n in z.namelist()} == entries
+    empty = tmp_path / "empty"
+    (empty / "wheels").mkdir(parents=True)
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "wheels", str(empty),
+                        str(tmp_path / "out2")], capture_output=True, text=True)
+    assert r.returncode == 2 and "no wheels" in r.stderr
+
+
 @pytest.mark.parametrize("part", PARTS)
 def test_a_rehearsal_keeps_every_kind_of_cell_at_tiny_sizes(tmp_path, part):
     original = load_suite(str(REPO / "suites" / "device" / f"{part}.toml"))
@@ -147,7 +169,7 @@ def test_each_part_of_the_kit_fits_one_call(tmp_path):
         kit = json.loads((tmp_path / part / "kit.json").read_text())
         assert kit["python"] == device_kit.DEVICE_PYTHON
         assert kit["carried_mib"] <= device_kit.CARRY_MIB
-        assert all(w["file"].endswith(".whl") for w in kit["wheels"])
+        assert all(w["file"].endswith(".whl.xz") for w in kit["wheels"])
     assert 'bash scripts/device_run.sh gpu-jax", carry=[' in r.stdout
 
 
