@@ -258,9 +258,16 @@ class Scene:
         return proc
 
     def wait(self, proc, timeout=240) -> tuple:
-        """(exit code, stdout, stderr)."""
+        """(exit code, stdout, stderr). A harness still running at the timeout: the error carries where each of
+        its threads was (py-spy), so a hang seen once in CI says where it hung."""
         try:
             rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            spy = Path(sys.executable).with_name("py-spy")
+            stacks = subprocess.run([str(spy), "dump", "--pid", str(proc.pid)], capture_output=True, text=True,
+                                    timeout=30) if spy.exists() else None
+            raise AssertionError(f"{proc.name} still running after {timeout} s; its threads:\n"
+                                 f"{stacks.stdout + stacks.stderr if stacks else '(no py-spy)'}") from exc
         finally:
             proc.stdout_text = (self.root / f"{proc.name}.stdout").read_text()
             proc.stderr_text = (self.root / f"{proc.name}.stderr").read_text()
