@@ -78,15 +78,16 @@ export PYTHONUNBUFFERED=1
 echo "device_run: $part on $(hostname), kit installed in $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "device_run: no nvidia-smi"
 
+wall_s=${DEVICE_WALL_S:-330}
 cd "$work" || exit 2   # `python -m` puts the working folder first on the path: not the checkout's rlbench
-timeout -s INT -k 30 "${DEVICE_WALL_S:-330}" "$py" -m rlbench.cli run "$suite" --out "$work/$part" --no-build \
+timeout -s INT -k 30 "$wall_s" "$py" -m rlbench.cli run "$suite" --out "$work/$part" --no-build \
   --allow-errors "${only[@]}"
 rc=$?
 if [ ! -f "$work/$part/results.jsonl" ]; then
   echo "device_run: $part wrote no results (exit $rc)" >&2
   exit 1
 fi
-[ $rc = 124 ] && echo "device_run: the wall limit (${DEVICE_WALL_S:-330} s) cut the run; its finished rows are kept"
+[ $rc = 124 ] && echo "device_run: the wall limit ($wall_s s) cut the run; its finished rows are kept"
 [ $rc = 124 ] && "$py" -m rlbench.cli report "$work/$part" >/dev/null
 tar -czf "$out/$part.tar.gz" -C "$work" "$part"
 size=$(stat -c %s "$out/$part.tar.gz")

@@ -260,20 +260,21 @@ class Scene:
     def wait(self, proc, timeout=240) -> tuple:
         """(exit code, stdout, stderr). A harness still running at the timeout: the error carries where each of
         its threads was (py-spy) and what it printed, so a hang seen once in CI says where it hung."""
+        hung = stacks = None
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired as exc:
-            spy = Path(sys.executable).with_name("py-spy")
-            stacks = subprocess.run([str(spy), "dump", "--pid", str(proc.pid)], capture_output=True, text=True,
-                                    timeout=30) if spy.exists() else None
-            err = (self.root / f"{proc.name}.stderr").read_text()[-4000:]
+            hung, spy = exc, Path(sys.executable).with_name("py-spy")
+            if spy.exists():
+                stacks = subprocess.run([str(spy), "dump", "--pid", str(proc.pid)], capture_output=True,
+                                        text=True, timeout=30)
+        proc.stdout_text = (self.root / f"{proc.name}.stdout").read_text()
+        proc.stderr_text = (self.root / f"{proc.name}.stderr").read_text()
+        if hung:
             raise AssertionError(f"{proc.name} still running after {timeout} s; its threads:\n"
                                  f"{stacks.stdout + stacks.stderr if stacks else '(no py-spy)'}\n"
                                  f"its stderr (an 'Exception ignored' line would say where a signal was lost):"
-                                 f"\n{err}") from exc
-        finally:
-            proc.stdout_text = (self.root / f"{proc.name}.stdout").read_text()
-            proc.stderr_text = (self.root / f"{proc.name}.stderr").read_text()
+                                 f"\n{proc.stderr_text[-4000:]}") from hung
         return rc, proc.stdout_text, proc.stderr_text
 
     def rlbench(self, name, args, env=None, timeout=240) -> tuple:
