@@ -13,9 +13,9 @@ checks that the checkout plus that folder fit the 64 MiB one call carries, and p
 
 The subcommands device_run.sh uses (plain python3, nothing but the standard library, except rehearse-suite):
 `wheels KIT DEST` (the kit's WHEEL.xz files back to the wheels pip installs), `provenance KIT` (the commit the
-kit was made at, and whether the source changed since), `rehearse-suite SUITE OUT` (the part's cells at tiny
-sizes), `guard SITE DIR` (a rehearsal's sitecustomize: what the GPU machine lacks cannot be imported from this
-interpreter's site-packages either).
+kit was made at, whether the source changed since, and the run's wall limit), `rehearse-suite SUITE OUT` (the
+part's cells at tiny sizes), `guard SITE DIR` (a rehearsal's sitecustomize: what the GPU machine lacks cannot
+be imported from this interpreter's site-packages either).
 """
 import argparse
 import hashlib
@@ -36,14 +36,18 @@ CARRY_MIB, FILE_MIB = 64, 16          # what one call takes along, and each file
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
 GYMNASIUM = ("gymnasium", "farama-notifications")
-# part -> (what it carries: the distributions the GPU machine lacks, each pinned by constraints.txt; the
-# seconds its call may take: the run's wall limit in device_run.sh plus the start, install and packing)
+# device_run.sh's wall limit on a part's run unless DEVICE_WALL_S says otherwise: above the 268-294 s gpu-torch's
+# cells took on an H100 and the ~336 s gpu-jax's would have on an H200 (its slower host cut the last at 330 s);
+# two parts and a start still fit one session's 15 device minutes
+WALL_S = 360
+CALL_S = WALL_S + 120   # the seconds a part's call may take: the wall limit, the install and packing
+# part -> what it carries: the distributions the GPU machine lacks, each pinned by constraints.txt
 PARTS = {
-    "gpu-jax": (GYMNASIUM + ("gymnax", "plotly"), 480),
-    "gpu-torch": (GYMNASIUM + ("plotly",), 480),
+    "gpu-jax": GYMNASIUM + ("gymnax", "plotly"),
+    "gpu-torch": GYMNASIUM + ("plotly",),
     # EnvPool (53 MB) leaves no room for plotly (10 MB): this part's page is made back home
     # (nor for ale-py: EnvPool's Atari rows run on its own emulator and the ROMs of the trimmed assets)
-    "cores16": (GYMNASIUM + ("stable-baselines3", "envpool", "dm-env", "dm-tree", "optree", "types-protobuf"), 480),
+    "cores16": GYMNASIUM + ("stable-baselines3", "envpool", "dm-env", "dm-tree", "optree", "types-protobuf"),
 }
 # part -> {asset wheel: the folders kept of it}: EnvPool's asset packages (62 MB and more) trimmed to what the
 # part's envs need and EnvPool's registration reads on import, in PART/envpool-assets (ENVPOOL_ASSETS_PATH)
@@ -203,7 +207,7 @@ def build(args) -> int:
     source = source_sha256()
     calls, too_big = [], []
     for part in parts:
-        names, call_s = PARTS[part]
+        names = PARTS[part]
         folder = os.path.join(out, part)
         wheels_dir = os.path.join(folder, "wheels")
         if os.path.isdir(wheels_dir):  # one version of each: a wheel left from an older pin would clash
@@ -218,7 +222,7 @@ def build(args) -> int:
                     "wheels": [{"file": w, "bytes": os.path.getsize(os.path.join(wheels_dir, w))} for w in wheels],
                     "trimmed": {k: list(v) for k, v in TRIMMED.get(part, {}).items()},
                     "tree_mib": round(tree / 2**20, 2), "carried_mib": round(carried_mib, 2),
-                    "carry_limit_mib": CARRY_MIB, "call_timeout_s": call_s,
+                    "carry_limit_mib": CARRY_MIB, "call_timeout_s": CALL_S,
                     "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         with open(os.path.join(folder, "kit.json"), "w") as f:
             json.dump(manifest, f, indent=1)
@@ -227,32 +231,35 @@ def build(args) -> int:
               f"{carried_mib:.1f} of {CARRY_MIB} MiB", file=sys.stderr)
         if carried_mib > CARRY_MIB:
             too_big.append(part)
-        calls.append((part, os.path.relpath(folder, ROOT), call_s))
+        calls.append((part, os.path.relpath(folder, ROOT)))
     if too_big:
         print(f"device-kit: {', '.join(too_big)}: over the {CARRY_MIB} MiB one call carries", file=sys.stderr)
         return 2
     if args.rehearse:
         print("Rehearse each part here:")
-        for part, _, _ in calls:
+        for part, _ in calls:
             print(f"  bash scripts/device_run.sh {part} --rehearse")
         return 0
     print(f"Kit ready in {os.path.relpath(out, ROOT)} (commit {(commit or '?')[:10]}{', dirty' if dirty else ''}). "
-          "On a lent GPU machine, one call per part, in this order (each runs at most DEVICE_WALL_S = 330 s "
+          "On a lent GPU machine, one call per part, in this order (each runs at most DEVICE_WALL_S = "
+          f"{WALL_S} s "
           "plus its install and packing; a session's 15 device minutes hold two, and the next session with a "
           "machine runs the rest: reports/reference/<kind>/README.md lists what ran):")
-    for part, folder, call_s in calls:
-        print(f'  run(command="bash scripts/device_run.sh {part}", carry=["{folder}"], timeout_s={call_s})')
+    for part, folder in calls:
+        print(f'  run(command="bash scripts/device_run.sh {part}", carry=["{folder}"], timeout_s={CALL_S})')
     print("then give_back, and here, with each reply's files_at and device kind:\n"
           "  python scripts/device_kit.py unpack FILES_AT --kind KIND")
     return 0
 
 
 def provenance(args) -> int:
-    """Shell assignments for device_run.sh: the commit the kit was made at, dirty when the source differs."""
+    """Shell assignments for device_run.sh: the commit the kit was made at, dirty when the source differs, and
+    the wall limit (DEVICE_WALL_S where set)."""
     with open(os.path.join(args.kit, "kit.json")) as f:
         kit = json.load(f)
     dirty = kit.get("dirty") or kit.get("source_sha256") != source_sha256()
-    print(f"export RLBENCH_GIT_COMMIT={kit.get('commit') or 'unknown'} RLBENCH_GIT_DIRTY={int(bool(dirty))}")
+    print(f"export RLBENCH_GIT_COMMIT={kit.get('commit') or 'unknown'} RLBENCH_GIT_DIRTY={int(bool(dirty))}\n"
+          f"wall_s=${{DEVICE_WALL_S:-{WALL_S}}}")
     return 0
 
 

@@ -8,10 +8,10 @@
 #
 # It installs the wheels into a temporary site folder (not the project's pins: rlbench runs on the torch and jax
 # it finds, and env.json records them), puts this checkout's rlbench and adapters there, runs the part's suite
-# under a wall limit (DEVICE_WALL_S, default 330 s: gpu-torch's cells took 268-294 s on an H100; finished rows
-# are kept when it cuts in) and leaves the run folder as $OUT/PART.tar.gz (under the 16 MiB a returned file may
-# have). A rehearsal hides from the interpreter every package the GPU machine lacks, unless the kit carries it,
-# so a missing wheel fails here, not there.
+# under a wall limit (DEVICE_WALL_S, default device_kit.py's WALL_S; finished rows are kept when it cuts in)
+# and leaves the run folder as $OUT/PART.tar.gz (under the 16 MiB a returned file may have). A rehearsal hides
+# from the interpreter every package the GPU machine lacks, unless the kit carries it, so a missing wheel fails
+# here, not there.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 parts=$(cd "$root/suites/device" && ls -- *.toml | sed 's/\.toml$//' | paste -sd, - | sed 's/,/, /g')
@@ -64,7 +64,7 @@ fi
 mkdir -p "$site/rlbench"
 cp -r "$root/rlbench/." "$site/rlbench/"
 cp -r "$root/adapters" "$site/adapters"
-eval "$("$py" "$root/scripts/device_kit.py" provenance "$kit")"
+eval "$("$py" "$root/scripts/device_kit.py" provenance "$kit")"   # RLBENCH_GIT_*, wall_s
 suite=$root/suites/device/$part.toml
 if [ $rehearse = 1 ]; then
   "$py" "$root/scripts/device_kit.py" rehearse-suite "$suite" "$work/$part.toml" || exit 2
@@ -78,7 +78,6 @@ export PYTHONUNBUFFERED=1
 echo "device_run: $part on $(hostname), kit installed in $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "device_run: no nvidia-smi"
 
-wall_s=${DEVICE_WALL_S:-330}
 cd "$work" || exit 2   # `python -m` puts the working folder first on the path: not the checkout's rlbench
 timeout -s INT -k 30 "$wall_s" "$py" -m rlbench.cli run "$suite" --out "$work/$part" --no-build \
   --allow-errors "${only[@]}"

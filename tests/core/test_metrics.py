@@ -110,14 +110,15 @@ def test_one_format_per_figure_and_its_summary_columns():
             m(name)
 
 
-@pytest.mark.parametrize("folder", sorted(p.name for p in REFERENCE.glob("*/*") if (p / "results.jsonl").exists()))
+@pytest.mark.parametrize("folder", sorted(str(p.relative_to(REFERENCE)) for p in REFERENCE.glob("*/*")
+                                    if (p / "results.jsonl").exists()))
 def test_committed_reference_runs_rebuild_every_committed_column(folder):
     """Old run folders still load: every column of their committed CSVs is one of ours, with the same cells."""
     import csv
     import io
 
     from rlbench.report.csv_reporter import frame_to_csv
-    run_dir = next(REFERENCE.glob(f"*/{folder}"))
+    run_dir = REFERENCE / folder
     results = ResultSet.load(str(run_dir))
     ours = {"results.csv": frame_to_csv(results.runs_frame()), "summary.csv": frame_to_csv(results.summary_frame())}
     for name in ("results.csv", "summary.csv"):

@@ -117,11 +117,22 @@ def test_provenance_marks_a_changed_source_dirty(tmp_path):
                                               "source_sha256": device_kit.source_sha256()}))
     same = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "provenance", str(kit)],
                           capture_output=True, text=True, check=True).stdout
-    assert same.strip() == "export RLBENCH_GIT_COMMIT=abc123 RLBENCH_GIT_DIRTY=0"
+    assert same.splitlines()[0] == "export RLBENCH_GIT_COMMIT=abc123 RLBENCH_GIT_DIRTY=0"
     (kit / "kit.json").write_text(json.dumps({"commit": "abc123", "dirty": False, "source_sha256": "0" * 64}))
     changed = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "provenance", str(kit)],
                              capture_output=True, text=True, check=True).stdout
-    assert changed.strip().endswith("RLBENCH_GIT_DIRTY=1")
+    assert changed.splitlines()[0].endswith("RLBENCH_GIT_DIRTY=1")
+
+
+def test_provenance_sets_the_wall_limit_which_device_wall_s_overrides(tmp_path):
+    (tmp_path / "kit.json").write_text(json.dumps({"commit": "abc123", "dirty": False}))
+    script = f'eval "$({sys.executable} {REPO / "scripts" / "device_kit.py"} provenance {tmp_path})"; echo "$wall_s"'
+    env = {k: v for k, v in os.environ.items() if k != "DEVICE_WALL_S"}
+    default = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+    assert default.strip() == str(device_kit.WALL_S)
+    told = subprocess.run(["bash", "-c", script], env={**env, "DEVICE_WALL_S": "8"}, capture_output=True, text=True,
+                          check=True).stdout
+    assert told.strip() == "8"
 
 
 def test_the_fingerprint_takes_the_kits_commit_where_there_is_no_git(tmp_path):
