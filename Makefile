@@ -6,7 +6,7 @@ STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
 .PHONY: install install-extras browser bench bench-cluster check-cluster lint test test-slow envzoo report compare ci-report check-overhead check-tune \
-	device-kit device-rehearse docs clean
+	device-kit device-rehearse reference docs clean
 
 install: $(STAMP)
 
@@ -104,6 +104,13 @@ DEVICE_PARTS ?= gpu-jax gpu-torch cores16
 device-rehearse: install
 	$(PY) scripts/device_kit.py build --rehearse
 	for p in $(DEVICE_PARTS); do bash scripts/device_run.sh $$p --rehearse || exit 1; done
+
+# The reference runs of every suite that fits this machine (hours), at one commit, into reports/reference/MACHINE/
+# with their table; run again at the same commit, it resumes (SUITES="quick replay" for some; scripts/reference_runs.py).
+MACHINE ?=
+SUITES ?=
+reference: install
+	$(PY) scripts/reference_runs.py --machine "$(MACHINE)" --suites "$(SUITES)"
 
 # The documentation site (mkdocs.yml, docs/) into site/, offline; strict: a broken link or anchor, or a page left
 # out of the nav, fails the build. NO_MKDOCS_2_WARNING: no Material end-of-life banner in the log.

@@ -29,6 +29,8 @@ import tarfile
 import tempfile
 import time
 
+from reference_index import write_index
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KIT, REHEARSAL_KIT = ".device-kit", ".device-kit-rehearse"
 DEVICE_PYTHON = "3.12"
@@ -390,41 +392,11 @@ def unpack(args) -> int:
                 shutil.rmtree(dest)
             shutil.move(os.path.join(tmp, part), dest)
         subprocess.run([sys.executable, "-m", "rlbench.cli", "report", dest], check=False)
-    write_index(dest_root)
+    write_index(dest_root, f"Device kit results: {args.kind}",
+                "Made by `scripts/device_run.sh PART` on a lent machine, unpacked with "
+                "`python scripts/device_kit.py unpack`.")
     print(f"device-kit: {', '.join(f[:-7] for f in found)} in {os.path.relpath(dest_root, ROOT)}")
     return 0
-
-
-def write_index(dest_root: str) -> None:
-    """reports/reference/<kind>/README.md: one row per part folder, from its env.json and results.jsonl."""
-    rows = []
-    for part in sorted(os.listdir(dest_root)):
-        folder = os.path.join(dest_root, part)
-        if not os.path.isfile(os.path.join(folder, "env.json")):
-            continue
-        with open(os.path.join(folder, "env.json")) as f:
-            env = json.load(f)
-        status = {}
-        with open(os.path.join(folder, "results.jsonl")) as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                status[row.get("status")] = status.get(row.get("status"), 0) + 1
-        gpu = "; ".join(f"{g.get('name')} (driver {g.get('driver')}, CUDA {g.get('cuda')})"
-                        for g in env.get("gpus") or []) or "none"
-        pk = env.get("packages") or {}
-        git_ = env.get("git") or {}
-        rows.append(f"| {part} | {(git_.get('commit') or '?')[:10]}{' (dirty)' if git_.get('dirty') else ''} | "
-                    f"{env.get('started_at', '?')} | {gpu} | {env.get('cpu_logical_cores')} | "
-                    f"torch {pk.get('torch')}, jax {pk.get('jax')} | "
-                    f"{', '.join(f'{v} {k}' for k, v in sorted(status.items()))} |")
-    with open(os.path.join(dest_root, "README.md"), "w") as f:
-        f.write(f"# Device kit results: {os.path.basename(dest_root)}\n\nMade by `scripts/device_run.sh PART` on a "
-                "lent machine, unpacked with `python scripts/device_kit.py unpack`; each folder is a run "
-                "(`rlbench report FOLDER` makes its page).\n\n| part | commit | started | GPU | cores | "
-                "frameworks | rows |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
 
 
 def main() -> int:
