@@ -69,8 +69,7 @@ def run_suite(suite: str, folder: str) -> int:
         cmd = rlbench + ["resume", folder, "--allow-errors"]
     else:
         shutil.rmtree(folder, ignore_errors=True)   # a run cut before its plan was written holds nothing
-        cmd = rlbench + ["run", os.path.join(ROOT, "suites", f"{suite}.toml"), "--out", folder, "--allow-errors",
-                         *SUITES[suite]]
+        cmd = rlbench + ["run", f"suites/{suite}.toml", "--out", folder, "--allow-errors", *SUITES[suite]]
     print(f"reference: {suite}: {' '.join(cmd[3:])}", flush=True)
     return subprocess.run(cmd, cwd=ROOT).returncode
 
@@ -111,6 +110,9 @@ def main(argv=None) -> int:
         return 2
     try:
         return run_set(args, suites, commit, staging)
+    except KeyboardInterrupt:   # the suite's own run has kept its finished rows
+        print(f"reference: interrupted; `make reference` again at {commit[:10]} resumes", file=sys.stderr)
+        return 130
     finally:
         lock.release()
 
