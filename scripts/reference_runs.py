@@ -54,7 +54,11 @@ def check(args) -> list:
     for s in suites:
         if s not in SUITES:
             raise SystemExit(f"reference: unknown suite '{s}' (valid: {', '.join(SUITES)})")
-    paths = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    try:
+        paths = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    except (OSError, subprocess.CalledProcessError):
+        raise SystemExit(f"reference: {ROOT} is not a git checkout: a reference set records the commit it "
+                         "ran") from None
     if paths:
         raise SystemExit(f"reference: the working tree has changes to tracked files ({', '.join(paths[:5])}"
                          f"{', ...' if len(paths) > 5 else ''}): commit or stash them, a reference set is one "

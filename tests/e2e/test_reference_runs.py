@@ -59,6 +59,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(repo, tmp_path, capsys)
     assert rc == 2 and err.strip().startswith("reference: the working tree has changes to tracked files "
                                               "(suites/tiny.toml)")
     assert len(err.strip().splitlines()) == 1
+    subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
+    rc, _, err = call(capsys, "--machine", "box", "--staging", staging)
+    assert rc == 2 and err.strip() == f"reference: {repo} is not a git checkout: a reference set records the commit it ran"
     assert not (tmp_path / "staging").exists() and not (repo / "reports").exists()
 
 
