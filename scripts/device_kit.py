@@ -243,8 +243,7 @@ def build(args) -> int:
             print(f"  bash scripts/device_run.sh {part} --rehearse")
         return 0
     print(f"Kit ready in {os.path.relpath(out, ROOT)} (commit {(commit or '?')[:10]}{', dirty' if dirty else ''}). "
-          "On a lent GPU machine, one call per part, in this order (each runs at most DEVICE_WALL_S = "
-          f"{WALL_S} s "
+          f"On a lent GPU machine, one call per part, in this order (each runs at most DEVICE_WALL_S = {WALL_S} s "
           "plus its install and packing; a session's 15 device minutes hold two, and the next session with a "
           "machine runs the rest: reports/reference/<kind>/README.md lists what ran):")
     for part, folder in calls:

@@ -86,13 +86,11 @@ def install(staged: dict, dest_root: str) -> list:
     for suite, folder in staged.items():
         dest = os.path.join(dest_root, suite)
         readme = os.path.join(dest, "README.md")
-        kept = open(readme).read() if os.path.isfile(readme) else None
+        if os.path.isfile(readme):   # the new run's folder takes the old README along
+            shutil.move(readme, os.path.join(folder, "README.md"))
+            stale.append(os.path.relpath(readme, ROOT))
         shutil.rmtree(dest, ignore_errors=True)
         shutil.move(folder, dest)
-        if kept is not None:
-            with open(readme, "w") as f:
-                f.write(kept)
-            stale.append(os.path.relpath(readme, ROOT))
     return stale
 
 
