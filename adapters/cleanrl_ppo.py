@@ -10,6 +10,7 @@ from time import perf_counter, perf_counter_ns
 
 import numpy as np
 
+from adapters._kit.gym_vec import close_vector
 from adapters._kit.nets import actor_critic
 from adapters._kit.ppo import (
     CLIP_COEF,
@@ -55,7 +56,7 @@ class GymVec:
         return obs, reward, terminated | truncated, None
 
     def close(self):
-        self.envs.close()
+        close_vector(self.envs)
 
 
 class EnvPoolVec:

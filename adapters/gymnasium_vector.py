@@ -3,7 +3,7 @@
 Both reset a finished env within the same step (AutoresetMode.SAME_STEP), as `serial` does, so
 every adapter counts the same transitions.
 """
-
+from adapters._kit.gym_vec import close_vector
 from rlbench.api import (
     Adapter,
     Option,
@@ -29,7 +29,7 @@ class VectorSession:
         return self.envs.num_envs
 
     def close(self):
-        self.envs.close()
+        close_vector(self.envs)
 
 
 def _same(batch, item, space) -> bool:

@@ -55,7 +55,9 @@ def run_cell(spec: dict) -> dict:
                          getattr(session, "drain", None))
     except Exception as exc:
         try:
-            exc.dead_children = dead_children()  # before close() reaps them
+            # before close() reaps and joins them; a pipe that closed under the cell: its worker may not be
+            # a zombie yet
+            exc.dead_children = dead_children(DEATH_WAIT_S if isinstance(exc, PIPE_ERRORS) else 0.0)
         except AttributeError:
             pass
         raise
@@ -139,7 +141,7 @@ def describe(exc: BaseException) -> str:
     BrokenPipeError), which child processes of the cell had died and how."""
     text = f"{type(exc).__name__}: {exc}".strip()
     dead = getattr(exc, "dead_children", None) or dead_children()
-    if not dead and isinstance(exc, (EOFError, ConnectionError)):
+    if not dead and isinstance(exc, PIPE_ERRORS):
         dead = dead_children(wait_s=DEATH_WAIT_S)
     if dead:
         text += f" ({'; '.join(dead)})" if str(exc).strip() else f" {'; '.join(dead)}"
@@ -149,6 +151,7 @@ def describe(exc: BaseException) -> str:
 
 
 DEATH_WAIT_S = 0.5   # a killed worker's pipe closes before it is a zombie: how long the cell looks for it
+PIPE_ERRORS = (EOFError, ConnectionError)   # what a worker's pipe raises when the worker is gone
 
 
 def dead_children(wait_s: float = 0.0) -> list:

@@ -14,7 +14,8 @@ THE FAULT TABLE (fault -> exit code; rows; what else the run yields -> test)
       -> 1; an error row "... (killed by signal 6)"                        ...[abort]
   cell SIGKILLs one of its own workers (test-kill-worker: gymnasium-async, shared memory, spawn)
       -> 1; an error row "EOFError: worker process N was killed by SIGKILL" (BrokenPipeError when the
-      cell writes to the dead worker first); workers, heap segment, semaphores gone
+      cell writes to the dead worker first, ConnectionResetError when the worker died with a command unread);
+      workers, heap segment, semaphores gone
                                                                            ...[kill_worker-spawn]
   ... the same under forkserver (the worker is the forkserver's child, not the cell's)
       -> the same row                                                      ...[kill_worker-forkserver]
@@ -396,8 +397,10 @@ def _reaper_of(proc, timeout=30):
 
 # -- a cell that misbehaves ------------------------------------------------------------------------------
 
-# the pipe to a killed worker is found closed as the cell reads (EOFError) or writes to it (BrokenPipeError)
-KILLED_WORKER = (r"(EOFError: |BrokenPipeError: \[Errno 32\] Broken pipe \()"
+# the pipe to a killed worker is found closed as the cell reads (EOFError, ConnectionResetError with a command
+# unread) or writes to it (BrokenPipeError)
+KILLED_WORKER = (r"(EOFError: |BrokenPipeError: \[Errno 32\] Broken pipe \(|"
+                 r"ConnectionResetError: \[Errno 104\] Connection reset by peer \()"
                  r"worker process {killed} was killed by SIGKILL\)?")
 CELL_FAULTS = {
     # fault: (adapter, extra flags, status, the error (a regular expression), recorded pids that must be dead)
@@ -776,8 +779,10 @@ def _chaos_expectation(fault: str, row: dict, pid_dir: Path) -> None:
     elif fault == "daemon":
         assert row["status"] == "ok" and error == "1 leftover process(es) killed after the cell", where
     elif fault == "kill_worker":
-        # the pipe to the dead worker: closed as the cell reads (EOFError) or writes (BrokenPipeError)
-        assert row["status"] == "error" and error.startswith(("EOFError", "BrokenPipeError")), where
+        # the pipe to the dead worker: closed as the cell reads (EOFError, ConnectionResetError) or writes
+        # (BrokenPipeError)
+        assert row["status"] == "error" and error.startswith(("EOFError", "ConnectionResetError",
+                                                              "BrokenPipeError")), where
         killed = [int(p.read_text()) for p in pid_dir.glob(f"{tag}-worker-*.pid")]  # spawn or forkserver
         assert any(f"worker process {pid} was killed by SIGKILL" in error for pid in killed), where
 
