@@ -3,6 +3,7 @@
 Both reset a finished env within the same step (AutoresetMode.SAME_STEP), as `serial` does, so
 every adapter counts the same transitions.
 """
+
 from adapters._kit.gym_vec import close_vector
 from rlbench.api import (
     Adapter,

@@ -5,6 +5,7 @@ import os
 import signal
 import time
 
+import psutil
 import pytest
 
 from rlbench import registry
@@ -41,3 +42,21 @@ def test_a_worker_dying_mid_call_leaves_a_prompt_close_and_no_process(make):
     close()
     assert time.monotonic() - t0 < 3
     assert not any(p.is_alive() for p in envs.processes)   # the autouse fixture checks the whole tree too
+
+
+@pytest.mark.timeout(60)
+def test_a_stopped_worker_beside_a_dead_one_is_killed():
+    """SIGTERM waits while a worker is stopped (SIGSTOP): it gets SIGKILL once TERM_WAIT_S have passed."""
+    from adapters._kit.gym_vec import TERM_WAIT_S
+    envs, close = _gymnasium_async()
+    stopped, dead = envs.processes[0], envs.processes[1]
+    os.kill(stopped.pid, signal.SIGSTOP)
+    os.kill(dead.pid, signal.SIGKILL)
+    dead.join(10)
+    deadline = time.monotonic() + 10
+    while psutil.Process(stopped.pid).status() != psutil.STATUS_STOPPED and time.monotonic() < deadline:
+        time.sleep(0.01)   # a SIGTERM sent before the stop takes effect would be delivered first
+    t0 = time.monotonic()
+    close()
+    assert time.monotonic() - t0 < TERM_WAIT_S + 3
+    assert stopped.exitcode == -signal.SIGKILL and dead.exitcode == -signal.SIGKILL
