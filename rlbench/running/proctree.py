@@ -134,16 +134,6 @@ def all_pids() -> list:
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
 
 
-def unheld_new_shm(before: dict) -> dict:
-    """Entries of /dev/shm that were not there at `before` (a shm_snapshot) and that no live process holds:
-    what was leaked since, whoever leaked it."""
-    new = {k: n for k, n in shm_snapshot().items() if k not in before}
-    if new:
-        held = held_shm(all_pids())
-        new = {k: n for k, n in new.items() if k not in held}
-    return new
-
-
 def remove_shm(candidates: dict) -> list:
     """Unlink the candidates ((device, inode) -> name) that are still that file and that no live process
     holds. Only ever called with segments the caller's own process tree held: another process's

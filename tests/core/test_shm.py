@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from support import TINY
+from support import TINY, shm_left_since
 
 from rlbench.running import proctree
 
@@ -23,9 +23,9 @@ def test_async_shared_memory_run_leaves_no_segment(cli_run, context):
     assert run.rc == 0
     [row] = run.rows
     assert row["status"] == "ok", row.get("error")
-    # what multiprocessing makes for gymnasium (heap arenas, semaphores, SharedMemory): files of other names are
-    # other processes' (a run beside this test may leak its own, on purpose in tests/e2e/test_faults.py)
-    left = proctree.unheld_new_shm(before)
+    # of what multiprocessing makes for gymnasium (heap arenas, semaphores, SharedMemory): files of other names
+    # are other processes' (a run beside this test may leak its own, on purpose in tests/e2e/test_faults.py)
+    left = shm_left_since(before)
     assert {k: n for k, n in left.items() if n.startswith(MULTIPROCESSING_SHM)} == {}
     # gymnasium released its segments itself: the runner had nothing to remove, and nothing else to say
     assert not row.get("error")
