@@ -7,6 +7,8 @@ close between calls, so a call still in flight, or a worker found dead, means a 
 ended here, without that wait.
 """
 
+from adapters._kit.procs import stop_processes
+
 TERM_WAIT_S = 5.0   # how long a worker may outlive SIGTERM before it gets SIGKILL
 
 
@@ -35,9 +37,5 @@ def _end(envs, workers) -> None:
     for pipe in envs.parent_pipes:
         if pipe is not None:
             pipe.close()
-    for p in workers:
-        p.join(TERM_WAIT_S)
-        if p.is_alive():
-            p.kill()
-            p.join()
+    stop_processes(workers, TERM_WAIT_S)
     envs.closed = True
