@@ -181,9 +181,12 @@ def print_summary(view, out_dir) -> None:
 
 
 def _handle_signals() -> dict:
+    """A signal the run was started ignoring stays ignored, as Python leaves SIGINT: `nohup rlbench run ...` is
+    not stopped by the terminal's hangup."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    return {sig: signal.signal(getattr(signal, sig), _interrupt) for sig in HANDLED}
+    return {sig: signal.signal(getattr(signal, sig), _interrupt) for sig in HANDLED
+            if signal.getsignal(getattr(signal, sig)) != signal.SIG_IGN}
 
 
 def _restore_signals(previous: dict) -> None:

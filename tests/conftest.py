@@ -3,11 +3,18 @@ calibration cache, no test leaving a process behind, the tests that load a threa
 helpers (REPO, run_cli, write_suite, ...) are in tests/support, imported as `from support import ...`."""
 import os
 import shutil
+import signal
 import tempfile
 
 import psutil
 import pytest
 from support import alive, kill_tree, live_children, run_cli
+
+# The tests run as from a terminal: started with SIGINT ignored (a script's background job, some CI runners), pytest
+# and every run it starts would inherit that, and rlbench, as Python does, leaves an ignored SIGINT ignored; the
+# SIGINT case of test_faults would then find a run Ctrl-C cannot stop.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The tests' calibrations (rlbench tune, rlbench calibrate) go to a cache of their own, never the user's.
 CACHE = tempfile.mkdtemp(prefix="rlbench-test-cache-")

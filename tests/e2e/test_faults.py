@@ -27,6 +27,9 @@ THE FAULT TABLE (fault -> exit code; rows; what else the run yields -> test)
       -> 130; the finished rows kept, none for the running repeat; CSV/HTML written; the running cell's
       tree (own-session grandchild included) killed, its segment and TMPDIR removed
       test_an_interrupted_run_keeps_its_rows_and_kills_the_cell[SIGINT|SIGTERM|SIGHUP]
+  rlbench started with SIGHUP ignored (nohup) gets SIGHUP mid-cell, then SIGTERM
+      -> the hangup changes nothing (the cell goes on); SIGTERM: 130, the cell's tree killed
+      test_a_run_started_under_nohup_rides_out_a_hangup
   rlbench gets SIGKILL mid-cell
       -> -9; the finished rows kept; within seconds the cell is dead (PR_SET_PDEATHSIG) and the reaper has
       killed the rest of its tree (own-session grandchild), removed the segment it held and its TMPDIR,
@@ -249,11 +252,15 @@ class Scene:
 
     # -- rlbench in a subprocess ----------------------------------------------------------------------
 
-    def start(self, name: str, args, env=None) -> subprocess.Popen:
-        """`python -m rlbench.cli ARGS`, its output to files (runs side by side never block on a pipe)."""
+    def start(self, name: str, args, env=None, ignoring=()) -> subprocess.Popen:
+        """`python -m rlbench.cli ARGS`, its output to files (runs side by side never block on a pipe); `ignoring`:
+        signals it starts with ignored, as nohup starts a program (set just before the exec)."""
+        cmd = [sys.executable, "-m", "rlbench.cli", *map(str, args)]
+        if ignoring:
+            cmd = [sys.executable, "-c", NOHUP, ",".join(ignoring), *cmd]
         with open(self.root / f"{name}.stdout", "w") as out, open(self.root / f"{name}.stderr", "w") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "rlbench.cli", *map(str, args)], env=env or self.env,
-                                    cwd=self.root, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            proc = subprocess.Popen(cmd, env=env or self.env, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err)
         proc.name = name
         self.procs.append(proc)
         return proc
@@ -444,6 +451,9 @@ def _opts(flags) -> str:
 
 # -- the harness is interrupted or killed -------------------------------------------------------------------
 
+NOHUP = ("import os, signal, sys\n"
+         "for name in sys.argv[1].split(','): signal.signal(getattr(signal, name), signal.SIG_IGN)\n"
+         "os.execv(sys.argv[2], sys.argv[2:])")
 HOLD_RUN = ["run", "--adapter", "serial", "--adapter", "test-hold", *CARTPOLE, *TINY, "--timeout", "120"]
 SERIAL_ROW = [("serial/CartPole-v1/n=1/random", 0)]
 
@@ -473,6 +483,23 @@ def test_an_interrupted_run_keeps_its_rows_and_kills_the_cell(scene, sig):
     assert "ended_at" in json.loads((out / "env.json").read_text())
     assert not [what for what, pid in held["pids"].items() if _alive(pid)], "the cell's tree survived"
     assert not os.path.exists(os.path.join(proctree.SHM_DIR, held["segment"]))
+    scene.assert_clean()
+
+
+def test_a_run_started_under_nohup_rides_out_a_hangup(scene):
+    """nohup starts a program with SIGHUP ignored, so that a long suite outlives its terminal: the run keeps it
+    ignored (the cell goes on) and still stops on SIGTERM."""
+    out = scene.root / "out"
+    proc = scene.start("run", [*HOLD_RUN, "--out", out], ignoring=("SIGHUP",))
+    held = _hold(scene, proc)
+    proc.send_signal(signal.SIGHUP)
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=2)   # an interrupted run exits within a second (the test above)
+    assert all(_alive(p) for p in held["pids"].values()), "the hangup reached the cell"
+    proc.send_signal(signal.SIGTERM)
+    rc, _, err = scene.wait(proc, timeout=60)
+    assert rc == 130, err
+    assert not [what for what, pid in held["pids"].items() if _alive(pid)], "the cell's tree survived"
     scene.assert_clean()
 
 
