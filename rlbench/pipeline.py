@@ -23,7 +23,7 @@ from rlbench.running import rundir
 from rlbench.running.cluster.join import join, leave
 from rlbench.running.rundir import RunDir
 
-HANDLED = ("SIGTERM", "SIGHUP")  # like Ctrl-C: the running cell is killed, every finished row kept
+HANDLED = (signal.SIGTERM, signal.SIGHUP)  # like Ctrl-C: the running cell is killed, every finished row kept
 FAILED = ("error", "timeout", "lost")
 
 
@@ -185,13 +185,12 @@ def _handle_signals() -> dict:
     not stopped by the terminal's hangup."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    return {sig: signal.signal(getattr(signal, sig), _interrupt) for sig in HANDLED
-            if signal.getsignal(getattr(signal, sig)) != signal.SIG_IGN}
+    return {sig: signal.signal(sig, _interrupt) for sig in HANDLED if signal.getsignal(sig) != signal.SIG_IGN}
 
 
 def _restore_signals(previous: dict) -> None:
     for sig, handler in previous.items():
-        signal.signal(getattr(signal, sig), handler)
+        signal.signal(sig, handler)
 
 
 def _interrupt(signum, frame):
