@@ -28,11 +28,11 @@ from adapters._kit.procs import (
     MasterWatch,
     SharedArrays,
     Window,
+    WorkerSession,
     pin,
     raise_if_exited,
     spaces,
     start_process,
-    stop_processes,
     worker_cpus,
 )
 from rlbench.api import Adapter, Option, Unsupported, Workload, register
@@ -151,7 +151,7 @@ def worker_main(rank, workload_dict, lo, hi, opts, shared, tick, lock, cpus, mas
         envs.close()
 
 
-class A3CSession:
+class A3CSession(WorkerSession):
     def __init__(self, workload, options):
         import multiprocessing as mp
         self.workload, self.opts = workload, options
@@ -257,13 +257,12 @@ class A3CSession:
         of each worker); nan before the first."""
         return return_mean(self.buf["returns"], self.buf["episodes"])
 
+    def drop_shared(self):
+        self.tick = None
+
     def close(self):
         self.buf["ctrl"][STOP] = 1
-        stop_processes(self.procs)
-        self.procs, self.tick = [], None  # a named semaphore (spawn, forkserver) goes with its last reference
-        if self.helpers is not None:
-            self.helpers.stop()
-            self.helpers = None
+        self.end_workers()
 
 
 @register

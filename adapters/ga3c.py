@@ -16,6 +16,7 @@ from adapters._kit.a2c import a2c_loss, learner_supports, sample_actions
 from adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
 from adapters._kit.nets import actor_critic, obs_scale, obs_size
 from adapters._kit.procs import (
+    CONTEXT_OPTION,
     ENV_NS,
     INFER_NS,
     LEARN_NS,
@@ -27,11 +28,11 @@ from adapters._kit.procs import (
     MasterWatch,
     SharedArrays,
     Window,
+    WorkerSession,
     pin,
     raise_if_exited,
     spaces,
     start_process,
-    stop_processes,
     worker_cpus,
 )
 from rlbench.api import Adapter, Option, Unsupported, Workload, register
@@ -113,7 +114,7 @@ class Counters:
         return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in vars(self).items()}
 
 
-class GA3CSession:
+class GA3CSession(WorkerSession):
     def __init__(self, workload, options):
         import multiprocessing as mp
         self.workload, self.opts = workload, options
@@ -365,13 +366,14 @@ class GA3CSession:
             "return_mean": self.return_mean(),
         }
 
-    def _close_queues(self):
+    def drop_shared(self):
         for q in self.queues:
             q.cancel_join_thread()
             q.close()
         for conn in self.conns:
             conn.close()
         self.queues, self.conns = [], []
+        self.pred_q = self.train_q = None
 
     def close(self):
         self.closing.set()
@@ -379,14 +381,8 @@ class GA3CSession:
             self.buf["stop"][0] = 1
         for thread in self.threads:
             thread.join(JOIN_S)
-        stop_processes(self.procs)
-        self.procs, self.threads = [], []
-        # the queues' named semaphores (spawn, forkserver) go with their last reference: before the tracker stops
-        self._close_queues()
-        self.pred_q = self.train_q = None
-        if self.helpers is not None:
-            self.helpers.stop()
-            self.helpers = None
+        self.threads = []
+        self.end_workers()
 
 
 @register
@@ -411,7 +407,7 @@ class GA3C(Adapter):
         Option("max_grad_norm", float, 0.5, "clip the gradient to this global norm (0: no clipping)"),
         Option("worker_affinity", str, "none", "pin agent i to the i-th allowed CPU (spread) or not",
                ("none", "spread")),
-        Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn")),
+        CONTEXT_OPTION,
     )
 
     def supports(self, workload, options):

@@ -5,6 +5,7 @@ every adapter counts the same transitions.
 """
 
 from adapters._kit.gym_vec import close_vector
+from adapters._kit.procs import CONTEXT_OPTION
 from rlbench.api import (
     Adapter,
     Option,
@@ -82,7 +83,7 @@ class GymnasiumAsync(Adapter):
     requires = ("gymnasium",)
     options = (
         Option("shared_memory", bool, True, "observations through shared memory instead of pipes"),
-        Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn")),
+        CONTEXT_OPTION,
     )
 
     def supports(self, workload, options):

@@ -16,6 +16,7 @@ from adapters._kit.a2c import ACT, OBS
 from adapters._kit.learner_stats import Episodes, lag_stats, return_mean
 from adapters._kit.nets import actor_critic, actor_critic_params, obs_scale
 from adapters._kit.procs import (
+    CONTEXT_OPTION,
     ENV_NS,
     INFER_NS,
     LEARN_NS,
@@ -350,7 +351,7 @@ class Impala(Adapter):
         Option("lr", float, 1e-3, "Adam learning rate", low=0, open_low=True),
         Option("worker_affinity", str, "none", "pin actor i to the i-th allowed CPU (spread) or not",
                ("none", "spread")),
-        Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn")),
+        CONTEXT_OPTION,
     )
 
     def supports(self, workload, options):

@@ -7,10 +7,12 @@ import ctypes
 import multiprocessing as mp
 import os
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from adapters._kit.prioritized import SumTree
+from adapters._kit.procs import CONTEXT_OPTION, Transient
 from adapters._kit.reuse import BoundedReuse, ReuseExhausted
 from rlbench.api import Adapter, Option, Unsupported, register
 from rlbench.families.replay.api import (
@@ -164,9 +166,10 @@ class NumpyRing:
         self.data = None
 
 
-class ShmWriter:
+class ShmWriter(Transient):
     """What an actor process holds: the shared storage, per-slot sequence words (a seqlock: odd while
     a slot is being written) and per-actor write counts. Actor a owns slots [a*per, (a+1)*per)."""
+    transient = ("_views",)
 
     def __init__(self, ctx, spec):
         self.per = spec.capacity // spec.actors
@@ -175,12 +178,6 @@ class ShmWriter:
         self.raw_seq = ctx.RawArray(ctypes.c_int64, self.per * spec.actors)
         self.raw_count = ctx.RawArray(ctypes.c_int64, spec.actors)
         self._views = None
-
-    def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k != "_views"}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state, _views=None)
 
     def views(self):
         if self._views is None:
@@ -365,8 +362,7 @@ class ShmRingAdapter(Adapter):
     kind = "replay"
     description = "Shared-memory ring: num_envs actor processes write, the learner process samples"
     options = DEVICE_OPTIONS + (
-        Option("context", str, "fork", "how actor processes start (storage is shared memory either way)",
-               ("fork", "forkserver", "spawn")),
+        replace(CONTEXT_OPTION, help="how actor processes start (storage is shared memory either way)"),
     )
 
     def open(self, workload, options):

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from adapters._kit.procs import Transient
 from rlbench.api import Adapter, Option, register
 from rlbench.families.replay.api import PRIORITY_ALPHA, ReplaySession, replay_spec, scratch_dir
 
@@ -29,19 +30,14 @@ def _in_flight(spec, given: int) -> int:
     return given or (2 if spec.seq_len > 1 else 5)       # Acme: SequenceAdder 2, NStepTransitionAdder 5
 
 
-class ReverbWriter:
+class ReverbWriter(Transient):
     """What an actor process holds: the server address; the client and its TrajectoryWriter are made in
     the actor on first use (count(), before the schedule starts) and never pickled."""
+    transient = ("_w", "_client")
 
     def __init__(self, address: str, max_in_flight: int, first_seq: dict):
         self.address, self.max_in_flight, self.first_seq = address, max_in_flight, first_seq
         self._w = self._client = None
-
-    def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k not in ("_w", "_client")}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state, _w=None, _client=None)
 
     def connect(self):
         if self._w is None:

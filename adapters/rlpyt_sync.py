@@ -4,6 +4,7 @@ DistributedDataParallel all-reduces the gradients, so the parameters stay identi
 iteration on every rank. How it is built: docs/strategies/learners.md, "How the rlpyt-sync runner is built".
 """
 import math
+from dataclasses import replace
 from datetime import timedelta
 from time import monotonic, perf_counter_ns, sleep
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from adapters._kit.a2c import ACT, OBS, a2c_loss
 from adapters._kit.nets import actor_critic, obs_scale
-from adapters._kit.procs import HelperProcesses, start_process, stop_processes
+from adapters._kit.procs import CONTEXT_OPTION, HelperProcesses, WorkerSession, start_process
 from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register, unsupported_spaces
 
 ITERATE, REPORT_PARAMS, STOP = 0, 1, 2
@@ -223,7 +224,7 @@ class SyncMetrics:
         return out
 
 
-class SyncSession:
+class SyncSession(WorkerSession):
     def __init__(self, workload, options: dict):
         self.procs, self.rank0, self.store, self.helpers = [], None, None, None
         self.failed = None  # why the ranks can no longer work together
@@ -351,11 +352,11 @@ class SyncSession:
                 if self.rank0 is not None:
                     self.rank0.close()  # destroying the group also unblocks workers stuck in a collective
             finally:
-                stop_processes(self.procs, grace_s=10 if stopped else 1)
-                self.procs = []
-                self.store = None  # the master store stops serving once dropped
-                if self.helpers is not None:
-                    self.helpers.stop()
+                self.end_workers(grace_s=10 if stopped else 1)
+
+    def drop_shared(self):
+        self.store = None  # the master store stops serving once dropped
+
 
 @register
 class RlpytSync(Adapter):
@@ -370,8 +371,7 @@ class RlpytSync(Adapter):
         Option("batch_T", int, 32, "time steps per env per iteration", low=1),
         Option("backend", str, "auto", "torch.distributed backend (auto: nccl on cuda, else gloo)",
                ("auto", "gloo", "nccl")),
-        Option("context", str, "spawn", "multiprocessing start method of the worker ranks",
-               ("spawn", "forkserver", "fork")),
+        replace(CONTEXT_OPTION, default="spawn", help="multiprocessing start method of the worker ranks"),
         Option("lr", float, 1e-3, "Adam learning rate", low=0, open_low=True),
         Option("timeout_s", float, 60.0, "seconds a collective may wait for the other ranks before failing",
                low=0, open_low=True),

@@ -24,12 +24,12 @@ from adapters._kit.procs import (
     MasterWatch,
     SharedArrays,
     Window,
+    WorkerSession,
     acquire,
     pin,
     raise_if_exited,
     spaces,
     start_process,
-    stop_processes,
     worker_cpus,
 )
 from rlbench.api import Adapter, Unsupported, Workload, register
@@ -67,7 +67,7 @@ def actor_main(rank, workload_dict, lo, hi, shared, sems, cpus, master_pid):
         envs.close()
 
 
-class SeedSession:
+class SeedSession(WorkerSession):
     def __init__(self, workload, options):
         import multiprocessing as mp
         self.workload, self.opts = workload, options
@@ -218,14 +218,13 @@ class SeedSession:
         """Mean return of the last RETURN_WINDOW episodes the actors finished (nan before the first)."""
         return return_mean(self.buf["returns"], self.buf["episodes"])
 
+    def drop_shared(self):
+        self.sems = []
+
     def close(self):
         self.buf["stop"][0] = 1
         self._release_all()
-        stop_processes(self.procs)
-        self.procs, self.sems = [], []  # named semaphores (spawn, forkserver) go with their last reference
-        if self.helpers is not None:
-            self.helpers.stop()
-            self.helpers = None
+        self.end_workers()
 
 
 @register

@@ -10,6 +10,7 @@ import numpy as np
 
 from adapters._kit import batch, ray_runtime
 from adapters._kit.batch import ARRAY_SPACES
+from adapters._kit.procs import CONTEXT_OPTION
 from rlbench.api import (
     Adapter,
     Option,
@@ -104,7 +105,6 @@ _ASYNC = (
     Option("wait_num", int, 0, "async mode: a step returns once this many envs finished; 0 = all (synchronous)"),
     Option("timeout", float, 0.0, "async mode: a step returns what finished within this many seconds; 0 = none"),
 )
-_CONTEXT = Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn"))
 
 
 class _TianshouAdapter(Adapter):
@@ -147,7 +147,7 @@ class TianshouDummy(_TianshouAdapter):
 class TianshouSubproc(_TianshouAdapter):
     name = "tianshou-subproc"
     description = "tianshou SubprocVectorEnv: one subprocess per env, pipes; wait_num < num_envs = async"
-    options = (*_ASYNC, _CONTEXT)
+    options = (*_ASYNC, CONTEXT_OPTION)
 
     def open(self, workload, options):
         from tianshou.env import SubprocVectorEnv
@@ -159,7 +159,7 @@ class TianshouSubproc(_TianshouAdapter):
 class TianshouShmem(_TianshouAdapter):
     name = "tianshou-shmem"
     description = "tianshou ShmemVectorEnv: one subprocess per env, observations through shared memory"
-    options = (*_ASYNC, _CONTEXT)
+    options = (*_ASYNC, CONTEXT_OPTION)
 
     def supports(self, workload, options):
         """Its shared buffers are numpy arrays of each part's shape and dtype: array spaces only."""

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from adapters._kit.nets import dense_params
+from adapters._kit.procs import Transient
 from rlbench.api import Option, env_info, make_env, unsupported_spaces
 
 EPS_BASE, EPS_ALPHA = 0.4, 7.0   # Ape-X: actor i of N explores with eps^(1 + alpha * i / (N - 1))
@@ -278,22 +279,17 @@ class Envs:
 
 # -- parameters in shared memory --------------------------------------------------------------------------
 
-class SharedParams:
+class SharedParams(Transient):
     """The learner's parameters as one float32 vector in shared memory, with the learner update they are
     from, under a sequence word (odd while the learner writes): readers copy and retry, nobody locks, so
     an actor killed mid-read blocks no one."""
+    transient = ("_views",)
 
     def __init__(self, ctx, count: int):
         self.count = count
         self.raw = ctx.RawArray("f", max(count, 1))
         self.raw_meta = ctx.RawArray("q", 2)     # sequence word, update
         self._views = None
-
-    def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k != "_views"}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state, _views=None)
 
     def views(self):
         if self._views is None:

@@ -5,6 +5,7 @@ Slots, seqlocks and priority write-back: docs/strategies/replay.md, "How the sha
 """
 import numpy as np
 
+from adapters._kit.procs import Transient
 from rlbench.families.replay.api import PRIORITY_ALPHA, PRIORITY_BETA
 
 PRIORITY_EPS = 1e-6  # added to |TD| so that no item's probability is exactly 0
@@ -69,9 +70,10 @@ class SumTree:
         return indices, weights / weights.max()
 
 
-class SharedReplay:
+class SharedReplay(Transient):
     """`fields` (name -> (item shape, dtype)) of `capacity` items in shared memory, split evenly over
     `writers` actor processes, with per-slot sequence words and initial priorities and per-writer counts."""
+    transient = ("_views",)
 
     def __init__(self, ctx, fields: dict, capacity: int, writers: int):
         self.writers = writers
@@ -88,12 +90,6 @@ class SharedReplay:
         self._raw = {k: ctx.RawArray("b", max(1, int(np.prod(s)) * np.dtype(d).itemsize))
                      for k, (s, d) in self._specs.items()}
         self._views = None
-
-    def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k != "_views"}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state, _views=None)
 
     def views(self) -> dict:
         if self._views is None:

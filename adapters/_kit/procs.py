@@ -16,15 +16,31 @@ ENV_NS, INFER_NS, WAIT_NS, SYNC_NS, LEARN_NS = range(5)
 STAT_COLUMNS = 8
 POLL_S = 1.0  # how often a blocked process checks whether its peer is still alive
 
+# how an adapter's processes start; one declaration, so every adapter offers the same choices under one name
+CONTEXT_OPTION = Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn"))
 WORKER_OPTIONS = (
     Option("workers", int, 2, "worker processes; each steps num_envs / workers envs", low=1),
     Option("worker_affinity", str, "none", "pin worker i to the i-th allowed CPU (spread) or not",
            ("none", "spread")),
-    Option("context", str, "fork", "multiprocessing start method", ("fork", "forkserver", "spawn")),
+    CONTEXT_OPTION,
 )
 
 
 # -- shared memory -----------------------------------------------------------------------------------------
+
+class Transient:
+    """A base for what the master hands a worker process when some attributes must not travel: views on
+    shared memory (they would arrive as copies, no longer shared), clients, handles, locks. Those named in
+    `transient` are left out of the pickle and arrive as None, for the worker to make again on first use;
+    a spawn or forkserver start pickles the object, a fork does not, so both paths must reach the same state."""
+    transient: tuple = ()   # attribute names rebuilt in the process that uses them
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k not in self.transient}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, **dict.fromkeys(self.transient))
+
 
 class SharedArrays:
     """NumPy views on zero-initialised multiprocessing RawArrays: made once by the master and handed
@@ -208,6 +224,28 @@ class HelperProcesses:
                     helper._stop()
                 except Exception:  # private API: leaving one behind beats failing close()
                     pass
+
+
+class WorkerSession:
+    """A base for a session with worker processes: the end of its close(), once it has told them to stop. The
+    order is the point: the workers go first, then what the session shares with them (`drop_shared`), then the
+    helper processes it started. A named semaphore or queue (spawn, forkserver) unlinks itself through the
+    resource tracker when its last reference goes, so it must go while the tracker still runs, and only when
+    no worker can still be using it. `procs` (a list) and `helpers` (a HelperProcesses or None) are set first
+    thing in __init__, so that a session that failed halfway through opening closes as well."""
+    procs: list
+    helpers: HelperProcesses | None
+
+    def drop_shared(self) -> None:
+        """Let go of what is shared with the workers and must not outlive the helpers (nothing by default)."""
+
+    def end_workers(self, grace_s: float = 5.0) -> None:
+        stop_processes(self.procs, grace_s)
+        self.procs = []
+        self.drop_shared()
+        if self.helpers is not None:
+            self.helpers.stop()
+            self.helpers = None
 
 
 # -- what a worker steps and acts with ---------------------------------------------------------------------

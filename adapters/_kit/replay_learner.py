@@ -25,10 +25,10 @@ from adapters._kit.procs import (
     HelperProcesses,
     SharedArrays,
     Window,
+    WorkerSession,
     raise_if_exited,
     spaces,
     start_process,
-    stop_processes,
     worker_cpus,
 )
 from rlbench.api import Unsupported
@@ -37,7 +37,7 @@ XFER_NS, H2D_BYTES, STATS = STAT_COLUMNS, STAT_COLUMNS + 1, STAT_COLUMNS + 2  # 
 WAIT_POLL_S = 1e-3   # the learner's poll while the replay fills to learn_start
 
 
-class ReplayLearner:
+class ReplayLearner(WorkerSession):
     """One apex or r2d2 cell: starts `workers` actor processes, each stepping num_envs / workers envs and
     writing its own ring of the shared replay; one unit of work is one learner update."""
     name = ""                 # the adapter's: its messages and actor process names
@@ -229,8 +229,4 @@ class ReplayLearner:
     def close(self):
         if hasattr(self, "buf"):
             self.buf["stop"][0] = 1
-        stop_processes(self.procs)
-        self.procs = []
-        if self.helpers is not None:
-            self.helpers.stop()
-            self.helpers = None
+        self.end_workers()
