@@ -2,12 +2,14 @@
 import argparse
 import os
 import sys
+from dataclasses import MISSING, fields
 
 from rlbench import commands
 from rlbench.commands import VALIDATE_SUITE
 from rlbench.errors import UsageError
 from rlbench.machine.limits import DEFAULTS as LIMIT_DEFAULTS
 from rlbench.machine.limits import positive_int
+from rlbench.planning.request import RunRequest, TuneRequest, flag_of
 from rlbench.running.rundir import REPORTS
 
 
@@ -16,49 +18,43 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+def _add_flags(parser, request, keep=lambda f: True) -> None:
+    """The flags of a request's fields that `keep` accepts, in field order, as each field declares its own
+    (rlbench.planning.request.flag): the flag and the value it fills are one declaration."""
+    for f in fields(request):
+        flag = flag_of(f)
+        if flag is None or not keep(f):
+            continue
+        kw = {"help": flag["help"], **flag["argparse"]}
+        if f.type is bool:
+            kw.setdefault("action", "store_true")
+        elif f.type is tuple:
+            kw.setdefault("action", "append")
+        elif f.type in (int, float):
+            kw.setdefault("type", f.type)
+        if f.default is not MISSING:
+            kw["default"] = list(f.default) if isinstance(f.default, tuple) else f.default
+        if flag["positional"]:
+            parser.add_argument(f.name, **kw)
+        else:
+            parser.add_argument(flag["name"] or "--" + f.name.replace("_", "-"), dest=f.name,
+                                required=f.default is MISSING, **kw)
+
+
 def parse_args(argv):
     p = _Parser(prog="rlbench", description="Compare RL parallelism strategies on this machine.")
     sub = p.add_subparsers(dest="command", required=True)
-    common = _Parser(add_help=False)
-    common.add_argument("--out", help="run directory (default reports/<run-id>)")
-    common.add_argument("--repeats", type=int, help="repeats per cell (fresh process each)")
-    common.add_argument("--duration", type=float, help="minimum timed seconds per repeat")
-    common.add_argument("--warmup", type=float, help="minimum warm-up seconds per repeat (discarded)")
-    common.add_argument("--stop-ci-width", type=float, metavar="SHARE",
-                        help="close a window before --duration once the 95%% CI of its median block rate spans at "
-                             "most this share of it (e.g. 0.02; 0 = fixed windows)")
-    common.add_argument("--min-duration", type=float, help="with --stop-ci-width: the shortest window, seconds")
-    common.add_argument("--timeout", type=float, help="wall-clock limit per repeat, seconds")
-    common.add_argument("--only", action="append", metavar="GLOB", help="run only cells whose id matches")
-    common.add_argument("--profile", action="store_true", help="one extra py-spy run per cell (speedscope)")
-    common.add_argument("--ray-address", help="run Ray-based adapters on this existing cluster (HOST:PORT, auto)")
-    common.add_argument("--cluster", metavar="ADDRESS", help="run the cells on this Ray cluster's nodes (HOST:PORT, "
-                                                             "auto), each on cores of its own")
-    common.add_argument("--node-class", metavar="ID", help="on --cluster: the class of identical nodes to use "
-                                                           "(default: the largest)")
-    common.add_argument("--no-build", action="store_true", help="never build an adapter's own environment: "
-                                                                "its cells are unsupported until built")
-    common.add_argument("--allow-errors", action="store_true", help="exit 0 even when a cell has error or "
-                                                                    "timeout rows (default: exit 1)")
+    common = _Parser(add_help=False)   # what `run` and `validate` share: the protocol, the cluster, the folder
+    _add_flags(common, RunRequest, lambda f: flag_of(f)["validate"])
     run = sub.add_parser("run", parents=[common], help="run a suite file, or one sweep given by flags")
-    run.add_argument("suite", nargs="?", help="suite file (TOML); omit to describe a sweep with --adapter/--env")
-    run.add_argument("--adapter", action="append", help="adapter name (repeatable)")
-    run.add_argument("--env", action="append", help="env id (repeatable)")
-    run.add_argument("--num-envs", default="1", help="comma-separated, e.g. 1,4,16")
-    run.add_argument("--policy", default="random", help="random | fixed_cost:cost_us=100 | mlp:hidden=64x64,threads=1")
-    run.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE", help="adapter option")
-    run.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="env argument")
-    run.add_argument("--env-wrapper", action="append", default=[], metavar="MODULE:FN",
-                     help="a wrapper applied to every env built, in every process (repeat: applied in order)")
-    run.add_argument("--resume", metavar="DIR", help="run only the repeats missing from the run in DIR (its plan, "
-                                                     "settings and machine must be the same)")
+    _add_flags(run, RunRequest, lambda f: not flag_of(f)["validate"])
     res = sub.add_parser("resume", help="finish an interrupted run: only the (cell, repeat) pairs missing from DIR")
     res.add_argument("dir", metavar="DIR")
     res.add_argument("--no-build", action="store_true", help="never build an adapter's own environment")
     res.add_argument("--allow-errors", action="store_true", help="exit 0 even with error or timeout rows")
     rer = sub.add_parser("rerun", help="run the plan kept in DIR again, from scratch, into a new folder")
     rer.add_argument("dir", metavar="DIR")
-    rer.add_argument("--out", help="run directory (default reports/<run-id>)")
+    _add_flags(rer, RunRequest, lambda f: f.name == "out")
     rer.add_argument("--no-build", action="store_true", help="never build an adapter's own environment")
     rer.add_argument("--allow-errors", action="store_true", help="exit 0 even with error or timeout rows")
     sub.add_parser("list", help="adapters, their options, and whether they can run here")
@@ -68,21 +64,7 @@ def parse_args(argv):
                      help="html: results.csv, summary.csv, index.html and the other views (default); "
                           "pytest-benchmark: only DIR/pytest-benchmark.json, for `pytest-benchmark compare`")
     tun = sub.add_parser("tune", help="race every strategy that can step this env here and recommend the fastest")
-    tun.add_argument("--env", required=True, help="env id: registered gymnasium id, module:EnvId-v0 or "
-                                                  "package.module:make_env")
-    tun.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="env argument")
-    tun.add_argument("--env-wrapper", action="append", default=[], metavar="MODULE:FN",
-                     help="a wrapper applied to every env built, in every process (repeat: applied in order)")
-    tun.add_argument("--policy", default="random", help="random | fixed_cost:cost_us=100 | mlp:... | module:function")
-    tun.add_argument("--budget", default="10m", help="wall-clock budget of the whole search (default 10m; 90s, 1h)")
-    tun.add_argument("--max-envs", type=positive_int, help="largest num_envs the search may climb to (default: "
-                                                           "what half the free memory holds, at most 4096)")
-    tun.add_argument("--adapters", action="append", metavar="A,B", help="race only these adapters (default: every "
-                                                                        "env-stepping adapter available here)")
-    tun.add_argument("--out", help="run directory (default reports/<run-id>)")
-    tun.add_argument("--cluster", metavar="ADDRESS", help="race the candidates on this Ray cluster's nodes, several "
-                                                          "at once (HOST:PORT, auto)")
-    tun.add_argument("--node-class", metavar="ID", help="on --cluster: the class of identical nodes to use")
+    _add_flags(tun, TuneRequest)
     cal = sub.add_parser("calibrate", help="measure each strategy's cost per env step on this machine (cached; "
                                            "`rlbench tune` runs what is missing)")
     cal.add_argument("--adapters", action="append", metavar="A,B", help="only these adapters (default: every "

@@ -29,6 +29,11 @@ def cmd_tune(args) -> int:
     return tune(TuneRequest.from_flags(args))[0]
 
 
+def tune_folder(plan: dict) -> bool:
+    """Whether a run folder's plan is a tune's (a run's plan.json older than `command` is a run's)."""
+    return plan.get("command", "run") == "tune"
+
+
 def cmd_calibrate(args) -> int:
     """Each strategy's env steps/s on the zero-cost synthetic env, cached for `rlbench tune`'s predictions."""
     from rlbench.report.format import rate
@@ -52,20 +57,28 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_resume(args) -> int:
+    """A run goes on with the repeats it misses; a tune, with its search, in the budget it has left."""
     rundir.check_run(args.dir, "resume")
-    return run(saved_request(args.dir, args), resume=args.dir)[0]
+    plan = rundir.read_plan(args.dir)
+    if tune_folder(plan):
+        from rlbench.tuning import tune
+        return tune(TuneRequest.from_plan(plan), resume=args.dir)[0]
+    return run(saved_request(plan, args), resume=args.dir)[0]
 
 
 def cmd_rerun(args) -> int:
     rundir.check_run(args.dir, "rerun")
-    return run(saved_request(args.dir, args, out=args.out))[0]
+    plan = rundir.read_plan(args.dir)
+    if tune_folder(plan):
+        from rlbench.tuning import tune
+        return tune(TuneRequest.from_plan(plan, out=args.out))[0]
+    return run(saved_request(plan, args, out=args.out))[0]
 
 
-def saved_request(run_dir: str, args, out=None) -> RunRequest:
+def saved_request(plan: dict, args, out=None) -> RunRequest:
     """The `rlbench run` a folder's plan.json kept, planned from the suite text it kept (not the file,
     which may have changed or be elsewhere)."""
-    return RunRequest.from_plan(rundir.read_plan(run_dir), out=out, no_build=args.no_build,
-                                allow_errors=args.allow_errors)
+    return RunRequest.from_plan(plan, out=out, no_build=args.no_build, allow_errors=args.allow_errors)
 
 
 def cmd_report(args) -> int:

@@ -160,6 +160,11 @@ class Family:
     record_keys: ClassVar[tuple] = ()     # what its before_sweep adds to env.json (RunRecord.measured)
     races: ClassVar[tuple] = ()           # of its kinds, those whose env steps/s `rlbench tune` races
     metrics: ClassVar[tuple] = ()         # its figures (rlbench.results.metrics.Metric): CSV columns, formats, docs
+    # the framework whose adapters' cells run on the machine's accelerator whenever it has one, whatever their
+    # policy device says ("jax": a compiled program goes to JAX's default device); "" = none. A family may own
+    # such cells whatever their kind, so they are told by the adapter's `requires`: on a cluster, each job of an
+    # adapter requiring it reserves a GPU where the nodes have one
+    accelerator_framework: ClassVar[str] = ""
 
     def workload_info(self, env_id: str):
         """The rlbench.envs.EnvInfo of one of its own workloads (its env_kwargs, their choices and ranges);
@@ -174,9 +179,9 @@ class Family:
         limits); record (rlbench.results.record.RunRecord) says what an earlier session of the run has."""
         return {}
 
-    def cell_part(self, benchmark, first, limits: dict):
+    def cell_part(self, benchmark, first, measured: dict):
         """Its part of one cell's summary, a `cell_type` (None for a cell it adds nothing to): `first` is the
-        run the cell's identity comes from, limits the run's measured machine limits."""
+        run the cell's identity comes from, measured what the families' before_sweep measured (by record key)."""
         return None
 
     def exports(self, results, out_dir: str) -> dict:

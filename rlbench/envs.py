@@ -15,6 +15,8 @@ import re
 import sys
 from dataclasses import dataclass, field, replace
 
+from rlbench.errors import Unsupported, UsageError, install_hint
+
 ATARI_ID = re.compile(r"^([A-Z][A-Za-z0-9]*)-v5$")
 ATARI = {"frameskip": 4, "noop_max": 30, "screen": 84, "stack": 4}
 
@@ -91,7 +93,6 @@ def env_info(env_id: str) -> EnvInfo:
     described by that family), or any of these wrapped (`ID+module:fn`): the base env's info, no longer
     native to any framework (EnvPool or gymnax cannot apply a Python wrapper)."""
     from rlbench import registry
-    from rlbench.errors import UsageError
     if WRAP in env_id:
         base, *wrappers = env_id.split(WRAP)
         info = env_info(base)
@@ -129,7 +130,6 @@ def _registered(env_id: str) -> bool:
 def _user_target(env_id: str):
     """`module:name` -> ("factory", callable) or ("id", name) once the module is imported (which registers
     its ids). A name that is an identifier the module defines is a factory; anything else an env id."""
-    from rlbench.errors import UsageError, install_hint
     module_name, _, name = env_id.partition(":")
     if not module_name or not name:
         raise UsageError(f"bad env '{env_id}' (expected module:EnvId-v0 or package.module:make_env)")
@@ -199,7 +199,6 @@ def build_user_env(env_id: str, **kwargs):
         return env
     if jax_api(env):
         return env
-    from rlbench.errors import UsageError
     raise UsageError(f"env '{env_id}': the factory returned {type(env).__name__}, not a gymnasium.Env nor a JAX "
                      f"env with gymnax's API ({', '.join(_GYMNAX_API)}, default_params) or Jumanji's "
                      f"(reset(key), step(state, action), action_spec, observation_spec)")
@@ -236,7 +235,6 @@ def _wrapper(path: str):
     """`package.module:fn`: a callable taking an env and returning the wrapped env (a gymnasium.Wrapper
     class works as is)."""
     from rlbench import registry
-    from rlbench.errors import UsageError
     module_name, _, name = path.partition(":")
     if not module_name or not name.isidentifier():
         raise UsageError(f"bad env wrapper '{path}' (expected package.module:fn, a callable env -> env)")
@@ -252,8 +250,6 @@ def frameskip_of(info: EnvInfo, env_kwargs: dict) -> int:
 def _probe(env_id: str, frozen_kwargs: tuple):
     """(API, observation space, action space) of one env built with these arguments."""
     import gymnasium as gym
-
-    from rlbench.errors import UsageError
     try:
         info = env_info(env_id)
         if info.family == "custom" and not info.wrappers:  # perhaps a JAX env
@@ -346,7 +342,6 @@ def structured_actions(workload, who: str):
 
 def typed_env_kwargs(env_id: str, given: dict) -> dict:
     """given env arguments checked against the env's known ones and typed like their defaults."""
-    from rlbench.errors import UsageError
     info = env_info(env_id)
     if info.kwargs is None:
         return user_env_kwargs(env_id, given)
@@ -389,7 +384,6 @@ def user_env_kwargs(env_id: str, given: dict) -> dict:
     """The user's env takes what it takes (its build while planning says what it refuses); a value from
     the command line is read as TOML reads it (4 -> int, 0.5 -> float, true -> bool), else a string.
     `frameskip` is rlbench's accounting too: an integer >= 1."""
-    from rlbench.errors import UsageError
     from rlbench.workload import literal
     out = {key: literal(raw) for key, raw in given.items()}
     skip = out.get("frameskip", 1)
@@ -426,14 +420,12 @@ def make_env(env_id: str, **kwargs):
         for w in wrappers:
             env = _wrapper(w)(env)
             if not isinstance(env, gym.Env):
-                from rlbench.errors import UsageError
                 raise UsageError(f"env wrapper '{w}' returned {type(env).__name__}, not a gymnasium.Env")
         return env
     family = env_info(env_id).family
     if family == "custom":
         env = build_user_env(env_id, **kwargs)
         if not isinstance(env, gym.Env):
-            from rlbench.errors import Unsupported
             raise Unsupported(f"{env_id} is a JAX env ({env_api(env_id, kwargs)} API), not a gymnasium.Env")
         return env
     if family == "synthetic":
@@ -441,7 +433,6 @@ def make_env(env_id: str, **kwargs):
     if family == "atari":
         return _make_atari(env_id)
     if family == "brax":
-        from rlbench.errors import Unsupported
         raise Unsupported(f"{env_id} is a Brax env: it runs only inside JAX (adapters brax, brax-ppo)")
     return gym.make(env_id, **kwargs)
 

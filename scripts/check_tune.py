@@ -154,7 +154,7 @@ def main() -> int:
         return 2
     import pandas as pd
 
-    from rlbench.report.ranking import entry, verdict
+    from rlbench.results.ranking import entry, verdict
     # the calibration is per machine and cached: measured once here, so every tune's budget goes to its search
     raced = [] if args.tune_adapters == "all" else ["--adapters", args.tune_adapters or args.adapters]
     subprocess.run([sys.executable, "-m", "rlbench.cli", "calibrate", *raced], check=True, capture_output=True)

@@ -1,83 +1,146 @@
 """What a command was asked, as frozen values: the CLI builds one from its flags, `rlbench resume` and
-`rlbench rerun` from a run folder's plan.json; nothing below reads argparse's Namespace."""
-from dataclasses import dataclass, fields, replace
+`rlbench rerun` from a run folder's plan.json; nothing below reads argparse's Namespace.
+
+Each flag is declared once, as the field it fills (`flag`): its help, type and whether plan.json keeps it.
+rlbench.cli builds the `run`, `validate` and `tune` parsers from these fields, and `planned`/`from_plan` read
+the same marks, so a flag, the value it becomes and what a resumed run plans from cannot drift apart."""
+from dataclasses import MISSING, dataclass, field, fields, replace
+
+from rlbench.errors import UsageError
+from rlbench.machine.limits import positive_int
+
+
+def flag(help: str, default=None, *, planned: bool = False, validate: bool = True, positional: bool = False,
+         name: str = None, **argparse_kw):
+    """A request field that is a command-line flag. `help` as --help prints it (argparse's: a % is written
+    %%); `default` (MISSING: a required flag) is the field's and the flag's. `planned`: plan.json keeps it, as
+    what plans the same run again (resume, rerun). `validate`: `rlbench validate` takes it too (false for what
+    describes a sweep: validate runs its own suite). `positional`: an argument, not an option; `name`: the
+    option when it is not --<field>. The rest goes to argparse as given (metavar, nargs, choices, type,
+    action); without them the field's type decides: bool a switch, tuple a repeatable option, int or float
+    converted, str taken as typed."""
+    meta = {"help": help, "planned": planned, "validate": validate, "positional": positional, "name": name,
+            "argparse": argparse_kw}
+    return field(default=default, metadata={"flag": meta})
+
+
+def flag_of(f) -> dict:
+    """A field's flag (see `flag`), or None for a field no flag fills (RunRequest.suite_text)."""
+    return f.metadata.get("flag")
+
+
+# declared once for every command that takes them
+def _env_kwarg(**kw):
+    return flag("env argument", (), planned=True, metavar="KEY=VALUE", **kw)
+
+
+def _env_wrapper(**kw):
+    return flag("a wrapper applied to every env built, in every process (repeat: applied in order)", (),
+                planned=True, metavar="MODULE:FN", **kw)
+
+
+def _out():
+    return flag("run directory (default reports/<run-id>)")   # None: reports/<run-id>
+
+
+class _Request:
+    """What every request does with its flags and its plan.json: one way to read and keep them, whichever
+    command (run, tune) planned the folder."""
+
+    @classmethod
+    def from_flags(cls, flags):
+        """From argparse's result: the names it shares with the fields, lists as tuples, None as default."""
+        given = vars(flags)
+        return cls(**{f.name: _value(f, given[f.name]) for f in fields(cls) if f.name in given})
+
+    @classmethod
+    def from_plan(cls, plan: dict, **rest):
+        """A run folder's plan.json: the request it planned from (its `planned` fields, as kept in `args`),
+        and `rest` (out, no_build, ...): what the new invocation says, which plan.json does not keep."""
+        kept = plan.get("args") or {}
+        values = {f.name: _value(f, kept.get(f.name)) for f in cls._planned_fields()}
+        missing = [name for name, v in values.items() if v is MISSING]  # required, yet not kept
+        if missing:
+            raise UsageError(f"plan.json keeps no {', '.join(missing)} (another command's plan?)")
+        return replace(cls(**values), **rest)
+
+    def planned(self) -> dict:
+        """What plan.json keeps of it (its `args`): enough to plan the same run again; lists for JSON."""
+        return {f.name: _jsonable(getattr(self, f.name)) for f in self._planned_fields()}
+
+    @classmethod
+    def _planned_fields(cls) -> list:
+        return [f for f in fields(cls) if (flag_of(f) or {}).get("planned")]
 
 
 @dataclass(frozen=True)
-class RunRequest:
+class RunRequest(_Request):
     """`rlbench run` (and `validate`, `resume`, `rerun`)."""
-    suite: str = None          # suite file (TOML); None: one sweep described by adapter/env/num_envs/...
+    suite: str = flag("suite file (TOML); omit to describe a sweep with --adapter/--env", planned=True,
+                      validate=False, positional=True, nargs="?")   # None: one sweep described by the flags
     suite_text: str = None     # the suite's text as once planned (resume, rerun), read instead of the file
-    adapter: tuple = ()        # --adapter NAME, repeatable: the sweep's adapters
-    env: tuple = ()            # --env ID, repeatable
-    num_envs: str = "1"        # --num-envs 1,4,16
-    policy: str = "random"     # --policy random | fixed_cost:cost_us=100 | mlp:hidden=64x64 | module:function
-    opt: tuple = ()            # --opt KEY=VALUE: adapter options
-    env_kwarg: tuple = ()      # --env-kwarg KEY=VALUE: env arguments
-    env_wrapper: tuple = ()    # --env-wrapper MODULE:FN, applied in order to every env built
-    repeats: int = None        # the protocol's values given on the command line (None: the suite's)
-    duration: float = None
-    warmup: float = None
-    stop_ci_width: float = None
-    min_duration: float = None
-    timeout: float = None
-    only: tuple = ()           # --only GLOB: cells whose id matches
-    profile: bool = False      # one extra py-spy run per cell
-    ray_address: str = None    # Ray-based adapters' actors on this cluster
-    cluster: str = None        # the cells on this Ray cluster's nodes
-    node_class: str = None     # which class of its nodes
-    out: str = None            # the run folder (None: reports/<run-id>)
-    resume: str = None         # the run folder whose missing repeats to run
-    no_build: bool = False     # never build an adapter's own environment
-    allow_errors: bool = False  # exit 0 with error, timeout or lost rows
-
-    # what plan.json keeps of it: enough to plan the same run again (resume, rerun)
-    PLANNED = ("suite", "adapter", "env", "num_envs", "policy", "opt", "env_kwarg", "env_wrapper", "repeats",
-               "duration", "warmup", "stop_ci_width", "min_duration", "timeout", "only", "profile", "ray_address",
-               "cluster", "node_class")
-
-    @classmethod
-    def from_flags(cls, flags) -> "RunRequest":
-        return _from_flags(cls, flags)
+    adapter: tuple = flag("adapter name (repeatable)", (), planned=True, validate=False)
+    env: tuple = flag("env id (repeatable)", (), planned=True, validate=False)
+    num_envs: str = flag("comma-separated, e.g. 1,4,16", "1", planned=True, validate=False)
+    policy: str = flag("random | fixed_cost:cost_us=100 | mlp:hidden=64x64,threads=1", "random", planned=True,
+                       validate=False)
+    opt: tuple = flag("adapter option", (), planned=True, validate=False, metavar="KEY=VALUE")
+    env_kwarg: tuple = _env_kwarg(validate=False)
+    env_wrapper: tuple = _env_wrapper(validate=False)
+    out: str = _out()
+    # the protocol's values given on the command line (None: the suite's)
+    repeats: int = flag("repeats per cell (fresh process each)", planned=True)
+    duration: float = flag("minimum timed seconds per repeat", planned=True)
+    warmup: float = flag("minimum warm-up seconds per repeat (discarded)", planned=True)
+    stop_ci_width: float = flag("close a window before --duration once the 95%% CI of its median block rate spans "
+                                "at most this share of it (e.g. 0.02; 0 = fixed windows)", planned=True,
+                                metavar="SHARE")
+    min_duration: float = flag("with --stop-ci-width: the shortest window, seconds", planned=True)
+    timeout: float = flag("wall-clock limit per repeat, seconds", planned=True)
+    only: tuple = flag("run only cells whose id matches", (), planned=True, metavar="GLOB")
+    profile: bool = flag("one extra py-spy run per cell (speedscope)", False, planned=True)
+    ray_address: str = flag("run Ray-based adapters on this existing cluster (HOST:PORT, auto)", planned=True)
+    cluster: str = flag("run the cells on this Ray cluster's nodes (HOST:PORT, auto), each on cores of its own",
+                        planned=True, metavar="ADDRESS")
+    node_class: str = flag("on --cluster: the class of identical nodes to use (default: the largest)", planned=True,
+                           metavar="ID")
+    no_build: bool = flag("never build an adapter's own environment: its cells are unsupported until built", False)
+    allow_errors: bool = flag("exit 0 even when a cell has error or timeout rows (default: exit 1)", False)
+    resume: str = flag("run only the repeats missing from the run in DIR (its plan, settings and machine must be "
+                       "the same)", validate=False, metavar="DIR")
 
     @classmethod
     def from_plan(cls, plan: dict, **rest) -> "RunRequest":
-        """A run folder's plan.json, planned from the suite text it kept; `rest`: out, no_build, ..."""
-        kept = plan.get("args") or {}
-        planned = {f.name: _value(f, kept.get(f.name)) for f in fields(cls) if f.name in cls.PLANNED}
-        return replace(cls(**planned, suite_text=plan.get("suite_text")), **rest)
-
-    def planned(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in ((k, getattr(self, k)) for k in self.PLANNED)}
+        """As every request (`_Request.from_plan`), planned from the suite text it kept, not the file."""
+        return super().from_plan(plan, **{"suite_text": plan.get("suite_text"), **rest})
 
 
 @dataclass(frozen=True)
-class TuneRequest:
+class TuneRequest(_Request):
     """`rlbench tune`."""
-    env: str                   # env id: registered gymnasium id, module:EnvId-v0 or package.module:make_env
-    env_kwarg: tuple = ()      # KEY=VALUE
-    env_wrapper: tuple = ()    # MODULE:FN, applied in order
-    policy: str = "random"
-    budget: str = "10m"        # the whole search's wall-clock budget: 90s, 10m, 1h
-    max_envs: int = None       # the largest num_envs climbed to (None: what half the free memory holds)
-    adapters: tuple = ()       # A,B items: race only these
-    out: str = None
-    cluster: str = None        # race on this Ray cluster's nodes
-    node_class: str = None
-
-    @classmethod
-    def from_flags(cls, flags) -> "TuneRequest":
-        return _from_flags(cls, flags)
-
-
-def _from_flags(cls, flags):
-    """From argparse's result: the names it shares with the fields, lists as tuples, None as default."""
-    given = vars(flags)
-    return cls(**{f.name: _value(f, given[f.name]) for f in fields(cls) if f.name in given})
+    env: str = flag("env id: registered gymnasium id, module:EnvId-v0 or package.module:make_env", MISSING,
+                    planned=True)
+    env_kwarg: tuple = _env_kwarg()
+    env_wrapper: tuple = _env_wrapper()
+    policy: str = flag("random | fixed_cost:cost_us=100 | mlp:... | module:function", "random", planned=True)
+    budget: str = flag("wall-clock budget of the whole search (default 10m; 90s, 1h)", "10m", planned=True)
+    max_envs: int = flag("largest num_envs the search may climb to (default: what half the free memory holds, at "
+                         "most 4096)", planned=True, type=positive_int)   # None: what half the free memory holds
+    adapters: tuple = flag("race only these adapters (default: every env-stepping adapter available here)", (),
+                           planned=True, metavar="A,B")   # A,B items
+    out: str = _out()
+    cluster: str = flag("race the candidates on this Ray cluster's nodes, several at once (HOST:PORT, auto)",
+                        planned=True, metavar="ADDRESS")
+    node_class: str = flag("on --cluster: the class of identical nodes to use", planned=True, metavar="ID")
 
 
 def _value(f, raw):
-    """None (not given) as the field's default; a list (repeatable flag, JSON) as a tuple."""
+    """None (not given) as the field's default (MISSING when it has none); a list (repeatable flag, JSON) as a
+    tuple."""
     if raw is None:
         return f.default
     return tuple(raw) if isinstance(raw, list) else raw
+
+
+def _jsonable(v):
+    return list(v) if isinstance(v, tuple) else v

@@ -4,8 +4,9 @@ writer."""
 import os
 
 from rlbench.report.csv_reporter import frame_to_csv
-from rlbench.report.format import data_v, esc, fixed, rate, speedup
+from rlbench.report.format import esc, fixed, rate, speedup
 from rlbench.report.html import CSS, SORT_JS
+from rlbench.report.table import Column, table
 from rlbench.report.view import CompareView
 from rlbench.report.writer import write_files
 from rlbench.results.compare import Comparison
@@ -29,39 +30,51 @@ def export_compare(view: CompareView) -> dict:
     return {"compare.csv": frame_to_csv(view.rows).encode(), "compare.html": page(view).encode()}
 
 
-def _row(r) -> str:
-    return (f"<tr style='background:{COLOURS.get(r['verdict'], 'none')}'><td>{esc(r['cell_id'])}</td>"
-            f"<td>{esc(r['verdict'])}</td>"
-            f"<td data-v='{data_v(r['base_median'])}'>{rate(r['base_median'])}</td>"
-            f"<td data-v='{data_v(r['new_median'])}'>{rate(r['new_median'])}</td>"
-            f"<td data-v='{data_v(r['change_pct'])}'>{fixed(r['change_pct'], '+.1f')}</td>"
-            f"<td data-v='{data_v(r['ratio'])}'>{esc(speedup(r['ratio'], r['ratio_ci_low'], r['ratio_ci_high']))}</td>"
-            f"<td data-v='{data_v(r['p_value'])}'>{fixed(r['p_value'], '.3g')}</td>"
-            f"<td>{r['base_n'] or 0} / {r['new_n'] or 0}</td><td>{esc(r['reason'] or '')}</td></tr>")
+def _ratio(r) -> str:
+    return esc(speedup(r["ratio"], r["ratio_ci_low"], r["ratio_ci_high"]))
+
+
+def _shade(colour: str) -> str:
+    return f"style='background:{colour}'"
+
+
+# a row: one of compare.csv's (rlbench.results.compare.COLUMNS), shaded by its verdict
+CELL_COLUMNS = (Column("cell", lambda r: r["cell_id"]), Column("verdict", lambda r: r["verdict"]),
+                Column("base steps/s", lambda r: r["base_median"], rate),
+                Column("new steps/s", lambda r: r["new_median"], rate),
+                Column("change %", lambda r: r["change_pct"], lambda v: fixed(v, "+.1f")),
+                Column("new/base [95% CI]", lambda r: r["ratio"], html=_ratio),
+                Column("p", lambda r: r["p_value"], lambda v: fixed(v, ".3g")),
+                Column("n base / new", lambda r: f"{r['base_n'] or 0} / {r['new_n'] or 0}"),
+                Column("reason", lambda r: r["reason"] or ""))
+
+# a row: (workload, base verdict, new verdict, whether the winner changed), as CompareView.winners gives it
+WINNER_COLUMNS = (Column("workload", lambda w: w[0]), Column("base", lambda w: w[1].sentence() if w[1] else "-"),
+                  Column("new", lambda w: w[2].sentence() if w[2] else "-"),
+                  Column("winner changed", lambda w: "yes" if w[3] else ""))
+
+
+def _changed(winner) -> str:
+    """A workload whose fastest strategy changed stands out."""
+    return _shade(COLOURS["uncertain"] if winner[3] else "none")
 
 
 def winners_table(view: CompareView) -> str:
     """Each workload's verdict in base and in new (the runs' own headlines), the change of winner marked."""
-    rows = "".join(f"<tr style='background:{COLOURS['uncertain'] if changed else 'none'}'><td>{esc(label)}</td>"
-                   f"<td>{esc(b.sentence() if b else '-')}</td><td>{esc(n.sentence() if n else '-')}</td>"
-                   f"<td>{'yes' if changed else ''}</td></tr>" for label, b, n, changed in view.winners)
-    if not rows:
+    if not view.winners:
         return ""
-    return ("<h2>Fastest per workload</h2><table><thead><tr><th>workload</th><th>base</th><th>new</th>"
-            f"<th>winner changed</th></tr></thead><tbody>{rows}</tbody></table>")
+    return "<h2>Fastest per workload</h2>" + table(WINNER_COLUMNS, view.winners, _changed, cls="")
 
 
 def page(view: CompareView) -> str:
     c = view.comparison
-    head = ("<tr><th>cell</th><th>verdict</th><th>base steps/s</th><th>new steps/s</th><th>change %</th>"
-            "<th>new/base [95% CI]</th><th>p</th><th>n base / new</th><th>reason</th></tr>")
-    body = "".join(_row(r) for r in view.records)
+    cells = table(CELL_COLUMNS, view.records, lambda r: _shade(COLOURS.get(r["verdict"], "none")))
     machines = "".join(f"<tr><td>{esc(k)}</td><td>{esc(b)}</td><td>{esc(n)}</td></tr>" for k, b, n in view.machines)
     verdict = (f"<p><b>{len(c.regressions)} regression(s)</b>: slower by more than {fixed(c.threshold, '.0%')} "
                f"and significant at alpha {fixed(c.alpha, 'g')}.</p>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>rlbench compare</title><style>{CSS}</style>"
             f"</head><body><h1>rlbench compare</h1><p>base: {esc(view.base_dir)}<br>new: {esc(view.new_dir)}</p>"
             f"{verdict}<p>{esc(c.counts_label)}</p>"
-            f"<table class='sortable'><thead>{head}</thead><tbody>{body}</tbody></table>{winners_table(view)}"
+            f"{cells}{winners_table(view)}"
             f"<h2>Machines</h2><table class='meta'><tr><th>key</th><th>base</th><th>new</th></tr>{machines}</table>"
             f"<script>{SORT_JS}</script></body></html>")

@@ -3,10 +3,11 @@ each gives '-' for a missing value (None or NaN) so a table never shows 'nan'.""
 import html
 import re
 
-
-def is_num(v) -> bool:
-    """A number that is not NaN (None, strings and NaN are not)."""
-    return isinstance(v, (int, float)) and v == v
+# the pure ones a verdict speaks in live below the report (rlbench.results.ranking says its sentence in them);
+# they are re-exported here, so the report's formatters stay one set
+from rlbench.results.text import is_num, plain
+from rlbench.results.text import sig as sig
+from rlbench.results.text import speedup as speedup
 
 
 def esc(s) -> str:
@@ -22,17 +23,6 @@ def si(v, small: str = ".3g") -> str:
         if v >= scale:
             return f"{v / scale:.2f}{unit}"
     return format(v, small)
-
-
-def sig(v, digits: int = 3) -> str:
-    """`digits` significant digits with a k/M/G suffix: 412k, 41.2k, 1.23M, 987 (a headline's rate)."""
-    if not is_num(v):
-        return "-"
-    v = float(f"{v:.{digits}g}")  # rounded first: 999.6k is 1M, not 1e+03k
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.{digits}g}{unit}"
-    return f"{v:.{digits}g}"
 
 
 def rate(v) -> str:
@@ -77,14 +67,6 @@ def ci(low, high, fmt=si) -> str:
     return f"[{fmt(low)}, {fmt(high)}]" if is_num(low) and is_num(high) else "-"
 
 
-def plain(v) -> str:
-    """A ratio or fraction as a plain number: 0.67; below 0.1, two significant digits (a CPU backend at
-    0.00078x a GPU's rate is not '0.00x')."""
-    if is_num(v) and v != 0 and abs(v) < 0.1:
-        return f"{v:.2g}"
-    return fixed(v, ".2f")
-
-
 def with_ci(value, low=None, high=None, fmt=plain, unit: str = "") -> str:
     """A ratio (or fraction) and its bootstrap 95% CI in one format: '0.67 [0.61, 0.72]'; with unit='x',
     '1.60x [1.52, 1.69]' (as `speedup`); with fmt=pct, '80% [76%, 84%]'. The value and '[-]' without a CI
@@ -109,13 +91,6 @@ def figure(name: str, header: str, fmt=si) -> tuple:
     except KeyError:
         return header, fmt
     return m.label, m.format
-
-
-def speedup(ratio, low=None, high=None) -> str:
-    """1.29x [1.10, 1.52]: a ratio with its CI when it has one; '-' without a ratio."""
-    if not is_num(ratio):
-        return "-"
-    return f"{plain(ratio)}x" + (f" [{plain(low)}, {plain(high)}]" if is_num(low) and is_num(high) else "")
 
 
 _VALUE = re.compile(r"(?<==)-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\b")

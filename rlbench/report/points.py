@@ -2,25 +2,16 @@
 cells grouped, and one chart point per cell (median, 95% CI, n, CV) in the columns rlbench.report.charts.scaling
 reads. The labels take a Run too (it has the same identity attributes)."""
 from rlbench.report.format import is_num
+from rlbench.results.text import env_label as env_label  # below the report: the ranking groups by them too
+from rlbench.results.text import group_by as group_by
 from rlbench.workload import kv_label
 
 STAT_COLUMNS = dict(x="x", y="y", series="series", lo="lo", hi="hi", n="n", cv="cv", label="label",
                     variant="variant")
 
 
-def env_label(cell) -> str:
-    return cell.env + (f" ({kv_label(cell.env_kwargs)})" if cell.env_kwargs else "")
-
-
 def series_label(cell) -> str:
     return f"{cell.adapter} {cell.policy} {kv_label(cell.options)}".strip()
-
-
-def group_by(items, key) -> dict:
-    groups = {}
-    for item in items:
-        groups.setdefault(key(item), []).append(item)
-    return groups
 
 
 def stat_points(cells, key: str, x=lambda c: c.num_envs, series=None, variant: str = "") -> list:

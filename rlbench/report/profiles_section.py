@@ -4,7 +4,8 @@ import os
 
 from rlbench.report import charts
 from rlbench.report.csv_reporter import to_csv
-from rlbench.report.format import data_v, esc, fixed
+from rlbench.report.format import esc, fixed
+from rlbench.report.table import Column, table
 from rlbench.results.profiles import STAGES, breakdown
 
 COLOURS = {**charts.STAGE_COLOURS, "learner": charts.STAGE_COLOURS["learn"]}
@@ -42,20 +43,24 @@ def _seconds(v) -> str:
     return fixed(v, ".2f")
 
 
+def _stage_column(stage) -> Column:
+    return Column(f"{LABELS[stage]} s", lambda r: r[f"{stage}_s"], _seconds)
+
+
+def _speedscope(row) -> str:
+    return f"<a href='{esc(row['profile'])}'>speedscope</a>"
+
+
 def profiles_section(view) -> str:
     rows = view.profiles
     if not rows:
         return ""
     chart = charts.to_html(profiles_figure(rows), charts.chart_id("profiles", "stages"))
-    table = "".join(f"<tr><td>{esc(r['cell_id'])}</td>"
-                    + "".join(f"<td data-v='{data_v(r[f'{s}_s'])}'>{_seconds(r[f'{s}_s'])}</td>" for s in STAGES)
-                    + f"<td><a href='{esc(r['profile'])}'>speedscope</a></td></tr>" for r in rows)
-    head = "".join(f"<th>{LABELS[s]} s</th>" for s in STAGES)
+    columns = [Column("cell", lambda r: r["cell_id"]), *map(_stage_column, STAGES),
+               Column("profile", lambda r: r["profile"], html=_speedscope)]
     return (f"<h2>Where the time goes (py-spy, every process of the cell)</h2>{chart}"
             f"<p>Shares of the sampled seconds outside setup, summed over the cell's processes; open a file at "
-            f"speedscope.app (or any speedscope viewer) for the full flame graph.</p>"
-            f"<table class='sortable'><thead><tr><th>cell</th>{head}<th>profile</th></tr></thead>"
-            f"<tbody>{table}</tbody></table>")
+            f"speedscope.app (or any speedscope viewer) for the full flame graph.</p>{table(columns, rows)}")
 
 
 def profiles_figure(rows):

@@ -1,67 +1,68 @@
-"""The Recommendation section on top of a `rlbench tune` run's page: the decision env.json keeps (as
-rlbench.tuning.decide made it, its verdict in rlbench.report.ranking's words) and the search drawn as it
-went; nothing is recomputed here."""
+"""The Recommendation section on top of a `rlbench tune` run's page: the run's Decision (rlbench.results.decision,
+as rlbench.tuning.decide made it, its verdict in the ranking engine's words) and the search drawn as it went;
+nothing is recomputed here."""
 import math
 
 from rlbench.report import charts
-from rlbench.report.format import data_v, esc, rate, with_ci
+from rlbench.report.format import esc, rate, with_ci
+from rlbench.report.table import Column, table
 
 MEASURED, PREDICTED = "measured", "predicted at most (pruned)"
 
 
-def recommendation_section(tune) -> str:
-    """tune: the decision env.json keeps (RunRecord.tune), None for a run that is not a tune."""
-    if not tune:
+def recommendation_section(decision) -> str:
+    """decision: the run's Decision (RunRecord.tune), None for a run that is not a tune."""
+    if decision is None:
         return ""
-    win = tune.get("winner")
-    parts = [f"<h2>Recommendation: {esc(tune.get('label', ''))}</h2>"]
-    if not win:
-        return "".join(parts) + f"<p>No answer: {esc(tune.get('why_none', ''))}</p>"
-    parts.append(f"<p><b>{esc(win['config'])}</b>: {rate(win['steps_per_s'])} env steps/s "
-                 f"[95% CI {rate(win['ci_low'])}, {rate(win['ci_high'])}], n={win['n']}.</p>")
-    if tune.get("verdict"):
-        parts.append(f"<p>{esc(tune['verdict'])}.</p>")
-    if tune.get("search"):
-        parts.append(f"<p>Search: {esc(tune['search'])}.</p>")
-    fig = search_figure(tune)
+    win = decision.winner
+    parts = [f"<h2>Recommendation: {esc(decision.label)}</h2>"]
+    if decision.interrupted:
+        parts.append(f"<p class='warn'>The search was cut short ({esc(decision.interrupted)}): this decision covers "
+                     "what was measured until then; `rlbench resume` on this folder goes on with the budget left.</p>")
+    if win is None:
+        return "".join(parts) + f"<p>No answer: {esc(decision.why_none)}</p>"
+    parts.append(f"<p><b>{esc(win.config)}</b>: {rate(win.steps_per_s)} env steps/s "
+                 f"[95% CI {rate(win.ci_low)}, {rate(win.ci_high)}], n={win.n}.</p>")
+    if decision.verdict:
+        parts.append(f"<p>{esc(decision.verdict)}.</p>")
+    if decision.search:
+        parts.append(f"<p>Search: {esc(decision.search)}.</p>")
+    fig = search_figure(decision)
     if fig is not None:
         parts.append("<h3>The search: env steps/s vs num_envs of every configuration tried (dotted: the "
                      "prediction of one pruned unmeasured; the line across: the winner)</h3>")
-        parts.append(charts.to_html(fig, charts.chart_id("tune-search", tune.get("label", ""))))
-    if tune.get("note"):
-        parts.append(f"<p>Note: {esc(tune['note'])}.</p>")
-    code = "\n".join(filter(None, [win.get("snippet"), win.get("command")]))
+        parts.append(charts.to_html(fig, charts.chart_id("tune-search", decision.label)))
+    if decision.note:
+        parts.append(f"<p>Note: {esc(decision.note)}.</p>")
+    code = "\n".join(filter(None, [win.snippet, win.command]))
     parts.append(f"<pre>{esc(code)}</pre>")
-    rows = "".join(
-        f"<tr><td>{esc(s['adapter'])}</td><td>{esc(s.get('config', ''))}</td>"
-        f"<td data-v='{data_v(s.get('steps_per_s'))}'>{rate(s['steps_per_s']) if s.get('steps_per_s') else ''}</td>"
-        f"<td data-v='{data_v(s.get('ratio_to_winner'))}'>{of_winner(s)}</td>"
-        f"<td>{esc(s['why'])}</td></tr>" for s in tune.get("strategies", []))
-    head = "".join(f"<th>{h}</th>" for h in ("strategy", "its best configuration", "env steps/s",
-                                             "of the winner [95% CI]",
-                                             "why it lost"))
-    parts.append(f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+    parts.append(table(FATES, decision.strategies))
     return "".join(parts)
 
 
-def search_figure(tune: dict):
+def search_figure(decision):
     """Rate against num_envs per strategy: each configuration measured (its median) and each pruned one at
     its prediction, the winner's rate as a line across; None when the decision holds no search."""
-    points = [{"series": p["strategy"], "variant": MEASURED if p["status"] != "pruned" else PREDICTED,
-               "x": p["num_envs"], "y": p["steps_per_s"], "n": p.get("n"), "label": p["config"]}
-              for p in tune.get("points") or []]
+    points = [{"series": p.strategy, "variant": MEASURED if p.status != "pruned" else PREDICTED,
+               "x": p.num_envs, "y": p.steps_per_s, "n": p.n, "label": p.config} for p in decision.points]
     if not points:
         return None
-    win = tune["winner"]
+    win = decision.winner
     return charts.scaling(points, x="x", y="y", series="series", variant="variant", n="n", label="label",
                           dashes={PREDICTED: "dot"}, x_title="num_envs", y_title="env steps/s",
-                          hlines=[(f"winner: {win['config']}", win["steps_per_s"], "#000000")])
+                          hlines=[(f"winner: {win.config}", win.steps_per_s, "#000000")])
 
 
-def of_winner(strategy: dict) -> str:
+def of_winner(fate) -> str:
     """A strategy's best rate as a multiple of the winner's with its bootstrap 95% CI ('0.67x [0.61, 0.72]');
     '[-]' when either side had fewer than 2 repeats (or a decision older than the CI); '' when it never ran."""
-    value = strategy.get("ratio_to_winner")
-    if value is None or math.isnan(value):
+    if not fate.measured or math.isnan(fate.ratio_to_winner):
         return ""
-    return with_ci(value, strategy.get("ratio_ci_low"), strategy.get("ratio_ci_high"), unit="x")
+    return with_ci(fate.ratio_to_winner, fate.ratio_ci_low, fate.ratio_ci_high, unit="x")
+
+
+# the other strategies' fates (rlbench.results.decision.Fate), fastest first as decided
+FATES = (Column("strategy", lambda f: f.adapter), Column("its best configuration", lambda f: f.config),
+         Column("env steps/s", lambda f: f.steps_per_s, lambda v: rate(v) if v else ""),
+         Column("of the winner [95% CI]", lambda f: f.ratio_to_winner, html=lambda f: of_winner(f)),
+         Column("why it lost", lambda f: f.why))

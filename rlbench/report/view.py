@@ -7,8 +7,6 @@ from functools import cached_property
 
 from rlbench import SCHEMA_VERSION, registry
 
-PROFILES_ORDER = 50  # the py-spy profiles' section: after the families' own, before validation
-
 
 class RunView:
     """A run directory as its report shows it."""
@@ -66,15 +64,6 @@ class RunView:
         from rlbench.report.profiles_section import profile_rows
         return profile_rows(self.cells, self.out_dir)
 
-    def sections(self) -> list:
-        """(order, name, draw) of every section below the headlines, in page order: each family's (drawn from
-        the ResultSet and the run directory, as rlbench.contract.Family.section takes them) and the py-spy
-        profiles' (drawn from this view)."""
-        from rlbench.report.profiles_section import profiles_section
-        out = [(f.order, f.name, lambda f=f: f.section(self.results, self.out_dir)) for f in registry.families()]
-        out.append((PROFILES_ORDER, "profiles", lambda: profiles_section(self)))
-        return sorted(out, key=lambda s: s[:2])
-
 
 def run_view(source, out_dir: str = "") -> RunView:
     """The view of a ResultSet (or the view itself, given one)."""
@@ -92,9 +81,9 @@ class CompareView:
     @cached_property
     def winners(self) -> list:
         """(workload, base verdict, new verdict, whether the fastest strategy changed) of every workload of
-        either run, each side's verdict from rlbench.report.ranking (the run's own headline); None on a side
+        either run, each side's verdict from rlbench.results.ranking (the run's own headline); None on a side
         without that workload."""
-        from rlbench.report.ranking import verdicts
+        from rlbench.results.ranking import verdicts
         if self.base is None or self.new is None:
             return []
         base, new = verdicts(self.base), verdicts(self.new)

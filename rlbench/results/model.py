@@ -11,6 +11,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from rlbench import registry
+from rlbench.errors import UsageError
 from rlbench.results import metrics
 from rlbench.results.frozen import FrozenDict, freeze, thaw
 from rlbench.results.record import RunRecord
@@ -107,6 +108,15 @@ class Run(Mapping):
         return self.fields["status"]
 
     @property
+    def repeat(self) -> int:
+        return self.fields["repeat"]
+
+    @property
+    def job(self) -> tuple:
+        """(cell_id, repeat, profiled): the job it finished, as a sweep counts what is done."""
+        return self.cell_id, self.repeat, bool(self.fields.get("profiled"))
+
+    @property
     def ok(self) -> bool:
         """Counts in the cell's statistics: a finished repeat, not the extra profiled one."""
         return self.status == "ok" and not self.fields.get("profiled")
@@ -122,11 +132,11 @@ _FIELDS, _COUNTERS = frozenset(RUN_FIELDS), frozenset(SESSION_METRICS)
 @dataclass(frozen=True)
 class Benchmark:
     """All runs of one cell, fixed when it is built; its statistics and its summary row are computed once,
-    when first asked for. limits: the run's measured machine limits (env.json "limits",
-    rlbench.machine.limits), what a replay cell's rate is a fraction of."""
+    when first asked for. measured: what the families measured before the sweep (RunRecord.measured, by env.json
+    key), which their part of the cell's summary may read (the replay family: the machine's limits)."""
     cell_id: str
     runs: tuple
-    limits: Mapping = None
+    measured: Mapping = None
 
     def __post_init__(self):
         object.__setattr__(self, "runs", tuple(self.runs))
@@ -167,7 +177,7 @@ class Benchmark:
         errors = sorted({r["error"] for r in self.runs if r.get("error") and r["status"] != "ok"})
         s = self.stat("steps_per_s")
         stats = MappingProxyType({m.name: self.stat(m.name) for m in _SUMMARIZED})
-        parts = MappingProxyType({f.name: f.cell_part(self, first, self.limits or {}) for f in registry.families()})
+        parts = MappingProxyType({f.name: f.cell_part(self, first, self.measured or {}) for f in registry.families()})
         return CellSummary(
             cell_id=self.cell_id, cell_index=first.get("cell_index", 0), suite=first.get("suite"),
             adapter=first.get("adapter"), kind=first.get("kind"), env=first.get("env"),
@@ -209,14 +219,13 @@ class ResultSet:
             grouped.setdefault(run.cell_id, []).append(run)
         grouped = {c: _superseded_lost(runs) for c, runs in grouped.items()}
         record = RunRecord.from_json(env)
-        benchmarks = {c: Benchmark(c, tuple(runs), record.limits) for c, runs in grouped.items()}
+        benchmarks = {c: Benchmark(c, tuple(runs), record.measured) for c, runs in grouped.items()}
         return cls(env, MappingProxyType(benchmarks), tuple(skipped), record)
 
     @classmethod
     def load(cls, run_dir: str) -> "ResultSet":
         path = os.path.join(run_dir, RESULTS)
         if not os.path.exists(path):
-            from rlbench.errors import UsageError
             raise UsageError(f"no {RESULTS} in {run_dir} (is it a run directory?)")
         env_path = os.path.join(run_dir, ENV)
         try:
@@ -225,7 +234,6 @@ class ResultSet:
         except FileNotFoundError:
             env = {}
         except ValueError as exc:
-            from rlbench.errors import UsageError
             raise UsageError(f"{env_path} is not valid JSON ({exc})") from None
         skipped = []
         rows = read_rows(path, skipped)

@@ -12,6 +12,8 @@ import time
 import traceback
 from time import perf_counter
 
+from rlbench.errors import Unsupported
+
 
 def _results_channel():
     out = os.fdopen(os.dup(1), "w", buffering=1)
@@ -28,7 +30,6 @@ def emit(out, **event):
 def run_cell(spec: dict) -> dict:
     """Open the adapter's session, run the protocol, close. Returns the measured fields + status."""
     from rlbench import registry
-    from rlbench.errors import Unsupported
     from rlbench.planning.plan import TimingProtocol
     from rlbench.running.timing import measure
     from rlbench.workload import Workload

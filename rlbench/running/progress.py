@@ -8,7 +8,9 @@ import time
 from rlbench.report.format import rate as fmt_rate
 
 
-def _clock(s: float) -> str:
+def clock_text(s: float) -> str:
+    """Seconds as a wall clock reads them (MM:SS, H:MM:SS past an hour): the one spelling of elapsed times and
+    ETAs, shared with `rlbench tune`'s progress lines so both read alike."""
     s = int(s)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
 
@@ -45,10 +47,10 @@ class Progress:
             return
         now = time.monotonic()
         elapsed = now - self.t0
-        eta = f"ETA {_clock(elapsed / self.done * (self.total - self.done))}" if self.done else "ETA --:--"
+        eta = f"ETA {clock_text(elapsed / self.done * (self.total - self.done))}" if self.done else "ETA --:--"
         filled = int(20 * self.done / max(self.total, 1))
         job = f"  {self.running} ({now - self.job_t0:.0f} s)" if self.running else ""
-        line = f"[{'#' * filled}{'.' * (20 - filled)}] {self.done}/{self.total} {_clock(elapsed)} {eta}{job}"
+        line = f"[{'#' * filled}{'.' * (20 - filled)}] {self.done}/{self.total} {clock_text(elapsed)} {eta}{job}"
         print("\r\x1b[K" + line[:shutil.get_terminal_size().columns - 1], end="", file=self.stream, flush=True)
 
     def update(self, row: dict) -> None:
@@ -68,5 +70,5 @@ class Progress:
             what = f"{row['status']}: {(row.get('error') or '')[:80]}"
         tag = " (profile)" if row.get("profiled") else f" r{row['repeat']}"
         print(("\r\x1b[K" if self.live else "")
-              + f"[{self.done:>{width}}/{self.total}] {_clock(elapsed)} elapsed, ETA {_clock(eta)}  "
+              + f"[{self.done:>{width}}/{self.total}] {clock_text(elapsed)} elapsed, ETA {clock_text(eta)}  "
               f"{row['cell_id']}{tag}  {what}", file=self.stream, flush=True)

@@ -79,11 +79,14 @@ class RunDir:
         """The RunRecord an earlier session of this run wrote (an empty one when env.json is unreadable)."""
         return read_record(self.path)
 
-    def export(self, **end):
-        """The run's end: env.json's last record with `end` and ended_at, then every file of the report (from
-        results.jsonl, as `rlbench report` makes it); returns the run's view (rlbench.report.view.RunView),
-        or None, with one line said, when they cannot be written."""
+    def export(self, files: dict = None, **end):
+        """The run's end: the command's own `files` (name -> text: a tune's tune.json), env.json's last record
+        with `end` and ended_at, then every file of the report (from results.jsonl, as `rlbench report` makes
+        it); returns the run's view (rlbench.report.view.RunView), or None, with one line said, when they
+        cannot be written."""
         try:
+            for name, text in (files or {}).items():
+                write_atomic(os.path.join(self.path, name), text)
             self.write(replace(self.record, ended_at=now(), **end))
             return rebuild_report(self.path)
         except OSError as exc:
@@ -93,8 +96,7 @@ class RunDir:
 
     def done(self) -> set:
         """(cell, repeat, profiled) of the rows it holds, but `lost` ones (a node went away under them)."""
-        return {(r["cell_id"], r["repeat"], bool(r.get("profiled"))) for r in ResultSet.load(self.path).runs
-                if r["status"] != "lost"}
+        return {r.job for r in ResultSet.load(self.path).runs if r.status != "lost"}
 
 
 def is_run(path: str) -> bool:
@@ -208,8 +210,6 @@ def new_run_id(suite_name: str) -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + "".join(c if c.isalnum() else "-" for c in suite_name)
 
 
-
-
 def open_out_dir(out_dir: str, resume: bool) -> "RunLock":
     """Create (or, resuming, reopen) the run folder and lock it; refuse, before writing anything else, a
     folder that is neither new nor a run being resumed, and one another run holds."""
@@ -229,8 +229,6 @@ def open_out_dir(out_dir: str, resume: bool) -> "RunLock":
     return lock
 
 
-
-
 def point_latest(out_dir) -> None:
     """reports/latest -> the last run, when the run lives under reports/."""
     parent = os.path.dirname(os.path.abspath(out_dir))
@@ -244,21 +242,13 @@ def point_latest(out_dir) -> None:
     os.replace(tmp, link)
 
 
-
-
-def plan_record(args, suite, run_id: str, env: dict) -> dict:
-    """plan.json: what was asked (the RunRequest's planned fields, the suite text) and what it resolved to
-    (settings, cells), and the machine: enough to run it again elsewhere, or to resume it here."""
-    text = args.suite_text
-    if args.suite and text is None:
-        with open(args.suite, encoding="utf-8") as f:
-            text = f.read()
-    return _jsonable({"schema": 1, "run_id": run_id, "args": args.planned(),
-                      "suite_text": text, "settings": suite.settings.__dict__,
-                      "cells": [c.cell_id for c in suite.cells],
-                      "machine": {k: env.get(k) for k in MACHINE_KEYS}})
-
-
+def plan_record(command: str, args: dict, suite_text, settings, cells, run_id: str, env: dict, **extra) -> dict:
+    """plan.json: which command, what it was asked (the request's planned fields, the suite text) and what it
+    resolved to (settings, cells; a tune's are found as it searches), and the machine: enough to run it again
+    elsewhere, or to resume it here."""
+    return _jsonable({"schema": 1, "command": command, "run_id": run_id, "args": args, "suite_text": suite_text,
+                      "settings": settings.__dict__, "cells": [c.cell_id for c in cells],
+                      "machine": {k: env.get(k) for k in MACHINE_KEYS}, **extra})
 
 
 def check_resumable(out_dir: str, record: dict) -> dict:
@@ -281,12 +271,8 @@ def check_resumable(out_dir: str, record: dict) -> dict:
     return saved
 
 
-
-
 def _jsonable(value):
     return json.loads(json.dumps(value, default=str))
-
-
 
 
 def read_record(out_dir):
@@ -310,7 +296,5 @@ def rebuild_report(out_dir):
     view = run_view(results, out_dir)
     report.export(view, out_dir)
     return view
-
-
 
 

@@ -15,19 +15,16 @@ from dataclasses import asdict, replace
 from rlbench import registry
 from rlbench.envs import planned_env_kwargs, wrapped_id
 from rlbench.errors import UsageError
-from rlbench.machine.fingerprint import fingerprint
 from rlbench.planning.flags import pairs
 from rlbench.planning.plan import Settings
+from rlbench.planning.suite import Suite
 from rlbench.report.writer import write_atomic
 from rlbench.results.model import ResultSet
-from rlbench.results.record import RunRecord
-from rlbench.running import adapter_envs
-from rlbench.running.cluster.join import join, leave
-from rlbench.running.rundir import RunDir
+from rlbench.running.session import Job, session
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import Space, available_mb, cpus_here, default_max_envs, stepping_adapters
 from rlbench.tuning.decide import decide, lines
-from rlbench.tuning.measure import SweepMeasurer
+from rlbench.tuning.measure import SPAWN_S, SweepMeasurer
 from rlbench.tuning.search import Search, probe_sizes
 from rlbench.workload import Workload, kv_label, parse_policy
 
@@ -54,74 +51,140 @@ def parse_budget(raw: str) -> float:
     return seconds
 
 
-def tune(args) -> tuple:
-    """(exit code, run folder) of `rlbench tune` asked this rlbench.planning.request.TuneRequest."""
+def tune(request, resume: str = None) -> tuple:
+    """(exit code, run folder) of `rlbench tune` asked this rlbench.planning.request.TuneRequest; `resume`: the
+    folder of an interrupted tune, whose search goes on with the budget it left."""
     t0 = time.monotonic()
-    workload = plan_workload(args)
-    budget_s = parse_budget(args.budget)
-    named = [a for item in args.adapters for a in item.split(",") if a]
+    workload = plan_workload(request)
+    budget_s = parse_budget(request.budget)
+    named = [a for item in request.adapters for a in item.split(",") if a]
     stepping_adapters(named)  # unknown or non-stepping names: refused before anything runs
-    settings = replace(SETTINGS, cluster=_address(args), node_class=args.node_class or "")
+    settings = replace(SETTINGS, cluster=_address(request), node_class=request.node_class or "")
+    job = Job("tune", "tune", settings, request.planned(), out=request.out, resume=resume)
+    with session(job) as s:
+        t = Tuning(s, workload, budget_s, named, request.max_envs, t0)
+        with s.open(cells=0):
+            t.search()
+    if t.decision is not None:
+        print("\n".join(lines(t.decision, t.profile)))
+    if s.view is not None:
+        print(f"\nreport: {os.path.join(s.path, 'index.html')}  decision: {os.path.join(s.path, TUNE_JSON)}")
+    print(f"rlbench tune: {t.elapsed():.0f} s of the {budget_s:.0f} s budget used", file=sys.stderr)
+    return s.exit_code(allow_errors=True) or (0 if t.decision and t.decision.winner else 1), s.path
+
+
+class Tuning:
+    """One tune between its stages, so that however the search ends (converged, out of budget, a signal, a full
+    disk) the decision is made from what was measured. A resumed tune reads its tune.json: the same profile,
+    calibration and space, the budget it had left, and its rows, from which the search retraces its path."""
+
+    def __init__(self, s, workload, budget_s: float, named: list, max_envs: int, t0: float):
+        self.s, self.workload, self.budget_s = s, workload, budget_s
+        self.earlier = read_tune(s.path) if s.resuming else {}
+        self.t0 = t0 - used_before(self.earlier, s.path)
+        self.cpus = s.cluster.cpus if s.cluster else cpus_here()
+        self.where = f"nodes of class {s.cluster.class_id} ({_machine(s.cluster)})" if s.cluster else "this machine"
+        if self.earlier.get("profile"):
+            self.profile = self.earlier["profile"]
+        else:
+            print(f"rlbench tune: profiling {label(workload)} in its own process", file=sys.stderr)
+            self.profile = profile_env(workload)
+        self.max_envs = max_envs or default_max_envs(self.profile)
+        self.space = Space(workload, named, self.max_envs, self.cpus)
+        sizes = probe_sizes(self.cpus, self.max_envs, self.profile)
+        self.runnable = [a for a in self.space.adapters if any(self.space.settings(a, n) for n in sizes)]
+        if not self.runnable:
+            raise UsageError(f"no adapter can run {workload.env_id} here: "
+                             + "; ".join(f"{x.adapter}: {x.reason}" for x in self.space.left[:6]))
+        self.calibration, self.decision, self.measurer = NOT_CALIBRATED, None, None
+        # its measurer is the sweep's once the folder is open; until then this tune's clock
+        self.found = Search(self.space, self, budget_s - report_s(budget_s), self.profile, {}, self.cpus,
+                            memory_mb=available_mb())
+        s.at_end(self.end)
+
+    def elapsed(self) -> float:
+        """The budget's clock: from this tune's first start, a resumed tune's earlier sessions included."""
+        return time.monotonic() - self.t0
+
+    def search(self) -> None:
+        """Prepare the adapters' environments, calibrate what this machine has not seen, search."""
+        s = self.s
+        probes = tuple(cell for a in self.runnable for n in probe_sizes(self.cpus, self.max_envs, self.profile)
+                       for _, cell in self.space.probe_setting(a, n))
+        envs = s.prepare(Suite("tune", None, None, s.job.settings, probes))
+        kept = {r.job[:2]: r for r in ResultSet.load(s.path).runs if r.status != "lost" and not r.job[2]}
+        measurer = SweepMeasurer(s.run_id, s.job.settings, s.path, envs, t0=self.t0, cluster=s.cluster, kept=kept)
+        self.found.measurer = self.measurer = measurer
+        if self.earlier.get("calibration"):
+            self.calibration = self.earlier["calibration"]
+            measurer.learn({a: calibrate.wall_s(self.calibration["adapters"], a) for a in self.runnable})
+        elif self.profile.get("api", "gymnasium") == "gymnasium" and s.cluster is None:
+            self.calibration = calibrate_here(self.runnable, self.cpus, self.max_envs, envs, measurer,
+                                              self.budget_s, s.path)
+        self.found.calibration = self.calibration["adapters"]
+        write_atomic(os.path.join(s.path, TUNE_JSON), self.record(None))  # a tune killed from here on resumes
+        self.found.go()
+
+    def end(self, outcome) -> tuple:
+        """The decision on what was measured, however the search ended: (env.json's fields, {tune.json})."""
+        search, used_s = self.found, self.elapsed()
+        results = ResultSet.load(self.s.path)
+        cut = outcome.interrupted or outcome.store_failed
+        if cut:
+            for row in self.measurer.missed(results) if self.measurer else ():
+                if row.cell_id in search.by_id:  # else a resumed tune's kept row its path had not reached yet
+                    search.take(search.by_id[row.cell_id], row)
+            search.stop(f"interrupted after {used_s:.0f} s ({outcome.interrupted})" if outcome.interrupted
+                        else f"stopped after {used_s:.0f} s: {outcome.store_failed}")
+        self.decision = decide(search, results, self.profile, self.max_envs,
+                               label=label(self.workload), where=self.where, stop_reason=search.stop_reason,
+                               interrupted=search.stop_reason if cut else "", budget_s=self.budget_s, used_s=used_s)
+        return {"tune": self.decision, "cells": len(search.candidates)}, {TUNE_JSON: self.record(self.decision)}
+
+    def record(self, decision) -> str:
+        """tune.json: the profile, the calibration it read, every candidate and its fate, what could not race,
+        and the decision with the search's trace (every round: what was added and why, predicted and measured
+        rates, drops with p-values, prunes with predictions); written as the search starts (no decision yet:
+        what a resume reads if the tune is killed) and at its end."""
+        search = self.found
+        cands = [{"cell_id": c.cell.cell_id, "config": c.config, "adapter": c.adapter, "num_envs": c.num_envs,
+                  "options": c.cell.given_options, "origin": c.origin, "round_added": c.round,
+                  "predicted_max_steps_per_s": c.predicted, "status": c.status, "repeats": c.repeats,
+                  "ok_repeats": len(c.values), "steps_per_s": c.values,
+                  "steps_per_s_median": c.median if c.values else None, "round_out": c.round_out or None,
+                  "p_slower_than_leader": None if math.isnan(c.p) else c.p, "why": c.why} for c in search.candidates]
+        doc = {"schema": 3, "workload": self.workload.to_dict(), "budget_s": self.budget_s, "used_s": self.elapsed(),
+               "max_envs": self.max_envs, "settings": self.s.job.settings.__dict__, "profile": self.profile,
+               "calibration": self.calibration, "stop_reason": search.stop_reason, "converged": search.converged,
+               "candidates": cands, "left_out": [{**asdict(x), "repeats": 0} for x in search.space.left],
+               "decision": decision.to_json() if decision else None}
+        return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+def read_tune(path: str) -> dict:
+    """The tune.json an earlier session of this tune wrote ({} when it never got that far: it starts over)."""
     try:
-        cluster = join(settings)
-        return _tune(args, t0, workload, budget_s, named, settings, cluster)
-    finally:
-        leave()
+        with open(os.path.join(path, TUNE_JSON)) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
-def _address(args) -> str:
-    if not args.cluster:
+def used_before(earlier: dict, path: str) -> float:
+    """The budget an earlier session used: its own count when it decided; when it was killed before that, the
+    count as its search started plus the wall time of the rows the search measured."""
+    used = float(earlier.get("used_s") or 0.0)
+    if earlier and earlier.get("decision") is None:
+        used += sum(float(r.get("wall_s") or 0.0) + SPAWN_S for r in ResultSet.load(path).runs)
+    return used
+
+
+def _address(request) -> str:
+    if not request.cluster:
         return ""
     from rlbench.planning.suite import parse_settings
-    return parse_settings("command line", {"cluster": args.cluster}, names={"cluster": "--cluster"}).cluster
-
-
-def _tune(args, t0, workload, budget_s, named, settings, cluster) -> tuple:
-    """`cluster`: the class of nodes the candidates race on, one per node at a time (cores and calibration
-    are theirs, not this machine's: it is not calibrated)."""
-    cpus = cluster.cpus if cluster else cpus_here()
-    where = f"nodes of class {cluster.class_id} ({_machine(cluster)})" if cluster else "this machine"
-    print(f"rlbench tune: profiling {label(workload)} in its own process", file=sys.stderr)
-    profile = profile_env(workload)
-    max_envs = args.max_envs or default_max_envs(profile)
-    space = Space(workload, named, max_envs, cpus)
-    runnable = [a for a in space.adapters if any(space.settings(a, n) for n in probe_sizes(cpus, max_envs, profile))]
-    if not runnable:
-        raise UsageError(f"no adapter can run {workload.env_id} here: "
-                         + "; ".join(f"{x.adapter}: {x.reason}" for x in space.left[:6]))
-    folder = RunDir.choose("tune", args.out)
-    out_dir, run_id = folder.path, folder.run_id
-    with folder:
-        folder.begin(RunRecord(fingerprint(), run_id, command="tune", settings=settings.__dict__, budget_s=budget_s,
-                               cluster=cluster.record() if cluster else None))
-        envs = prepare(space.adapters)
-        folder.write(replace(folder.record, adapter_envs=adapter_envs.records(envs)))
-        measurer = SweepMeasurer(run_id, settings, out_dir, envs, t0=t0, cluster=cluster)
-        calibration = calibrate_here(runnable, cpus, max_envs, envs, measurer, budget_s, out_dir) \
-            if profile.get("api", "gymnasium") == "gymnasium" and cluster is None else NOT_CALIBRATED
-        search = Search(space, measurer, budget_s - report_s(budget_s), profile, calibration["adapters"], cpus,
-                        memory_mb=available_mb())
-        interrupted = False
-        try:
-            search.go()
-        except KeyboardInterrupt:
-            interrupted = True
-            search.stop_reason = "interrupted: deciding on what was measured"
-            search.finish()
-            print("rlbench tune: interrupted; deciding on what was measured", file=sys.stderr)
-        results = ResultSet.load(out_dir)
-        decision = decide(search, results, profile, max_envs)
-        decision["search"] = f"{search.stop_reason}; {measurer.elapsed():.0f} s of the {budget_s:.0f} s budget used"
-        decision["where"] = where
-        record = tune_record(workload, budget_s, measurer.elapsed(), max_envs, profile, calibration, search, decision,
-                             settings)
-        write_atomic(os.path.join(out_dir, TUNE_JSON), json.dumps(record, indent=2, default=str) + "\n")
-        folder.export(cells=len(search.candidates),
-                      tune={"label": label(workload), **decision, "points": chart_points(search)})
-    print("\n".join(lines(decision, profile, label(workload))))
-    print(f"\nreport: {os.path.join(out_dir, 'index.html')}  decision: {os.path.join(out_dir, TUNE_JSON)}")
-    print(f"rlbench tune: {time.monotonic() - t0:.0f} s of the {budget_s:.0f} s budget used", file=sys.stderr)
-    return (130 if interrupted else 0 if decision.get("winner") else 1), out_dir
+    return parse_settings("command line", {"cluster": request.cluster}, names={"cluster": "--cluster"}).cluster
 
 
 # a JAX env races JAX adapters only, which the calibration (CPU strategies on a CPU env) does not measure
@@ -193,32 +256,3 @@ def prepare(adapters) -> dict:
     """Adapter environments of the adapters named to race (built once, cached)."""
     from rlbench.running import adapter_envs
     return adapter_envs.prepare({registry.get(a) for a in adapters}, build=True)
-
-
-def chart_points(search) -> list:
-    """The search as the Recommendation chart draws it: each configuration measured (its median) or pruned
-    (its prediction), by strategy and num_envs."""
-    out = []
-    for c in search.candidates:
-        if c.values or (c.status == "pruned" and c.predicted):
-            out.append({"strategy": " ".join(filter(None, (c.adapter, kv_label(c.cell.given_options)))),
-                        "num_envs": c.num_envs, "steps_per_s": c.median if c.values else c.predicted,
-                        "status": c.status, "config": c.config, "n": len(c.values)})
-    return out
-
-
-def tune_record(workload, budget_s, used_s, max_envs, profile, calibration, search, decision, settings) -> dict:
-    """tune.json: the profile, the calibration it read, every round of the search (what was added and why,
-    predicted and measured rates, drops with p-values, prunes with predictions), every candidate and its
-    fate, what could not race, the stop reason and the decision."""
-    cands = [{"cell_id": c.cell.cell_id, "config": c.config, "adapter": c.adapter, "num_envs": c.num_envs,
-              "options": c.cell.given_options, "origin": c.origin, "round_added": c.round,
-              "predicted_max_steps_per_s": c.predicted, "status": c.status, "repeats": c.repeats,
-              "ok_repeats": len(c.values), "steps_per_s": c.values,
-              "steps_per_s_median": c.median if c.values else None, "round_out": c.round_out or None,
-              "p_slower_than_leader": None if math.isnan(c.p) else c.p, "why": c.why} for c in search.candidates]
-    left = [{**asdict(x), "repeats": 0} for x in search.space.left]
-    return {"schema": 2, "workload": workload.to_dict(), "budget_s": budget_s, "used_s": used_s,
-            "max_envs": max_envs, "settings": settings.__dict__, "profile": profile, "calibration": calibration,
-            "stop_reason": search.stop_reason, "converged": search.converged, "rounds": search.rounds,
-            "candidates": cands, "left_out": left, "decision": decision}

@@ -8,6 +8,7 @@ from rlbench import registry
 from rlbench.envs import refusal
 from rlbench.errors import UsageError
 from rlbench.planning.suite import make_cell
+from rlbench.results.ranking import raced_kinds
 from rlbench.workload import kv_label
 
 
@@ -48,11 +49,6 @@ def default_max_envs(profile: dict, memory_mb: float = None) -> int:
     per_env = max(profile.get("rss_per_env_mb") or 0.0, 1e-6 if jax_env else 1e-3)
     fits = int(MEMORY_SHARE * (memory_mb if memory_mb is not None else available_mb()) / per_env)
     return max(1, min(JAX_MAX_ENVS_CAP if jax_env else MAX_ENVS_CAP, fits))
-
-
-def raced_kinds() -> set:
-    """The adapter kinds whose env steps/s the families put in the race (rlbench.contract.Family.races)."""
-    return {kind for family in registry.families() for kind in family.races}
 
 
 def stepping_adapters(named=None) -> list:

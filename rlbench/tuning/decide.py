@@ -1,4 +1,4 @@
-"""The answer of `rlbench tune`, from what was measured: rlbench.report.ranking's verdict over the run's
+"""The answer of `rlbench tune`, from what was measured: rlbench.results.ranking's verdict over the run's
 rows (the fastest configuration, its speedup over the serial baseline, the runner-up and whether the lead
 is significant: the run's own headline, word for word), the winner's median and 95% CI, one line per other
 strategy saying why it lost or never ran, and the library call for the winner."""
@@ -7,10 +7,12 @@ import shlex
 import numpy as np
 
 from rlbench import registry
-from rlbench.report import ranking
 from rlbench.report.format import rate, with_ci
+from rlbench.results import ranking
+from rlbench.results.decision import Decision, Fate, Point, RunnerUp, Speedup, Winner
 from rlbench.results.stats import ratio_ci, summarize
 from rlbench.tuning.candidates import config
+from rlbench.workload import kv_label
 
 
 def rlbench_command(cell) -> str:
@@ -59,42 +61,48 @@ def diagnosis(rows, profile: dict) -> str:
     return "; ".join(said)
 
 
-def decide(search, results, profile: dict, max_envs: int = None) -> dict:
-    """The decision tune.json keeps and the console prints (see `lines`): rlbench.report.ranking's verdict
-    over the run's cells (the same a `rlbench run` headline of them gives), each strategy's fate in the search."""
+def decide(search, results, profile: dict, max_envs: int = None, **context) -> Decision:
+    """The answer tune.json keeps and the console prints (see `lines`): rlbench.results.ranking's verdict over the
+    run's cells (the same a `rlbench run` headline of them gives), each strategy's fate in the search, the search
+    drawn and traced. `context`: the Decision's label, where, stop_reason, interrupted, budget_s and used_s."""
     v = ranking.verdict([ranking.entry(c, results) for c in ranking.competing(results.cells.values())])
+    trace = dict(points=chart_points(search), trace=tuple(search.rounds), **context)
     if v is None:
-        return {"winner": None, "why_none": "no configuration completed a repeat",
-                "strategies": strategies(search, None, profile, results)}
+        return Decision(why_none="no configuration completed a repeat",
+                        strategies=strategies(search, None, profile, results), **trace)
     by_id = search.by_id
-    cell = by_id[v.winner.cell_id].cell
+    win = by_id[v.winner.cell_id]
+    cell = win.cell
     s = summarize(v.winner.values)
-    out = {"verdict": v.sentence(),
-           "winner": {"cell_id": cell.cell_id, "config": config(cell), "adapter": cell.adapter,
-                      "num_envs": cell.workload.num_envs, "options": cell.given_options,
-                      "steps_per_s": s.median, "ci_low": s.ci_low, "ci_high": s.ci_high, "n": s.n,
-                      "snippet": snippet(cell), "command": rlbench_command(cell)}}
-    if v.baseline is not None:
-        out["speedup_over_serial"] = {"ratio": v.speedup.value, "ci_low": v.speedup.low, "ci_high": v.speedup.high,
-                                      "baseline": v.baseline.cell_id, "baseline_steps_per_s": v.baseline.median}
+    winner = Winner(cell.cell_id, config(cell), cell.adapter, cell.workload.num_envs, cell.given_options, s.median,
+                    s.ci_low, s.ci_high, s.n, snippet(cell), rlbench_command(cell))
+    speedup = None if v.baseline is None else Speedup(v.speedup.value, v.speedup.low, v.speedup.high,
+                                                      v.baseline.cell_id, v.baseline.median)
+    runner_up = None
     if v.runner_up is not None:
         share = v.runner_share
-        out["runner_up"] = {"cell_id": v.runner_up.cell_id, "config": config(by_id[v.runner_up.cell_id].cell),
-                            "steps_per_s": v.runner_up.median, "ratio": share.value, "ci_low": share.low,
-                            "ci_high": share.high, "lead": v.lead}
-    out["strategies"] = strategies(search, by_id[v.winner.cell_id], profile, results)
-    if max_envs and cell.workload.num_envs >= max_envs > 1:
-        out["note"] = (f"the winner runs the largest num_envs allowed ({max_envs}): more envs may be faster still "
-                       f"(--max-envs {2 * max_envs})")
-    return out
+        runner_up = RunnerUp(v.runner_up.cell_id, config(by_id[v.runner_up.cell_id].cell), v.runner_up.median,
+                             share.value, share.low, share.high, v.lead)
+    note = (f"the winner runs the largest num_envs allowed ({max_envs}): more envs may be faster still "
+            f"(--max-envs {2 * max_envs})") if max_envs and cell.workload.num_envs >= max_envs > 1 else ""
+    return Decision(winner=winner, verdict=v.sentence(), speedup=speedup, runner_up=runner_up,
+                    strategies=strategies(search, win, profile, results), note=note, **trace)
+
+
+def chart_points(search) -> tuple:
+    """The search as the Recommendation chart draws it: each configuration measured (its median) or pruned
+    (its prediction), by strategy and num_envs."""
+    return tuple(Point(" ".join(filter(None, (c.adapter, kv_label(c.cell.given_options)))), c.num_envs,
+                       c.median if c.values else c.predicted, c.status, c.config, len(c.values))
+                 for c in search.candidates if c.values or (c.status == "pruned" and c.predicted))
 
 
 def snippet(cell) -> str:
     return registry.get(cell.adapter)().snippet(cell.workload, cell.options)
 
 
-def strategies(search, win, profile, results) -> list:
-    """One line per strategy (adapter) that did not win: its best measured configuration and why it lost,
+def strategies(search, win, profile, results) -> tuple:
+    """The Fate of every strategy (adapter) that did not win: its best measured configuration and why it lost,
     or, never measured, why not (pruned with its prediction, failed, unsupported, out of budget)."""
     out, by_adapter = [], {}
     for c in search.candidates:
@@ -106,56 +114,56 @@ def strategies(search, win, profile, results) -> list:
             continue
         ran = [c for c in cands if c.values]
         if not ran:
-            fate = (next((c for c in cands if c.status == "failed"), None)
-                    or max((c for c in cands if c.status == "pruned"), key=lambda c: c.predicted or 0, default=None)
-                    or next(iter(cands), None))
-            left = next((x for x in search.space.left if x.adapter == name), None)
-            if fate is not None:
-                out.append({"adapter": name, "status": fate.status, "config": fate.config,
-                            "predicted_max_steps_per_s": fate.predicted, "why": fate.why or fate.status})
-            else:
-                out.append({"adapter": name, "status": left.status if left else "",
-                            "why": f"{left.status}: {left.reason}" if left else "not run"})
+            out.append(never_measured(search, name, cands))
             continue
         best = max(ran, key=lambda c: c.median)
         ratio = best.median / win.median if win is not None else float("nan")
         # its bootstrap 95% CI from both sides' repeats (NaN bounds with fewer than 2 on a side)
         _, low, high = ratio_ci(best.values, win.values) if win is not None else (ratio, ratio, ratio)
         rows = _cell_rows(results, best.cell.cell_id)
-        out.append({"adapter": name, "best": best.cell.cell_id, "config": best.config,
-                    "steps_per_s": best.median, "ratio_to_winner": ratio, "ratio_ci_low": low,
-                    "ratio_ci_high": high, "status": best.status,
-                    "why": "; ".join(filter(None, [best.why or best.status, diagnosis(rows, profile)]))})
-    return sorted(out, key=lambda s: -(s.get("steps_per_s") or 0))
+        out.append(Fate(name, best.status, "; ".join(filter(None, [best.why or best.status, diagnosis(rows, profile)])),
+                        best.config, best.cell.cell_id, best.median, ratio, low, high))
+    return tuple(sorted(out, key=lambda f: -(f.steps_per_s or 0)))
 
 
-def lines(decision: dict, profile: dict, label: str) -> list:
+def never_measured(search, name, cands) -> Fate:
+    """A strategy none of whose configurations completed a repeat: the first that failed, else the pruned one
+    predicted fastest, else the first tried; or, never tried, why the space left it out."""
+    fate = (next((c for c in cands if c.status == "failed"), None)
+            or max((c for c in cands if c.status == "pruned"), key=lambda c: c.predicted or 0, default=None)
+            or next(iter(cands), None))
+    if fate is not None:
+        return Fate(name, fate.status, fate.why or fate.status, fate.config,
+                    predicted_max_steps_per_s=fate.predicted)
+    left = next((x for x in search.space.left if x.adapter == name), None)
+    return Fate(name, left.status if left else "", f"{left.status}: {left.reason}" if left else "not run")
+
+
+def lines(decision: Decision, profile: dict) -> list:
     """The answer as the console prints it."""
     out = [f"env profile: {profile['step']['median_us']:.2f} us per step (p99 {profile['step']['p99_us']:.2f}, "
            f"CV {profile['step']['cv']:.0%}), reset {profile['reset_share']:.1%} of the time, "
            f"{profile['obs_bytes']} B per observation, {profile['rss_per_env_mb']:.1f} MB per env; policy "
            + (", ".join(f"{us:.1f} us at batch {b}" for b, us in profile["policy_us_per_batch"].items())
               or f"inside the program {profile.get('adapter')} compiles (a JAX env: one env in its loop)")]
-    win = decision.get("winner")
-    if not win:
-        return out + [f"no answer: {decision.get('why_none')}"]
-    out.append(f"\nFastest for {label} on {decision.get('where', 'this machine')}: {win['config']}")
-    out.append(f"  {rate(win['steps_per_s'])} env steps/s [95% CI {rate(win['ci_low'])}, {rate(win['ci_high'])}], "
-               f"n={win['n']}")
-    out.append(f"  {decision['verdict']}")
-    if decision.get("search"):
-        out.append(f"  search: {decision['search']}")
-    if decision.get("note"):
-        out.append(f"  note: {decision['note']}")
+    win = decision.winner
+    if win is None:
+        return out + [f"no answer: {decision.why_none}"]
+    out.append(f"\nFastest for {decision.label} on {decision.where}: {win.config}")
+    out.append(f"  {rate(win.steps_per_s)} env steps/s [95% CI {rate(win.ci_low)}, {rate(win.ci_high)}], n={win.n}")
+    out.append(f"  {decision.verdict}")
+    out.append(f"  search: {decision.search}")
+    if decision.note:
+        out.append(f"  note: {decision.note}")
     out.append("\nWhy the others lost:")
-    for s in decision["strategies"]:
-        head = f"  {s['adapter']}: "
-        if "best" in s:
-            shown = with_ci(s["ratio_to_winner"], s.get("ratio_ci_low"), s.get("ratio_ci_high"), unit="x")
-            head += f"best {s['config']} at {rate(s['steps_per_s'])} ({shown} of the winner); "
-        out.append(head + s["why"])
+    for f in decision.strategies:
+        head = f"  {f.adapter}: "
+        if f.measured:
+            shown = with_ci(f.ratio_to_winner, f.ratio_ci_low, f.ratio_ci_high, unit="x")
+            head += f"best {f.config} at {rate(f.steps_per_s)} ({shown} of the winner); "
+        out.append(head + f.why)
     out.append("\nUse it:")
-    if win["snippet"]:
-        out.append(f"  {win['snippet']}")
-    out.append(f"  {win['command']}")
+    if win.snippet:
+        out.append(f"  {win.snippet}")
+    out.append(f"  {win.command}")
     return out

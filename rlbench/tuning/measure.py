@@ -13,12 +13,19 @@ SPAWN_S = 0.3   # a job's cost beyond its process's own wall time (spawn, reapin
 
 
 class SweepMeasurer:
-    def __init__(self, run_id: str, settings, out_dir: str, envs: dict, t0: float = None, cluster=None):
+    def __init__(self, run_id: str, settings, out_dir: str, envs: dict, t0: float = None, cluster=None,
+                 kept: dict = None):
         self.run_id, self.settings, self.out_dir, self.envs = run_id, settings, out_dir, envs
+        # a resumed tune's rows, (cell_id, repeat) -> Run: a job asked again is answered from them at no cost, so
+        # the search retraces its path to where it was stopped and goes on from there
+        self.kept = dict(kept or {})
         self.cluster = cluster
         self.slots = len(cluster.nodes) if cluster else 1   # jobs measured at once (a node each on a cluster)
         self.t0 = time.monotonic() if t0 is None else t0
-        self.done, self.walls = set(), {}   # (cell_id, repeat, profiled) run; cell_id or adapter -> wall times
+        self.done = set()          # (cell_id, repeat, profiled) run
+        # wall times, in seconds, kept apart by what they belong to: a cell's own jobs, and every job of an
+        # adapter (the calibration's among them), so telling one from the other never reads an id's spelling
+        self.cell_walls, self.adapter_walls = {}, {}
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -26,13 +33,13 @@ class SweepMeasurer:
     def job_s(self, cell) -> float:
         """A job's expected wall time: the cell's own so far; else the slowest of its adapter's (Ray and JAX
         start slowly, and a process per env costs more the more envs); else any job's; else a guess."""
-        own = self.walls.get(cell.cell_id)
+        own = self.cell_walls.get(cell.cell_id)
         if own:
             return float(np.median(own))
-        adapter = self.walls.get(cell.adapter)
+        adapter = self.adapter_walls.get(cell.adapter)
         if adapter:
             return max(adapter)
-        every = [w for key, ws in self.walls.items() if "/" in key for w in ws]
+        every = [w for ws in self.cell_walls.values() for w in ws]
         s = self.settings
         return float(np.median(every)) if every else 1.5 + s.warmup_s + s.duration_s
 
@@ -41,18 +48,28 @@ class SweepMeasurer:
         until their own are seen: a Ray adapter's first job is not guessed at a second."""
         for adapter, wall in walls.items():
             if wall:
-                self.walls.setdefault(adapter, []).append(float(wall) + SPAWN_S)
+                self.adapter_walls.setdefault(adapter, []).append(float(wall) + SPAWN_S)
 
     def run(self, cells, level: int, admit) -> list:
-        """The level-th repeat of each cell (those admit(cell) lets start), as results rows."""
+        """The level-th repeat of each cell (those admit(cell) lets start, or kept from an earlier session), as
+        results rows."""
+        wanted = [(c.cell_id, r) for c in cells for r in range(level)]
+        replayed = [self.kept.pop(key) for key in wanted if key in self.kept]
+        self.done.update(row.job for row in replayed)
         results = run_sweep(self.run_id, "tune", cells, replace(self.settings, repeats=level), self.out_dir,
                             envs=self.envs, done=self.done, admit=lambda job: admit(job.cell), cluster=self.cluster)
-        rows = []
-        for run in results.runs:
-            row = dict(run)
-            self.done.add((row["cell_id"], row["repeat"], bool(row.get("profiled"))))
-            if row.get("wall_s"):
-                for key in (row["cell_id"], row["adapter"]):
-                    self.walls.setdefault(key, []).append(float(row["wall_s"]) + SPAWN_S)
-            rows.append(row)
-        return rows
+        return [self._learn(row) for row in [*replayed, *results.runs]]
+
+    def missed(self, results) -> list:
+        """The rows of `results` (the run folder's) no call returned: a sweep cut short by a signal or a full disk
+        between a row's write and its return. What the search decides on must cover them."""
+        return [self._learn(r) for r in results.runs if r.job not in self.done and r.status != "lost"]
+
+    def _learn(self, row):
+        """A results row (rlbench.results.model.Run) counted done, its wall time learnt."""
+        self.done.add(row.job)
+        wall = row.get("wall_s")
+        if wall:
+            self.cell_walls.setdefault(row.cell_id, []).append(float(wall) + SPAWN_S)
+            self.adapter_walls.setdefault(row["adapter"], []).append(float(wall) + SPAWN_S)
+        return row

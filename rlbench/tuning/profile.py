@@ -9,6 +9,8 @@ import time
 
 import numpy as np
 
+from rlbench.errors import UsageError
+
 BATCHES = (1, 8, 64)  # policy batch sizes profiled
 RSS_ENVS = 4          # extra envs built to measure the memory one holds
 
@@ -88,11 +90,10 @@ def policy_profile(workload, observation_space, action_space, obs, calls_s: floa
 def jax_host(api: str):
     """The adapter a JAX env of this API is profiled on: the first env-stepping one that runs the API."""
     from rlbench import registry
-    from rlbench.tuning.candidates import raced_kinds
+    from rlbench.results.ranking import raced_kinds
     kinds = raced_kinds()
     hosts = [cls for _, cls in sorted(registry.discover().items()) if api in cls.jax_env_apis and cls.kind in kinds]
     if not hosts:
-        from rlbench.errors import UsageError
         raise UsageError(f"no adapter here runs JAX envs of the {api} API")
     return hosts[0]
 

@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 
 from rlbench.report.format import rate
-from rlbench.report.ranking import BASELINES
+from rlbench.results.ranking import BASELINES
 from rlbench.results.stats import slower_p
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import MEMORY_SHARE, config
@@ -219,7 +219,7 @@ class Search:
             todo.sort(key=priority)  # when the budget runs short, what it cuts is the least promising
             by_id = {c.cell.cell_id: c for c in todo}
             for row in self.measurer.run([c.cell for c in todo], level, self.admit):
-                self.take(by_id[row["cell_id"]], row)
+                self.take(by_id[row.cell_id], row)
                 ran += 1
             if level == 1:
                 self.set_aside_far_below()  # before their second repeat
@@ -284,8 +284,8 @@ class Search:
         return "", {}
 
     def say(self, text: str) -> None:
-        from rlbench.running.progress import _clock
-        print(f"rlbench tune: {text} [{_clock(self.measurer.elapsed())} of {_clock(self.deadline_s)} for "
+        from rlbench.running.progress import clock_text
+        print(f"rlbench tune: {text} [{clock_text(self.measurer.elapsed())} of {clock_text(self.deadline_s)} for "
               f"measuring]", file=self.stream, flush=True)
 
     def go(self) -> list:
@@ -335,6 +335,14 @@ class Search:
         self.finish()
         self.say(self.stop_reason)
         return self.contenders()
+
+    def stop(self, reason: str) -> None:
+        """The search cut short (a signal, a full disk): the round under way kept in the trace, every candidate's
+        fate set on what was measured."""
+        self.stop_reason = reason
+        if self._trace is not None:
+            self._end_round(final=True)
+        self.finish()
 
     def finish(self) -> None:
         top = set(id(c) for c in self.contenders())

@@ -1,10 +1,16 @@
 """Bad input on the command line: exit code 2, one `rlbench: error:` line, and nothing written; plus
-planning a run (`--only`, protocol overrides) without running it."""
+planning a run (`--only`, protocol overrides) without running it; and each flag of run, validate and tune
+as the one declaration its request field is, kept in plan.json and planned again from it."""
+import json
+from dataclasses import fields, replace
+
 import pytest
 from support import REPO, sweep, write_suite
 
 from rlbench import cli
+from rlbench.errors import UsageError
 from rlbench.planning import flags
+from rlbench.planning.request import RunRequest, TuneRequest, flag_of
 
 FLAGS = ["--env", "CartPole-v1", "--repeats", "1", "--duration", "0.05"]
 
@@ -174,3 +180,65 @@ def test_list_shows_every_adapter_and_its_options(capsys):
         assert f"{name} " in out
     assert "--opt shared_memory=<bool> (default True)" in out
     assert "--opt context=<str> (default fork) [fork|forkserver|spawn]" in out
+
+
+def _help(capsys, command) -> str:
+    """`rlbench COMMAND --help`, its lines joined (argparse wraps a help text where the width says)."""
+    with pytest.raises(SystemExit) as done:
+        cli.parse_args([command, "--help"])
+    assert done.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+REQUIRED = {"tune": (["--env", "E"], {"env": "E"})}  # what a command cannot go without, as flags and as fields
+OWN = {"validate": {"from_dir"}}  # flags of a command that fill no request field
+
+
+@pytest.mark.parametrize("command, request_type, validate_only", [
+    ("run", RunRequest, False), ("validate", RunRequest, True), ("tune", TuneRequest, False)])
+def test_each_flag_is_declared_once_as_its_request_field(capsys, command, request_type, validate_only):
+    """`run`, `validate` and `tune` take exactly the flags their request's fields declare, with the help the
+    field gives; validate leaves out what describes a sweep (it runs its own suite)."""
+    flagged = [f for f in fields(request_type) if flag_of(f) and (flag_of(f)["validate"] or not validate_only)]
+    argv, required = REQUIRED.get(command, ([], {}))
+    given = vars(cli.parse_args([command, *argv]))
+    assert set(given) == {f.name for f in flagged} | {"command"} | OWN.get(command, set())
+    text = _help(capsys, command)
+    for f in flagged:
+        flag = flag_of(f)
+        name = f.name if flag["positional"] else flag["name"] or "--" + f.name.replace("_", "-")
+        assert f"{name} " in text and " ".join(flag["help"].replace("%%", "%").split()) in text, f.name
+    assert request_type.from_flags(cli.parse_args([command, *argv])) == request_type(**required)  # the defaults
+
+
+def test_validate_refuses_what_describes_a_sweep(tmp_path, capsys, monkeypatch):
+    assert "unrecognized arguments: --adapter serial" in _fails(tmp_path, capsys, monkeypatch,
+                                                                ["validate", "--adapter", "serial"])
+
+
+def test_a_run_request_keeps_in_plan_json_what_plans_it_again():
+    request = RunRequest.from_flags(cli.parse_args(["run", "--adapter", "serial", "--env", "CartPole-v1",
+                                                    "--only", "serial/*", "--repeats", "2", "--out", "o",
+                                                    "--no-build"]))
+    kept = request.planned()
+    assert list(kept) == ["suite", "adapter", "env", "num_envs", "policy", "opt", "env_kwarg", "env_wrapper",
+                          "repeats", "duration", "warmup", "stop_ci_width", "min_duration", "timeout", "only",
+                          "profile", "ray_address", "cluster", "node_class"]
+    plan = json.loads(json.dumps({"args": kept, "suite_text": "[[sweep]]"}))  # as plan.json holds it
+    again = RunRequest.from_plan(plan, out="again")
+    assert again == replace(request, out="again", no_build=False, suite_text="[[sweep]]")
+
+
+def test_a_tune_request_is_resumable_from_its_plan():
+    request = TuneRequest.from_flags(cli.parse_args([
+        "tune", "--env", "toyenvs:make_corridor", "--env-kwarg", "obs=dict", "--env-wrapper", "m:wrap",
+        "--policy", "toyenvs.policies:linear", "--budget", "5m", "--max-envs", "64", "--adapters", "serial,rlpyt-cpu",
+        "--out", "first", "--cluster", "auto", "--node-class", "n1"]))
+    kept = request.planned()
+    assert kept == {"env": "toyenvs:make_corridor", "env_kwarg": ["obs=dict"], "env_wrapper": ["m:wrap"],
+                    "policy": "toyenvs.policies:linear", "budget": "5m", "max_envs": 64,
+                    "adapters": ["serial,rlpyt-cpu"], "cluster": "auto", "node_class": "n1"}  # not out
+    plan = json.loads(json.dumps({"command": "tune", "args": kept}))
+    assert TuneRequest.from_plan(plan, out="second") == replace(request, out="second")
+    with pytest.raises(UsageError, match="plan.json keeps no env"):
+        TuneRequest.from_plan({"args": {"budget": "5m"}})

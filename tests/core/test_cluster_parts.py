@@ -11,13 +11,13 @@ import pytest
 from support import run_cli, sweep, write_suite
 
 from rlbench.errors import UsageError
-from rlbench.pipeline import Outcome, exit_code
 from rlbench.planning.plan import Cell, Job, Settings
 from rlbench.planning.suite import parse_settings
 from rlbench.results.model import ResultSet
 from rlbench.running.cluster import cores
 from rlbench.running.cluster.dispatch import demand, too_big
 from rlbench.running.runner import RAY_WORKER_VARS, Runner
+from rlbench.running.session import Outcome, exit_code
 from rlbench.workload import PolicySpec, Workload
 
 
@@ -92,6 +92,10 @@ def test_what_a_cell_reserves():
     assert demand(_cell(affinity=(0, 1, 2)), s, VIEW) == (3, 3, 0)
     assert demand(_cell(device="cuda"), s, VIEW)[2] == 0                           # a class without GPUs
     assert demand(_cell(device="cuda"), s, SimpleNamespace(cpus=8, gpus=1))[2] == 1
+    # a JAX program runs on the GPU whatever its policy device says, whichever family owns its kind (gymnax:
+    # stepping's vector_env, purejaxrl-ppo: a learner)
+    for adapter in ("gymnax", "purejaxrl-ppo"):
+        assert demand(Cell(adapter, Workload("CartPole-v1", 4)), s, SimpleNamespace(cpus=8, gpus=1))[2] == 1
     assert too_big([_cell((("cores", 9),))], s, VIEW) == [
         "serial/CartPole-v1/n=4/random wants 9 cores; nodes of class abcd1234 have 8"]
 
@@ -175,7 +179,7 @@ def test_compare_reads_a_cluster_runs_class():
 
 
 def test_a_resumed_cluster_run_stays_on_its_class(tmp_path):
-    from rlbench.pipeline import same_class
+    from rlbench.running.session import same_class
     (tmp_path / "env.json").write_text('{"cluster": {"class": "aaaa1111"}}')
     same_class(str(tmp_path), SimpleNamespace(class_id="aaaa1111"))
     with pytest.raises(UsageError, match="it ran on nodes of class aaaa1111, the cluster's nodes now are of class b"):

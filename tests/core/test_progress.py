@@ -3,7 +3,7 @@ import io
 import sys
 
 from rlbench.report.format import rate as fmt_rate
-from rlbench.running.progress import Progress
+from rlbench.running.progress import Progress, clock_text
 
 
 def test_progress_writes_to_the_stderr_of_now(monkeypatch):
@@ -16,6 +16,11 @@ def test_progress_writes_to_the_stderr_of_now(monkeypatch):
     assert len(lines) == 2 and "\r" not in stream.getvalue()
     assert lines[0].startswith("[1/2] ") and lines[0].endswith("serial/x r0  12.35k steps/s")
     assert lines[1].startswith("[2/2] ") and lines[1].endswith("serial/x r1  error: RuntimeError: boom")
+
+
+def test_clock_text_reads_like_a_wall_clock():
+    assert [clock_text(s) for s in (0, 59.9, 61, 3599, 3600, 36061)] == [
+        "00:00", "00:59", "01:01", "59:59", "1:00:00", "10:01:01"]
 
 
 def test_fmt_rate():

@@ -4,6 +4,7 @@ lag, time split). Charts are plotly figures (rlbench.report.charts), plotly.js i
 go through rlbench.report.format."""
 import json
 import re
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -15,6 +16,7 @@ from rlbench.families.stepping.report import latency_figure, throughput_figure, 
 from rlbench.report import charts, export
 from rlbench.report.format import esc, grouped, pct, rate, si, size, speedup
 from rlbench.report.html import export_html
+from rlbench.results.decision import Fate
 from rlbench.results.model import ResultSet, frames
 
 PLOTLYJS = "* plotly.js v"   # the bundle's own header comment
@@ -35,18 +37,42 @@ def _stepping(res=None) -> list:
     return [c for c in (res or results()).cells.values() if c.kind == "vector_env"]
 
 
+def _parallel_results(workers=2) -> ResultSet:
+    """results() with gymnasium-async (the winner at num_envs=4) in `workers` processes, the loops in one."""
+    rows = [_row("serial", n, rep, 1000.0, workers=1) for rep in range(3) for n in (1, 4)]
+    rows += [_row("gymnasium-async", 4, rep, 1600.0, workers=workers) for rep in range(3)]
+    return ResultSet.from_rows(rows, {"cpu_model": "x"})
+
+
 def test_winner_has_speedup_and_parallel_efficiency():
-    w = {x["num_envs"]: x for x in winners(results().cells.values())}[4]
-    assert w["winner"].startswith("gymnasium-async")
-    assert abs(w["speedup_over_serial"] - 1.6) < 0.05 and abs(w["efficiency"] - 0.8) < 0.03  # 1.6x on 2 cores
+    w = {x.num_envs: x for x in winners(_parallel_results().cells.values())}[4]
+    assert w.winner.startswith("gymnasium-async")
+    assert abs(w.speedup_over_serial - 1.6) < 0.05 and abs(w.efficiency - 0.8) < 0.03  # 1.6x on 2 cores
+
+
+def test_a_one_process_winner_has_no_parallel_efficiency():
+    """The serial loop winning (or any one-process winner) used one core: its speedup / cores is no
+    inefficiency, so the table shows a dash that says why instead of 50% on 2 cores."""
+    res = _parallel_results()
+    loop = {x.num_envs: x for x in winners(res.cells.values(), res)}[1]
+    assert loop.winner.startswith("serial") and loop.workers == 1 and loop.speedup_over_serial == 1.0
+    assert (loop.efficiency, loop.efficiency_ci_low, loop.efficiency_ci_high) == (None, None, None)
+    assert "one process" in loop.efficiency_note
+    one = {x.num_envs: x for x in winners(_parallel_results(workers=1).cells.values())}[4]
+    assert one.efficiency is None and one.speedup_over_serial == pytest.approx(1.6, abs=0.05)
+    table = winners_table(_stepping(res), res)
+    assert re.search(r"<td><span title='one process[^']*'>—</span></td>", table)
+    assert "50%" not in table and re.search(r"<td data-v='[\d.]+'>80% \[7\d%, 8\d%\]</td>", table)
+    unknown = {x.num_envs: x for x in winners(results().cells.values())}[4]   # rows without a worker count
+    assert unknown.efficiency is None and "not reported" in unknown.efficiency_note
 
 
 def test_speedup_over_serial_has_a_bootstrap_ci_from_the_repeats():
     res = results()
-    w = {x["num_envs"]: x for x in winners(res.cells.values(), res)}[4]
-    assert w["speedup_ci_low"] < w["speedup_over_serial"] < w["speedup_ci_high"]
-    assert 1.5 < w["speedup_ci_low"] and w["speedup_ci_high"] < 1.7
-    cell = speedup(w["speedup_over_serial"], w["speedup_ci_low"], w["speedup_ci_high"])
+    w = {x.num_envs: x for x in winners(res.cells.values(), res)}[4]
+    assert w.speedup_ci_low < w.speedup_over_serial < w.speedup_ci_high
+    assert 1.5 < w.speedup_ci_low and w.speedup_ci_high < 1.7
+    cell = speedup(w.speedup_over_serial, w.speedup_ci_low, w.speedup_ci_high)
     assert re.fullmatch(r"1\.60x \[1\.\d\d, 1\.\d\d\]", cell)
     table = winners_table(_stepping(res), res)
     assert "speedup over serial [95% CI]" in table and cell in table
@@ -131,6 +157,21 @@ def test_workers_swept_at_one_num_envs_scale_against_the_ideal(tmp_path):
     assert not any("serial" in t.name for t in fig.data)   # one worker count only: no line of its own
 
 
+def test_the_page_is_its_sections_in_order_and_a_new_one_needs_no_edit_of_the_page(tmp_path, monkeypatch):
+    from rlbench.report import sections
+    names = [s.name for s in sections.sections()]
+    assert names[:3] == ["recommendation", "headlines", "about"]          # tune's answer on top, then the run's
+    assert names[-4:] == ["summary", "not run", "dropped", "machine"]
+    assert names.index("stepping") < names.index("replay") < names.index("profiles") < names.index("validation")
+    page = _page(tmp_path)
+    assert page.index("class='headlines'") < page.index("Bars and shaded bands") < page.index("Env stepping")
+    extra = sections.Section("extra", 45, lambda view: f"<h2>Extra: {len(view.cells)} cells</h2>")
+    monkeypatch.setattr(sections, "PAGE", (*sections.PAGE, extra))
+    (tmp_path / "again").mkdir()
+    page = _page(tmp_path / "again")
+    assert page.index("Learners and training") < page.index("<h2>Extra: 6 cells</h2>") < page.index("<h2>Summary")
+
+
 def test_no_workers_chart_without_a_workers_sweep(tmp_path):
     assert "vs workers" not in _page(tmp_path)
 
@@ -166,11 +207,11 @@ def test_replay_bandwidth_is_a_chart_of_the_same_module():
     rows = replay_rows(res)
     fig = bandwidth_figure(rows, limits)
     ring = next(t for t in fig.data if t.name == "numpy-ring")
-    row = next(r for r in rows if r["store"] == "numpy-ring" and r["item_bytes"] == 1000)
-    assert list(ring.x) == [1000, 10**6] and ring.y[0] == pytest.approx(row["mb_per_s"])
-    assert ring.y[0] + ring.error_y.array[0] == pytest.approx(row["mb_per_s_ci_high"])
+    row = next(r for r in rows if r.store == "numpy-ring" and r.item_bytes == 1000)
+    assert list(ring.x) == [1000, 10**6] and ring.y[0] == pytest.approx(row.mb_per_s)
+    assert ring.y[0] + ring.error_y.array[0] == pytest.approx(row.mb_per_s_ci_high)
     first = next(iter(res.cells.values()))
-    assert row["mb_per_s_ci_high"] == pytest.approx(first.steps_per_s.ci_high * 1000 / 1e6)
+    assert row.mb_per_s_ci_high == pytest.approx(first.steps_per_s.ci_high * 1000 / 1e6)
     assert "median" in ring.hovertemplate and "CV" in ring.hovertemplate
     assert list(fig.layout.xaxis.ticktext) == ["1 KB", "1 MB"]
     refs = [t.name for t in fig.data if t.line.dash == "dash"]
@@ -226,8 +267,9 @@ def test_every_exporter_reads_one_view_and_returns_bytes(tmp_path, monkeypatch):
             assert isinstance(content, bytes), name
             assert (tmp_path / name).read_bytes() == content   # the writer wrote exactly those bytes
     assert list(v.summaries.columns)[:3] == ["schema", "suite", "cell_id"] and len(v.summaries) == len(v.cells)
-    from rlbench.report.html import headlines
-    assert len(v.runs) == len(res.runs) and v.headlines == headlines(res) and v.headlines[0].startswith("CartPole-v1")
+    from rlbench.report.view import run_view
+    assert len(v.runs) == len(res.runs) and v.headlines == run_view(res).headlines
+    assert v.headlines[0].startswith("CartPole-v1")
     assert not list(tmp_path.glob("*.tmp"))
 
 
@@ -280,10 +322,10 @@ def test_a_column_takes_a_registered_figures_label_and_format_else_its_own():
 
 
 def test_parallel_efficiency_has_the_speedups_ci_over_the_cores():
-    res = results()
-    w = {x["num_envs"]: x for x in winners(res.cells.values(), res)}[4]
-    assert w["efficiency_ci_low"] == pytest.approx(w["speedup_ci_low"] / 2)
-    assert w["efficiency_ci_low"] < w["efficiency"] < w["efficiency_ci_high"] == pytest.approx(w["speedup_ci_high"] / 2)
+    res = _parallel_results()
+    w = {x.num_envs: x for x in winners(res.cells.values(), res)}[4]
+    assert w.efficiency_ci_low == pytest.approx(w.speedup_ci_low / 2)
+    assert w.efficiency_ci_low < w.efficiency < w.efficiency_ci_high == pytest.approx(w.speedup_ci_high / 2)
     assert re.search(r"<td data-v='[\d.]+'>80% \[7\d%, 8\d%\]</td>", winners_table(_stepping(res), res))
     assert "80% [-]</td>" in winners_table(_stepping(res))     # without the repeats: no CI
 
@@ -306,20 +348,26 @@ def test_replay_targets_and_fractions_have_bootstrap_cis():
     limits = {"memcpy_1core_gbps": {"median": 10.0}}
     res = ResultSet.from_rows(runs, {"limits": limits})
     rows = replay_rows(res)
-    ring = next(r for r in rows if r["store"] == "shm-ring")
-    fracs = [r["steps_per_s"] * 10**7 / 10e9 for r in res.benchmarks[ring["cell_id"]].ok_runs]
-    assert (ring["limit_frac"], ring["limit_frac_ci_low"], ring["limit_frac_ci_high"]) == pytest.approx(median_ci(fracs))
-    assert ring["limit_frac_ci_low"] < ring["limit_frac"] < ring["limit_frac_ci_high"]
+    ring = next(r for r in rows if r.store == "shm-ring")
+    fracs = [r["steps_per_s"] * 10**7 / 10e9 for r in res.benchmarks[ring.cell_id].ok_runs]
+    assert (ring.limit_frac, ring.limit_frac_ci_low, ring.limit_frac_ci_high) == pytest.approx(median_ci(fracs))
+    assert ring.limit_frac_ci_low < ring.limit_frac < ring.limit_frac_ci_high
     peer_vs, share = targets(rows)
-    sb3 = next(r for r in rows if r["store"] == "sb3-replay")
-    assert (peer_vs["ratio"], peer_vs["ratio_ci_low"], peer_vs["ratio_ci_high"]) == \
-        pytest.approx(ratio_ci(ring["mb_per_s_repeats"], sb3["mb_per_s_repeats"]))
-    assert share["ratio"] == ring["limit_frac"] and share["ratio_ci_low"] == ring["limit_frac_ci_low"]
+    sb3 = next(r for r in rows if r.store == "sb3-replay")
+    assert (peer_vs.ratio, peer_vs.ratio_ci_low, peer_vs.ratio_ci_high) == \
+        pytest.approx(ratio_ci(ring.mb_per_s_repeats, sb3.mb_per_s_repeats))
+    assert share.ratio == ring.limit_frac and share.ratio_ci_low == ring.limit_frac_ci_low
     page = replay_section(res)
     assert re.search(r">2\.0\d \[1\.\d\d, 2\.\d\d\]</td>", page) and "ratio [95% CI]" in page
     assert re.search(r">8\d\.\d% \[8\d\.\d%, 8\d\.\d%\]</td>", page)   # the fraction of memcpy, with its CI
-    header = replay_csv(res)["replay.csv"].splitlines()[0]
-    assert "limit_frac,limit_frac_ci_low,limit_frac_ci_high" in header and "repeats" not in header
+    header, first = replay_csv(res)["replay.csv"].splitlines()[:2]
+    assert header.split(",") == [                     # replay.csv's columns, in their order, and no more
+        "workload", "mode", "store", "actors", "item_bytes", "capacity_items", "capacity_scale", "page_cache", "n",
+        "status", "items_per_s", "mb_per_s", "add_items_per_s", "sample_items_per_s", "bound", "limit_gbps",
+        "limit_frac", "limit_frac_ci_low", "limit_frac_ci_high", "sample_latency_p99_ms", "sample_latency_p999_ms",
+        "add_latency_p99_ms", "keeps_up", "sample_lag_max_ms", "add_lag_max_ms", "max_reuse", "reuse_mean",
+        "reuse_max", "error"]
+    assert first.startswith("DQN-Qbert,max-sample,shm-ring,1,10000000,")   # written like every other CSV
 
 
 def test_jax_share_of_device_copy_has_a_bootstrap_ci():
@@ -340,23 +388,26 @@ def test_tune_strategies_show_their_share_of_the_winner_with_a_ci_and_the_search
 
     from rlbench.report.recommendation import of_winner, recommendation_section
     from rlbench.results.stats import ratio_ci
-    from rlbench.tuning import chart_points
     from rlbench.tuning.decide import decide, lines
     rates = {("serial", n): _five(100) for n in (1, 2, 4, 8)}
     rates.update({("sb3-subproc", n): _five(r) for n, r in ((1, 80), (2, 150), (4, 200), (8, 190))})
     search, res = _searched(rates, ["serial", "sb3-subproc"])
-    d = decide(search, res, PROFILE)
-    s = next(s for s in d["strategies"] if s["adapter"] == "serial")
-    win = next(c for c in search.candidates if c.cell.cell_id == d["winner"]["cell_id"])
-    serial = next(c for c in search.candidates if c.cell.cell_id == s["best"])
+    d = decide(search, res, PROFILE, label="CartPole-v1")
+    s = next(s for s in d.strategies if s.adapter == "serial")
+    win = next(c for c in search.candidates if c.cell.cell_id == d.winner.cell_id)
+    serial = next(c for c in search.candidates if c.cell.cell_id == s.best)
     ratio, low, high = ratio_ci(serial.values, win.values)
-    assert s["ratio_to_winner"] == pytest.approx(ratio) and (s["ratio_ci_low"], s["ratio_ci_high"]) == (low, high)
+    assert s.ratio_to_winner == pytest.approx(ratio) and (s.ratio_ci_low, s.ratio_ci_high) == (low, high)
     assert of_winner(s) == f"0.50x [{low:.2f}, {high:.2f}]"
-    assert of_winner({**s, "ratio_ci_low": float("nan")}) == "0.50x [-]" and of_winner({"adapter": "x"}) == ""
-    section = recommendation_section({"label": "CartPole-v1", **d, "points": chart_points(search)})
-    assert "of the winner [95% CI]" in section and of_winner(s) in section and esc(d["verdict"]) in section
+    assert of_winner(replace(s, ratio_ci_low=float("nan"))) == "0.50x [-]"
+    assert of_winner(Fate("x", "pruned", "pruned: ...")) == ""
+    section = recommendation_section(d)
+    assert "of the winner [95% CI]" in section and of_winner(s) in section and esc(d.verdict) in section
     assert "The search: env steps/s vs num_envs" in section and "winner: sb3-subproc (num_envs=4)" in section
-    assert f"({of_winner(s)} of the winner)" in "\n".join(lines(d, PROFILE, "CartPole-v1"))
+    assert "cut short" not in section
+    assert "The search was cut short (interrupted after 9 s (SIGTERM))" in recommendation_section(
+        replace(d, interrupted="interrupted after 9 s (SIGTERM)"))
+    assert f"({of_winner(s)} of the winner)" in "\n".join(lines(d, PROFILE))
 
 
 def test_the_console_table_reads_the_view():

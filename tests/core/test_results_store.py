@@ -99,11 +99,11 @@ def test_html_names_the_fastest_strategy_per_size_and_its_speedup_over_serial():
         + [_row("envpool-async", 1, r, rate=3000.0 + 10 * r) for r in range(3)]
         + [_row("gymnasium-async", 2, r, rate=2990.0 + 10 * r) for r in range(3)])
     [w] = winners(results.cells.values(), results)
-    assert w["winner"] == "envpool-async random" and w["runner_up"] == "gymnasium-async random"
-    assert w["speedup_over_serial"] == pytest.approx(3010.0 / 1001.0)
-    assert w["lead"] == "lead not significant (the 95% CI includes 1x)"
+    assert w.winner == "envpool-async random" and w.runner_up == "gymnasium-async random"
+    assert w.speedup_over_serial == pytest.approx(3010.0 / 1001.0)
+    assert w.lead == "lead not significant (the 95% CI includes 1x)"
     [alone] = winners(results.cells.values())  # without the repeats: no CI to tell
-    assert alone["lead"] == "lead untested (fewer than 2 repeats)"
+    assert alone.lead == "lead untested (fewer than 2 repeats)"
 
 
 def test_winners_compare_like_with_like_policies_and_leave_runners_out():
@@ -112,11 +112,11 @@ def test_winners_compare_like_with_like_policies_and_leave_runners_out():
             + [_row("rlpyt-gpu", 1, r, rate=1500.0 + r) for r in range(3)]
             + [_row("gpu-mlp", 2, r, rate=9000.0 + r, adapter="rlpyt-gpu", policy="mlp64x64-cpu-t1") for r in range(3)]
             + [_row("rlpyt-async", 3, r, rate=5000.0 + r, kind="runner") for r in range(3)])
-    by_policy = {w["policy"]: w for w in winners(ResultSet.from_rows(runs).cells.values())}
+    by_policy = {w.policy: w for w in winners(ResultSet.from_rows(runs).cells.values())}
     assert set(by_policy) == {"random", "mlp64x64-cpu-t1"}
-    assert by_policy["random"]["winner"] == "rlpyt-gpu random"
-    assert by_policy["random"]["speedup_over_serial"] == pytest.approx(1501.0 / 1001.0)
-    assert by_policy["mlp64x64-cpu-t1"]["speedup_over_serial"] is None
+    assert by_policy["random"].winner == "rlpyt-gpu random"
+    assert by_policy["random"].speedup_over_serial == pytest.approx(1501.0 / 1001.0)
+    assert by_policy["mlp64x64-cpu-t1"].speedup_over_serial is None
 
 
 def _cell_row(repeat, rate, **extra):

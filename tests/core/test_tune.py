@@ -12,6 +12,7 @@ from support.tune_race import PROFILE, _five, _searched
 
 from rlbench.cli import main
 from rlbench.families.stepping.report import headlines
+from rlbench.results.decision import Decision
 from rlbench.results.stats import slower_p
 from rlbench.tuning import parse_budget
 from rlbench.tuning.candidates import Space, default_max_envs
@@ -93,16 +94,17 @@ def test_tune_and_the_run_headline_give_one_verdict_in_the_same_words():
     rates.update({("gymnasium-async", n): _five(r) for n, r in ((1, 90), (2, 150), (4, 200), (8, 190))})
     rates.update({("sb3-subproc", n): _five(r) for n, r in ((1, 90), (2, 140), (4, 199), (8, 180))})
     search, results = _searched(rates, ["serial", "gymnasium-async", "sb3-subproc"])
-    d = decide(search, results, PROFILE)
+    d = decide(search, results, PROFILE, label="CartPole-v1 with policy random")
     [headline] = headlines(results)
-    assert headline == f"CartPole-v1 · random: {d['verdict']}"
-    assert d["winner"]["adapter"] == "gymnasium-async" and d["winner"]["num_envs"] == 4 and d["winner"]["n"] == 5
-    sp = d["speedup_over_serial"]
-    assert sp["ci_low"] <= sp["ratio"] <= sp["ci_high"] and 1.9 < sp["ci_low"] and sp["baseline"].startswith("serial/")
-    assert d["runner_up"]["lead"] == "not significant" and "lead not significant" in d["verdict"]
-    assert {s["adapter"] for s in d["strategies"]} >= {"serial", "sb3-subproc"}
-    text = "\n".join(lines(d, PROFILE, "CartPole-v1 with policy random"))
-    assert "Fastest for CartPole-v1" in text and d["verdict"] in text and "rlbench run --adapter gymnasium-async" in text
+    assert headline == f"CartPole-v1 · random: {d.verdict}"
+    assert d.winner.adapter == "gymnasium-async" and d.winner.num_envs == 4 and d.winner.n == 5
+    sp = d.speedup
+    assert sp.ci_low <= sp.ratio <= sp.ci_high and 1.9 < sp.ci_low and sp.baseline.startswith("serial/")
+    assert d.runner_up.lead == "not significant" and "lead not significant" in d.verdict
+    assert {f.adapter for f in d.strategies} >= {"serial", "sb3-subproc"}
+    assert Decision.from_json(json.loads(json.dumps(d.to_json()))) == d   # tune.json and env.json keep it whole
+    text = "\n".join(lines(d, PROFILE))
+    assert "Fastest for CartPole-v1" in text and d.verdict in text and "rlbench run --adapter gymnasium-async" in text
     assert "gymnasium.vector.AsyncVectorEnv([lambda: gymnasium.make('CartPole-v1')] * 4" in text
 
 
@@ -111,8 +113,8 @@ def test_a_clear_lead_is_significant_in_both():
     rates.update({("sb3-subproc", n): _five(r) for n, r in ((1, 80), (2, 150), (4, 300), (8, 250))})
     search, results = _searched(rates, ["serial", "sb3-subproc"])
     d = decide(search, results, PROFILE)
-    assert d["runner_up"]["lead"] == "significant"
-    assert headlines(results) == [f"CartPole-v1 · random: {d['verdict']}"]
+    assert d.runner_up.lead == "significant"
+    assert headlines(results) == [f"CartPole-v1 · random: {d.verdict}"]
 
 
 def test_a_user_policy_runs_on_cpu_and_is_timed(toyenvs, tmp_path):
@@ -153,7 +155,8 @@ def test_tune_on_a_tiny_budget_decides_and_accounts_for_every_candidate(toyenvs,
         if c["status"] == "pruned":
             assert c["repeats"] == 0 and "predicted at most" in c["why"] + "expected to hold"
     assert any(x["adapter"] == "envpool-sync" and "no native" in x["reason"] for x in record["left_out"])
-    assert record["rounds"] and all({"added", "pruned", "dropped", "kind"} <= set(r) for r in record["rounds"])
+    rounds = record["decision"]["rounds"]
+    assert rounds and all({"added", "pruned", "dropped", "kind"} <= set(r) for r in rounds)
     # the run folder's own headline says what tune said, in the same words
     env = json.loads((out / "env.json").read_text())
     assert env["tune"]["verdict"] == record["decision"]["verdict"]

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from rlbench.results.model import Run
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import Space
 from rlbench.tuning.search import FINAL_REPEATS, PRUNE_BELOW, START_REPEATS, Search
@@ -46,7 +47,7 @@ class Simulated:
             self.t += self.job
             self.jobs.append((cell.cell_id, start, self.t))
             rate = self.curves[cell.adapter](cell.workload.num_envs) * math.exp(self.noise * self.rng.standard_normal())
-            rows.append({"cell_id": cell.cell_id, "status": "ok", "steps_per_s": rate})
+            rows.append(Run.from_row({"cell_id": cell.cell_id, "repeat": level - 1, "status": "ok", "steps_per_s": rate}))
         return rows
 
 

@@ -3,6 +3,7 @@ cut off. plotly.js inlined once, every chart drawn with the traces its div annou
 n / CV, a legend click hides a series, no console error, every table filled, sorting works; the screenshot is
 kept in reports/artifacts/ as a test artifact."""
 import importlib.util
+from types import SimpleNamespace
 
 from support import REPO
 from support.result_rows import results
@@ -62,9 +63,9 @@ def test_a_chart_missing_traces_or_plotly_twice_is_caught(tmp_path):
 
 def test_replay_bandwidth_chart_renders_and_hovers(tmp_path):
     """The replay family's chart (the same module) in a page of its own: drawn, hover and legend work."""
-    rows = [{"mode": "max-sample", "store": s, "actors": 1, "workload": "DQN-Qbert", "cell_id": f"{s}/{i}",
-             "item_bytes": i, "mb_per_s": mb, "mb_per_s_ci_low": mb * 0.9, "mb_per_s_ci_high": mb * 1.1, "n": 3,
-             "cv": 0.04} for s, i, mb in (("numpy-ring", 1000, 900.0), ("numpy-ring", 10**6, 9000.0),
+    rows = [SimpleNamespace(mode="max-sample", series=s, workload="DQN-Qbert", cell_id=f"{s}/{i}", item_bytes=i,
+                            mb_per_s=mb, mb_per_s_ci_low=mb * 0.9, mb_per_s_ci_high=mb * 1.1, n=3, cv=0.04)
+            for s, i, mb in (("numpy-ring", 1000, 900.0), ("numpy-ring", 10**6, 9000.0),
                                           ("sb3-replay", 1000, 300.0), ("sb3-replay", 10**6, 1200.0))]
     div = charts.to_html(bandwidth_figure(rows, {"memcpy_1core_gbps": {"median": 10.0}}), "bw")
     page = tmp_path / "replay.html"

@@ -27,6 +27,15 @@ THE FAULT TABLE (fault -> exit code; rows; what else the run yields -> test)
       -> 130; the finished rows kept, none for the running repeat; CSV/HTML written; the running cell's
       tree (own-session grandchild included) killed, its segment and TMPDIR removed
       test_an_interrupted_run_keeps_its_rows_and_kills_the_cell[SIGINT|SIGTERM|SIGHUP]
+  rlbench tune gets SIGINT / SIGTERM / SIGHUP mid-search
+      -> 130; every measured row whole; tune.json, env.json and the page hold a decision on every ok row,
+      marked "interrupted after N s (SIGTERM)"            test_an_interrupted_tune_decides_on_what_it_measured[...]
+  SIGTERM mid-search, then `rlbench resume DIR` on the tune
+      -> 130, then 0; the kept rows first and unchanged, none run twice; the same profile and calibration, the
+      budget's clock going on                             test_a_tune_resumed_goes_on_with_the_budget_left
+  the disk fills up under a tune (as for a run)
+      -> 1; one line "rlbench: error: cannot write .../results.jsonl: ..."; every earlier row whole
+      test_a_tune_whose_disk_fills_keeps_its_rows
   rlbench started with SIGHUP ignored (nohup) gets SIGHUP mid-cell, then SIGTERM
       -> the hangup changes nothing (the cell goes on); SIGTERM: 130, the cell's tree killed
       test_a_run_started_under_nohup_rides_out_a_hangup
@@ -558,6 +567,29 @@ def _fill(folder: Path) -> Path:
     return filler
 
 
+def _short_writes(monkeypatch) -> None:
+    """As a full disk does to a process that is not root (no tmpfs of its own): from the third row on, the store's
+    writes to results.jsonl land half a row (the rest did not fit)."""
+    from rlbench.results import store as results
+    real_write, calls = os.write, []
+
+    def write(fd, data):
+        if not os.readlink(f"/proc/self/fd/{fd}").endswith("results.jsonl"):
+            return real_write(fd, data)
+        calls.append(len(data))
+        return real_write(fd, data if len(calls) < 3 else data[:len(data) // 2])
+    monkeypatch.setattr(results.os, "write", write)
+
+
+def _one_disk_error(rc, err, out) -> None:
+    """Exit 1 and one line naming the write that failed, no traceback."""
+    assert rc == 1, err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if f"{out}/results.jsonl" in ln]
+    assert len(lines) == 1 and lines[0].startswith(f"rlbench: error: cannot write {out}/results.jsonl: "
+                                                   "No space left on device"), err
+
+
 def test_disk_full_keeps_every_earlier_row_whole(scene, monkeypatch, capsys):
     repeats = 8
     cell = "serial/CartPole-v1/n=1/random"
@@ -565,17 +597,7 @@ def test_disk_full_keeps_every_earlier_row_whole(scene, monkeypatch, capsys):
     with small_tmpfs(scene.root / "small") as disk:
         if disk is None:  # not root: the store's own writes fail, half a row landing first
             out = scene.root / "small" / "run"
-            from rlbench.results import store as results
-            real_write, calls = os.write, []
-
-            def write(fd, data):
-                if not os.readlink(f"/proc/self/fd/{fd}").endswith("results.jsonl"):
-                    return real_write(fd, data)
-                calls.append(len(data))
-                if len(calls) < 3:
-                    return real_write(fd, data)
-                return real_write(fd, data[:len(data) // 2])  # a short write: the rest did not fit
-            monkeypatch.setattr(results.os, "write", write)
+            _short_writes(monkeypatch)
             run = run_cli(args, out, capsys)
             rc, err = run.rc, run.stderr
             monkeypatch.undo()
@@ -589,11 +611,7 @@ def test_disk_full_keeps_every_earlier_row_whole(scene, monkeypatch, capsys):
                 time.sleep(0.01)
             filler = _fill(disk)
             rc, _, err = scene.wait(proc, timeout=120)
-        assert rc == 1, err
-        assert "Traceback" not in err
-        lines = [ln for ln in err.splitlines() if f"{out}/results.jsonl" in ln]
-        assert len(lines) == 1 and lines[0].startswith(f"rlbench: error: cannot write {out}/results.jsonl: "
-                                                       "No space left on device"), err
+        _one_disk_error(rc, err, out)
         kept = rows_of(out)
         assert 2 <= len(kept) < repeats
         assert [(r["cell_id"], r["repeat"]) for r in kept] == [(cell, i) for i in range(len(kept))]
@@ -844,4 +862,94 @@ num_envs = {list(CHAOS_SIZES)}
         assert rc == (1 if failing else 0), err
         assert "Traceback" not in err
     assert len(drawn) >= 5, f"the seed drew too few kinds of fault: {drawn} of {CHAOS}"
+    scene.assert_clean()
+
+
+# -- a tune under the same faults ---------------------------------------------------------------------------
+
+# a tune that searches for ~30 s: the serial loop and a vector env on the zero-cost synthetic env, small sizes
+TUNE = ["tune", "--env", "rlbench/Synthetic-v0", "--adapters", "serial,gymnasium-sync", "--max-envs", "4",
+        "--budget", "30s"]
+
+
+def _tune_json(out: Path) -> dict:
+    return json.loads((out / "tune.json").read_text())
+
+
+def _searching(scene, proc, out: Path, rows: int = 2) -> None:
+    """Wait until the search has measured `rows` rows (the calibration, in its own folder, is behind it)."""
+    deadline = time.monotonic() + 120
+    while len(read_run(out)) < rows:
+        assert proc.poll() is None and time.monotonic() < deadline, \
+            f"the search never wrote {rows} rows: {(scene.root / f'{proc.name}.stderr').read_text()[-2000:]}"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_an_interrupted_tune_decides_on_what_it_measured(scene, sig):
+    """A signal mid-search: every row whole, and a decision on them in tune.json, env.json and the page, marked
+    with the signal; the exit code a run gives."""
+    out = scene.root / "tune"
+    proc = scene.start("tune", [*TUNE, "--out", out])
+    _searching(scene, proc, out)
+    proc.send_signal(getattr(signal, sig))
+    rc, stdout, err = scene.wait(proc, timeout=60)
+    assert rc == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    rows = rows_of(out)
+    record = _tune_json(out)
+    decision = record["decision"]
+    assert re.fullmatch(rf"interrupted after \d+ s \({sig}\)", decision["interrupted"]), decision["interrupted"]
+    assert decision["stop_reason"] == decision["interrupted"] == record["stop_reason"]
+    measured = {c["cell_id"]: c for c in record["candidates"]}
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert ok and all(r["cell_id"] in measured for r in rows)
+    assert sum(c["ok_repeats"] for c in measured.values()) == len(ok)   # the decision covers every row measured
+    assert decision["winner"] is None or decision["winner"]["cell_id"] in {r["cell_id"] for r in ok}
+    assert json.loads((out / "env.json").read_text())["tune"]["interrupted"] == decision["interrupted"]
+    assert "The search was cut short" in (out / "index.html").read_text()
+    scene.assert_clean()
+
+
+def test_a_tune_resumed_goes_on_with_the_budget_left(scene):
+    out = scene.root / "tune"
+    proc = scene.start("tune", [*TUNE, "--out", out])
+    _searching(scene, proc, out)
+    proc.terminate()
+    rc, _, err = scene.wait(proc, timeout=60)
+    assert rc == 130, err
+    kept, first = rows_of(out), _tune_json(out)
+    rc, stdout, err = scene.rlbench("resume", ["resume", out], timeout=120)
+    assert rc == 0, err
+    rows, record = rows_of(out), _tune_json(out)
+    assert rows[:len(kept)] == kept and len(rows) >= len(kept)   # the kept rows first, unchanged, none repeated
+    assert {r["run_id"] for r in rows} == {kept[0]["run_id"]}
+    decision = record["decision"]
+    assert not decision["interrupted"] and decision["winner"] and "Fastest for rlbench/Synthetic-v0" in stdout
+    # the search retraced what was measured (no kept row run again) and went on; its clock went on too
+    assert first["decision"]["used_s"] <= decision["used_s"] <= record["budget_s"] + 5
+    assert record["profile"] == first["profile"] and record["calibration"] == first["calibration"]
+    assert len(json.loads((out / "env.json").read_text())["resumed_at"]) == 1
+    scene.assert_clean()
+
+
+def test_a_tune_whose_disk_fills_keeps_its_rows(scene, monkeypatch, capsys):
+    """The store's writes fail mid-search (a real 32 MiB tmpfs filled under it, or, not root, a short write):
+    exit 1, one line naming the write, every earlier row whole."""
+    with small_tmpfs(scene.root / "small") as disk:
+        if disk is None:
+            out = scene.root / "small" / "tune"
+            _short_writes(monkeypatch)
+            run = run_cli(TUNE, out, capsys)
+            rc, err = run.rc, run.stderr
+            monkeypatch.undo()
+        else:
+            out = disk / "tune"
+            proc = scene.start("tune", [*TUNE, "--out", out])
+            _searching(scene, proc, out)
+            _fill(disk)
+            rc, _, err = scene.wait(proc, timeout=120)
+        _one_disk_error(rc, err, out)
+        assert len(rows_of(out)) >= 2
+        assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
     scene.assert_clean()

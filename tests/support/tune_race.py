@@ -2,7 +2,7 @@
 repeats are, for the tests of tune's decision and of its report section."""
 import os
 
-from rlbench.results.model import ResultSet
+from rlbench.results.model import ResultSet, Run
 from rlbench.tuning.candidates import Space
 from rlbench.tuning.search import Search
 from rlbench.workload import PolicySpec, Workload
@@ -31,7 +31,8 @@ class _Recorded:
             values = self.rates.get((cell.adapter, cell.workload.num_envs))
             if values and level <= len(values) and admit(cell):
                 self.t += 1
-                out.append({"cell_id": cell.cell_id, "status": "ok", "steps_per_s": values[level - 1]})
+                out.append(Run.from_row({"cell_id": cell.cell_id, "repeat": level - 1, "status": "ok",
+                                         "steps_per_s": values[level - 1]}))
         return out
 
 

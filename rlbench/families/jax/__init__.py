@@ -7,6 +7,7 @@ from rlbench.results.metrics import Metric
 class Jax(Family):
     name = "jax"
     order = 20
+    accelerator_framework = "jax"
     # compile time inside setup_s; accelerator settings applied; the API of a user's JAX env (gymnax, jumanji)
     info_keys = ("compile_s", "device_settings", "env_api")
     metrics = (

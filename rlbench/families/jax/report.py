@@ -1,8 +1,11 @@
 """The compiled-programs section: compile time apart from every rate, the carry's bandwidth against the
 devices' copy rate, and aggregate env steps/s against agents trained at once."""
+from dataclasses import dataclass
+
 from rlbench.report import charts
-from rlbench.report.format import data_v, esc, figure, fixed, pct, rate, with_ci
+from rlbench.report.format import esc, figure, fixed, pct, rate, with_ci
 from rlbench.report.points import STAT_COLUMNS, env_label, stat_points
+from rlbench.report.table import Column, table
 from rlbench.results.stats import median_ci
 
 
@@ -27,22 +30,44 @@ COLUMNS = (("steps_per_s", "env steps/s", rate), ("compile_s", "compile s", _fix
            ("unit_cost_frac", "unit cost share", pct), ("state_bw_frac", "of device copy", pct))
 
 
+SHOWN = tuple((header, fmt) for name, given, spec in COLUMNS for header, fmt in [figure(name, given, spec)])
+
+
+@dataclass(frozen=True)
+class CompiledRow:
+    """A compiled cell as its table row shows it."""
+    cell_id: str
+    figures: tuple      # the medians of COLUMNS but the last, in order
+    share: tuple        # the last (its share of device copy): median, CI low, CI high over the repeats
+
+
+def compiled_row(c, bench) -> CompiledRow:
+    """compile and setup from the benchmark, as the cell's summary keeps no median of them."""
+    return CompiledRow(c.cell_id, (c.steps_per_s.median, bench.stat("compile_s").median, bench.stat("setup_s").median,
+                                   *(c.stat(name).median for name, _, _ in COLUMNS[3:-1])),
+                       median_ci([run.get("state_bw_frac") for run in bench.ok_runs]))
+
+
+def _share(row: CompiledRow) -> str:
+    return esc(with_ci(*row.share, fmt=SHOWN[-1][1]))
+
+
+def _figure_column(i: int, header: str, fmt) -> Column:
+    return Column(header, lambda row: row.figures[i], fmt)
+
+
+TABLE = (Column("cell", lambda row: row.cell_id),
+         *(_figure_column(i, header, fmt) for i, (header, fmt) in enumerate(SHOWN[:-1])),
+         Column(f"{SHOWN[-1][0]} [95% CI]", lambda row: row.share[0], html=_share))
+
+
 def jax_section(results) -> str:
     """Compilation apart from every rate, and aggregate env steps/s against agents trained at once."""
     compiled = [(c, results.benchmarks[c.cell_id]) for c in results.cells.values() if c.n]
     compiled = [(c, b) for c, b in compiled if b.stat("compile_s").n]
     if not compiled:
         return ""
-    shown = [(name, *figure(name, header, fmt)) for name, header, fmt in COLUMNS]
-    body = []
-    for c, bench in compiled:
-        frac = median_ci([run.get("state_bw_frac") for run in bench.ok_runs])
-        values = [c.steps_per_s.median, bench.stat("compile_s").median, bench.stat("setup_s").median,
-                  *(c.stat(name).median for name, _, _ in COLUMNS[3:-1]), frac[0]]
-        texts = [fmt(v) for (_, _, fmt), v in zip(shown[:-1], values)] + [with_ci(*frac, fmt=shown[-1][2])]
-        body.append(f"<tr><td>{esc(c.cell_id)}</td>"
-                    + "".join(f"<td data-v='{data_v(v)}'>{esc(t)}</td>" for t, v in zip(texts, values)) + "</tr>")
-    head = "".join(f"<th>{esc(header)}</th>" for _, header, _ in shown[:-1]) + f"<th>{esc(shown[-1][1])} [95% CI]</th>"
+    rows = [compiled_row(c, bench) for c, bench in compiled]
     fig = agents_figure([c for c, _ in compiled])
     chart = charts.to_html(fig, charts.chart_id("jax", "agents")) if fig else ""
     return ("<h2>Compiled programs (JAX): compile time apart from the rate</h2>"
@@ -53,6 +78,5 @@ def jax_section(results) -> str:
             "median over the repeats. unit cost: what each unit costs besides its program (a compiled no-op on "
             "the same carry, dispatched, waited for and timed as a unit is), and the share of the window it "
             "took: what the harness costs per unit on these devices.</p>"
-            f"<table class='sortable'><thead><tr><th>cell</th>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
-            "</table>"
+            + table(TABLE, rows)
             + (f"<h3>Agents trained at once: aggregate env steps/s vs num_agents</h3>{chart}" if chart else ""))

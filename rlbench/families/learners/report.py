@@ -3,7 +3,8 @@ cell's time went, from the session metrics every learner reports."""
 import json
 
 from rlbench.report import charts
-from rlbench.report.format import data_v, esc, figure, fixed, is_num, rate
+from rlbench.report.format import figure, fixed, is_num, rate
+from rlbench.report.table import Column, table
 
 SPLIT = tuple((f"{stage}_frac", text, charts.STAGE_COLOURS[stage])
               for stage, text in (("env", "env step"), ("inference", "inference"), ("learn", "learn"),
@@ -32,17 +33,23 @@ _COLUMNS = (("env steps/s", "steps_per_s_median", rate), ("updates/s", "updates_
 COLUMNS = tuple((label, key, fmt) for header, key, given in _COLUMNS for label, fmt in [figure(key, header, given)])
 
 
+def _figure_column(header, key, fmt) -> Column:
+    return Column(header, lambda c: c.value(key), fmt)
+
+
+def _lag_histogram(results, cell) -> str:
+    """The first repeat's lag histogram as JSON (batches at lag 0, 1, ...), '-' without one."""
+    hist = results.benchmarks[cell.cell_id].ok_runs[0].get("policy_lag_hist")
+    return json.dumps(hist) if hist else "-"
+
+
 def learners_section(results, kinds) -> str:
     cells = [c for c in results.cells.values() if c.kind in kinds and c.n]
     if not cells:
         return ""
-    shown = [col for col in COLUMNS if any(is_num(c.value(col[1])) for c in cells)]
-    head = "".join(f"<th>{esc(h)}</th>" for h, _, _ in shown)
-    body = []
-    for c in cells:
-        hist = results.benchmarks[c.cell_id].ok_runs[0].get("policy_lag_hist")
-        tds = "".join(f"<td data-v='{data_v(c.value(k))}'>{esc(fmt(c.value(k)))}</td>" for _, k, fmt in shown)
-        body.append(f"<tr><td>{esc(c.cell_id)}</td>{tds}<td>{esc(json.dumps(hist) if hist else '-')}</td></tr>")
+    shown = [_figure_column(*col) for col in COLUMNS if any(is_num(c.value(col[1])) for c in cells)]
+    columns = [Column("cell", lambda c: c.cell_id), *shown,
+               Column("lag histogram", lambda c: _lag_histogram(results, c))]
     fig = split_figure(cells)
     chart = charts.to_html(fig, charts.chart_id("learners", "time split")) if fig else ""
     return ("<h2>Learners and training</h2>"
@@ -50,8 +57,7 @@ def learners_section(results, kinds) -> str:
             "and the ones that learned (histogram of the first repeat: batches at lag 0, 1, ...). Time to target: "
             "training wall time, setup and compilation excluded, until the mean return of the last 100 episodes "
             "first reached the target (- when the window ended first).</p>"
-            f"<table class='sortable'><thead><tr><th>cell</th>{head}<th>lag histogram</th></tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>"
+            + table(columns, cells)
             + (f"<h3>Time split per stage (normalised over the stages each cell reports)</h3>{chart}" if chart else ""))
 
 

@@ -114,10 +114,10 @@ class Replay(Family):
         print(summary_line(limits), file=sys.stderr)
         return {"limits": limits}
 
-    def cell_part(self, benchmark, first, limits: dict):
+    def cell_part(self, benchmark, first, measured: dict):
         if first.get("kind") not in self.kinds:
             return None
-        gbps = self.limit_gbps(benchmark, first.get("bound"), limits or {})
+        gbps = self.limit_gbps(benchmark, first.get("bound"), measured.get("limits") or {})
         item_bytes = first.get("item_bytes")
         frac = (None if gbps is None or item_bytes is None else
                 benchmark.stat("steps_per_s").median * item_bytes / (gbps * 1e9))

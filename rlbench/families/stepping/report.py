@@ -2,9 +2,14 @@
 steps/s vs workers where a strategy's worker count is swept, the fastest strategy per workload with its
 speedup over the one-process loop, and the latency of one unit; and the run's headline, a sentence per
 workload naming its fastest cell, its speedup over the loop and how clear its lead is."""
-from rlbench.report import charts, ranking
-from rlbench.report.format import data_v, esc, fixed, pct, rate, speedup, with_ci
+from dataclasses import dataclass
+from typing import Optional
+
+from rlbench.report import charts
+from rlbench.report.format import esc, fixed, is_num, pct, rate, speedup, with_ci
 from rlbench.report.points import STAT_COLUMNS, env_label, group_by, series_label, stat_points
+from rlbench.report.table import Column, table
+from rlbench.results import ranking
 from rlbench.workload import kv_label
 
 
@@ -84,11 +89,61 @@ def latency_chart(cells, div_id: str) -> str:
     return charts.to_html(fig, div_id) if fig else ""
 
 
+# why a winner's efficiency shows as a dash: speedup / cores of a single process is no measured inefficiency
+ONE_PROCESS = "one process (workers = 1): nothing ran in parallel, so there is no parallel efficiency"
+NOT_REPORTED = "its worker count was not reported: whether it ran in parallel is unknown"
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The fastest strategy of one workload (num_envs x policy), as the winners table shows it: the verdict
+    of rlbench.results.ranking (the speedup over the serial baseline on the same workload, with a bootstrap 95%
+    CI given the ResultSet; the runner-up and whether the lead is significant) and how it ran."""
+    num_envs: int
+    policy: str
+    winner: str                         # its series label
+    steps_per_s: float
+    speedup_over_serial: Optional[float]  # None without a serial loop measured
+    speedup_ci_low: float               # NaN: fewer than 2 repeats a side
+    speedup_ci_high: float
+    workers: Optional[int]              # the processes (or threads) it ran in, as its session said
+    cpus: Optional[int]                 # the cores it had
+    runner_up: str                      # '' when it ran alone
+    lead: str                           # rlbench.results.ranking.LEAD_WORDS
+
+    @property
+    def parallel(self) -> bool:
+        """It ran more than one worker: only then does its speedup say how well it used the cores."""
+        return is_num(self.workers) and self.workers > 1
+
+    def _per_core(self, ratio):
+        """A speedup over the cores, as parallel efficiency (1.0 = every core as fast as the loop alone); None
+        for a one-process winner (its 1/cores is no inefficiency: it used one core) and without a speedup."""
+        ok = self.parallel and is_num(self.cpus) and self.cpus > 0 and is_num(self.speedup_over_serial)
+        return ratio / self.cpus if ok else None
+
+    @property
+    def efficiency(self) -> Optional[float]:
+        return self._per_core(self.speedup_over_serial)
+
+    @property
+    def efficiency_ci_low(self) -> Optional[float]:
+        return self._per_core(self.speedup_ci_low)
+
+    @property
+    def efficiency_ci_high(self) -> Optional[float]:
+        return self._per_core(self.speedup_ci_high)
+
+    @property
+    def efficiency_note(self) -> str:
+        """Why there is no efficiency, '' where there is one (or no speedup to divide)."""
+        if self.parallel or not is_num(self.speedup_over_serial):
+            return ""
+        return ONE_PROCESS if self.workers is not None else NOT_REPORTED
+
+
 def winners(cells, results=None) -> list:
-    """Per workload (num_envs x policy): the verdict of rlbench.report.ranking over its cells (the fastest
-    strategy, its speedup over the serial baseline on the same workload with a bootstrap 95% CI given the
-    ResultSet, the runner-up and whether the lead is significant), and the parallel efficiency (speedup /
-    the cores it had: 1.0 = every core ran as fast as the loop alone) with the same CI over the cores."""
+    """The Winner of each workload (num_envs x policy) of these cells, by num_envs then policy."""
     out = []
     competing = ranking.competing(cells)
     for n, policy in sorted({(c.num_envs, c.policy) for c in competing}):
@@ -96,23 +151,15 @@ def winners(cells, results=None) -> list:
         v = ranking.verdict([ranking.entry(c, results) for c in at])
         win = next(c for c in at if c.cell_id == v.winner.cell_id)
         sp = v.speedup or ranking.Ratio(None, float("nan"), float("nan"))
-        cpus = win.cpus if sp.value else None
         runner = next((c for c in at if v.runner_up and c.cell_id == v.runner_up.cell_id), None)
-        out.append({"num_envs": n, "policy": policy, "winner": series_label(win),
-                    "steps_per_s": v.winner.median, "speedup_over_serial": sp.value,
-                    "speedup_ci_low": sp.low, "speedup_ci_high": sp.high,
-                    # the ideal: every core of the cell running the one-process loop's rate
-                    "efficiency": sp.value / cpus if cpus else None,
-                    "efficiency_ci_low": sp.low / cpus if cpus else None,
-                    "efficiency_ci_high": sp.high / cpus if cpus else None,
-                    "runner_up": series_label(runner) if runner else "",
-                    "lead": ranking.LEAD_WORDS[v.lead]})
+        out.append(Winner(n, policy, series_label(win), v.winner.median, sp.value, sp.low, sp.high, win.workers,
+                          win.cpus, series_label(runner) if runner else "", ranking.LEAD_WORDS[v.lead]))
     return out
 
 
 def headlines(results) -> list:
     """One sentence per workload (env, its arguments, policy; in suite order), hyperfine's "X ran 1.52 ±
-    0.03 times faster than Y": rlbench.report.ranking's verdict in its words. A workload with no measured
+    0.03 times faster than Y": rlbench.results.ranking's verdict in its words. A workload with no measured
     cell has none."""
     return [f"{label} · {policy}: {v.sentence()}" for (label, policy), v in ranking.verdicts(results).items()]
 
@@ -121,17 +168,25 @@ def _whole_pct(v) -> str:
     return pct(v, 0)
 
 
+def _speedup(w: Winner) -> str:
+    return esc(speedup(w.speedup_over_serial, w.speedup_ci_low, w.speedup_ci_high))
+
+
+def _efficiency(w: Winner) -> str:
+    """The efficiency with its CI; for a one-process winner a dash whose tooltip says why."""
+    if w.efficiency_note:
+        return f"<span title='{esc(w.efficiency_note)}'>—</span>"
+    return esc(with_ci(w.efficiency, w.efficiency_ci_low, w.efficiency_ci_high, fmt=_whole_pct))
+
+
+WINNER_COLUMNS = (Column("num_envs", lambda w: w.num_envs), Column("policy", lambda w: w.policy),
+                  Column("fastest", lambda w: w.winner), Column("steps/s", lambda w: w.steps_per_s, rate),
+                  Column("speedup over serial [95% CI]", lambda w: w.speedup_over_serial, html=_speedup),
+                  Column("parallel efficiency (speedup / cores) [95% CI]", lambda w: w.efficiency,
+                         html=_efficiency),
+                  Column("runner-up", lambda w: w.runner_up), Column("lead", lambda w: w.lead))
+
+
 def winners_table(cells, results=None) -> str:
-    body = "".join(
-        f"<tr><td>{w['num_envs']}</td><td>{esc(w['policy'])}</td><td>{esc(w['winner'])}</td>"
-        f"<td data-v='{data_v(w['steps_per_s'])}'>{rate(w['steps_per_s'])}</td>"
-        f"<td data-v='{data_v(w['speedup_over_serial'])}'>"
-        f"{speedup(w['speedup_over_serial'], w['speedup_ci_low'], w['speedup_ci_high'])}</td>"
-        f"<td data-v='{data_v(w['efficiency'])}'>"
-        f"{with_ci(w['efficiency'], w['efficiency_ci_low'], w['efficiency_ci_high'], fmt=_whole_pct)}</td>"
-        f"<td>{esc(w['runner_up'])}</td><td>{esc(w['lead'])}</td></tr>" for w in winners(cells, results))
-    head = "".join(f"<th>{h}</th>" for h in ("num_envs", "policy", "fastest", "steps/s",
-                                             "speedup over serial [95% CI]",
-                                             "parallel efficiency (speedup / cores) [95% CI]",
-                                             "runner-up", "lead"))
-    return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" if body else ""
+    rows = winners(cells, results)
+    return table(WINNER_COLUMNS, rows) if rows else ""

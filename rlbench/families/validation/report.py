@@ -3,7 +3,8 @@ measured ratio with its bootstrap 95% CI."""
 
 from rlbench.families.validation.checks import COLUMNS, validation_rows
 from rlbench.report.csv_reporter import to_csv
-from rlbench.report.format import data_v, esc, si, with_ci
+from rlbench.report.format import esc, si, with_ci
+from rlbench.report.table import Column, bad_if, table
 
 
 def validation_csv(results) -> dict:
@@ -28,18 +29,29 @@ def measured(row) -> str:
     return si(row["measured"])
 
 
+def _text_column(header: str, key: str) -> Column:
+    return Column(header, lambda r: r[key])
+
+
+def _conditions(row) -> str:
+    return f"<small>{esc(row['conditions'])}</small>"
+
+
+TABLE = (_text_column("check", "check"), _text_column("env", "env"), _text_column("workers", "workers"),
+         _text_column("quantity", "quantity"),
+         Column("measured [95% CI]", lambda r: r["measured"], html=lambda r: esc(measured(r))),
+         Column("published", lambda r: r["published"], si),
+         Column("measured / published", lambda r: r["measured_over_published"], si),
+         _text_column("verdict", "verdict"), Column("conditions", lambda r: r["conditions"], html=_conditions))
+
+
+def _off(row) -> bool:
+    """A check whose measurement lands outside the published range, or points the opposite way."""
+    return "outside" in row["verdict"] or "opposite" in row["verdict"]
+
+
 def validation_table(rows) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("check", "env", "workers", "quantity", "measured [95% CI]",
-                                               "published", "measured / published", "verdict", "conditions"))
-    body = []
-    for r in rows:
-        bad = "outside" in r["verdict"] or "opposite" in r["verdict"]
-        cells = [f"<td>{esc(v)}</td>" for v in (r["check"], r["env"], r["workers"], r["quantity"])]
-        cells += [f"<td data-v='{data_v(r['measured'])}'>{esc(measured(r))}</td>"]
-        cells += [f"<td data-v='{data_v(v)}'>{si(v)}</td>" for v in (r["published"], r["measured_over_published"])]
-        cells += [f"<td>{esc(r['verdict'])}</td>", f"<td><small>{esc(r['conditions'])}</small></td>"]
-        body.append(f"<tr{' class=bad' if bad else ''}>" + "".join(cells) + "</tr>")
-    return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return table(TABLE, rows, bad_if(_off))
 
 
 def validation_text(rows) -> str:

@@ -44,9 +44,12 @@ def demand(cell, settings, view) -> tuple:
 
 
 def wants_gpu(cell) -> bool:
-    family = registry.family_of_kind(registry.get(cell.adapter).kind)
+    """Whether a cell's job needs the node's GPU: its policy or `device` option says CUDA, or its adapter requires a
+    framework whose programs run on the accelerator whatever those say (a family's `accelerator_framework`: JAX)."""
+    requires = registry.get(cell.adapter).requires
     return cell.workload.policy.device_label.startswith("cuda") or \
-        str(cell.options.get("device", "")).startswith(("cuda", "gpu")) or (family is not None and family.name == "jax")
+        str(cell.options.get("device", "")).startswith(("cuda", "gpu")) or \
+        any(f.accelerator_framework in requires for f in registry.families() if f.accelerator_framework)
 
 
 def too_big(cells, settings, view) -> list:

@@ -2,6 +2,10 @@
 and whether the lead is significant, and the words for it. The run's headline, the report's winners table,
 `rlbench tune`'s answer and `rlbench compare` all read this module, so the same rows always give the same verdict
 in the same words. The serial baseline is the fastest one-process loop measured (BASELINES), at any num_envs.
+
+It sits beside the results model, below every reader (tuning, the families, the report), and speaks in the
+words of rlbench.results.text: a verdict is told the same by whoever asks, so its sentence belongs to it.
+Which kinds compete is each family's to say (rlbench.contract.Family.races), as for `rlbench tune`'s race.
 """
 import math
 from dataclasses import dataclass, field
@@ -9,13 +13,12 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from rlbench.report.format import is_num, sig, speedup
-from rlbench.report.points import env_label, group_by
+from rlbench import registry
 from rlbench.results.stats import ratio_ci
+from rlbench.results.text import env_label, group_by, is_num, sig, speedup
 from rlbench.workload import kv_label
 
 BASELINES = ("serial", "rlpyt-serial")  # the one-process loops every speedup is over
-COMPETING = ("vector_env",)             # kinds whose env steps/s compete (runners also train)
 MIN_TESTED = 2                          # repeats an entry needs to rank against entries with a CI
 
 
@@ -155,9 +158,16 @@ def entry(cell, results=None) -> Entry:
                  cell.batch_size if is_num(cell.batch_size) else None)
 
 
+def raced_kinds() -> set:
+    """The adapter kinds whose env steps/s compete, as the families say (Family.races): a learner or a runner
+    trains as well, so its env steps/s is no sampler's."""
+    return {kind for family in registry.families() for kind in family.races}
+
+
 def competing(cells) -> list:
-    """The cells whose env steps/s compete: vector envs measured at a positive rate."""
-    return [c for c in cells if c.kind in COMPETING and c.n and is_num(c.steps_per_s.median)
+    """The cells whose env steps/s compete: those of a raced kind measured at a positive rate."""
+    kinds = raced_kinds()
+    return [c for c in cells if c.kind in kinds and c.n and is_num(c.steps_per_s.median)
             and c.steps_per_s.median > 0]
 
 

@@ -1,0 +1,35 @@
+"""The real measurer's guess at a job's wall time (rlbench.tuning.measure.SweepMeasurer.job_s): a cell's own,
+else its adapter's slowest, else any cell's, else a guess from the protocol; whatever the spelling of the ids."""
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from rlbench.results.model import Run
+from rlbench.tuning import measure
+from rlbench.tuning.measure import SPAWN_S, SweepMeasurer
+
+
+@dataclass(frozen=True)
+class _Settings:
+    warmup_s: float = 1.0
+    duration_s: float = 2.0
+    repeats: int = 1
+
+
+def _cell(cell_id: str, adapter: str):
+    return SimpleNamespace(cell_id=cell_id, adapter=adapter)
+
+
+def test_a_jobs_wall_time_comes_from_its_cell_its_adapter_or_any_cell(monkeypatch):
+    # ids without a "/" (a cell id's usual separator): cells and adapters are still told apart
+    rows = [Run.from_row({"cell_id": "a", "adapter": "x", "repeat": 0, "wall_s": 1.0}),
+            Run.from_row({"cell_id": "b", "adapter": "x", "repeat": 0, "wall_s": 3.0})]
+    monkeypatch.setattr(measure, "run_sweep", lambda *args, **kwargs: SimpleNamespace(runs=rows))
+    m = SweepMeasurer("run", _Settings(), "out", {})
+    assert m.job_s(_cell("a", "x")) == 1.5 + 1.0 + 2.0          # nothing seen yet: the protocol's guess
+    m.learn({"ray": 10.0, "idle": 0.0})
+    assert m.job_s(_cell("c", "ray")) == 10.0 + SPAWN_S          # the calibration's, for its adapter
+    assert m.job_s(_cell("c", "z")) == 1.5 + 1.0 + 2.0           # ... and no cell's
+    m.run([_cell("a", "x"), _cell("b", "x")], 1, lambda cell: True)
+    assert m.job_s(_cell("a", "x")) == 1.0 + SPAWN_S             # its own
+    assert m.job_s(_cell("c", "x")) == 3.0 + SPAWN_S             # its adapter's slowest
+    assert m.job_s(_cell("c", "z")) == 2.0 + SPAWN_S             # the median of every cell's, not the calibration's
