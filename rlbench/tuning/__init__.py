@@ -25,6 +25,7 @@ from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import Space, available_mb, cpus_here, default_max_envs, stepping_adapters
 from rlbench.tuning.decide import decide, lines
 from rlbench.tuning.measure import SPAWN_S, SweepMeasurer
+from rlbench.tuning.profile import EnvProfile
 from rlbench.tuning.search import Search, probe_sizes
 from rlbench.workload import Workload, kv_label, parse_policy
 
@@ -85,10 +86,10 @@ class Tuning:
         self.cpus = s.cluster.cpus if s.cluster else cpus_here()
         self.where = f"nodes of class {s.cluster.class_id} ({_machine(s.cluster)})" if s.cluster else "this machine"
         if self.earlier.get("profile"):
-            self.profile = self.earlier["profile"]
+            self.profile = EnvProfile.from_json(self.earlier["profile"])
         else:
             print(f"rlbench tune: profiling {label(workload)} in its own process", file=sys.stderr)
-            self.profile = profile_env(workload)
+            self.profile = EnvProfile.from_json(profile_env(workload))
         self.max_envs = max_envs or default_max_envs(self.profile)
         self.space = Space(workload, named, self.max_envs, self.cpus)
         sizes = probe_sizes(self.cpus, self.max_envs, self.profile)
@@ -118,7 +119,7 @@ class Tuning:
         if self.earlier.get("calibration"):
             self.calibration = self.earlier["calibration"]
             measurer.learn({a: calibrate.wall_s(self.calibration["adapters"], a) for a in self.runnable})
-        elif self.profile.get("api", "gymnasium") == "gymnasium" and s.cluster is None:
+        elif not self.profile.jax and s.cluster is None:
             self.calibration = calibrate_here(self.runnable, self.cpus, self.max_envs, envs, measurer,
                                               self.budget_s, s.path)
         self.found.calibration = self.calibration["adapters"]
@@ -154,7 +155,7 @@ class Tuning:
                   "steps_per_s_median": c.median if c.values else None, "round_out": c.round_out or None,
                   "p_slower_than_leader": None if math.isnan(c.p) else c.p, "why": c.why} for c in search.candidates]
         doc = {"schema": 3, "workload": self.workload.to_dict(), "budget_s": self.budget_s, "used_s": self.elapsed(),
-               "max_envs": self.max_envs, "settings": self.s.job.settings.__dict__, "profile": self.profile,
+               "max_envs": self.max_envs, "settings": self.s.job.settings.__dict__, "profile": self.profile.to_json(),
                "calibration": self.calibration, "stop_reason": search.stop_reason, "converged": search.converged,
                "candidates": cands, "left_out": [{**asdict(x), "repeats": 0} for x in search.space.left],
                "decision": decision.to_json() if decision else None}

@@ -15,6 +15,7 @@ from dataclasses import replace
 from rlbench.machine.fingerprint import fingerprint
 from rlbench.planning.plan import Settings
 from rlbench.synthetic import ENV_ID
+from rlbench.tuning.profile import EnvProfile
 from rlbench.workload import PolicySpec, Workload
 
 VERSION = 2  # 2: each size's figures are the best of the adapter's tune_space settings
@@ -184,20 +185,20 @@ def wall_s(calibration: dict, adapter: str):
     return max(walls) if walls else None
 
 
-def env_us(profile: dict) -> float:
+def env_us(profile: EnvProfile) -> float:
     """One env's own cost per step in one process, resets spread over the steps."""
-    step = profile["step"]["median_us"]
-    share = min(profile.get("reset_share") or 0.0, 0.99)
+    step = profile.step_us
+    share = min(profile.reset_share, 0.99)
     return step / (1 - share)
 
 
-def policy_us_per_step(profile: dict) -> float:
+def policy_us_per_step(profile: EnvProfile) -> float:
     """The policy's cost per env step at its cheapest profiled batch."""
-    per = [us / int(b) for b, us in (profile.get("policy_us_per_batch") or {}).items()]
+    per = [us / int(b) for b, us in profile.policy_us_per_batch.items()]
     return min(per) if per else 0.0
 
 
-def predict(calibration: dict, adapter: str, num_envs: int, profile: dict, cpus: int):
+def predict(calibration: dict, adapter: str, num_envs: int, profile: EnvProfile, cpus: int):
     """The most env steps/s (adapter, num_envs) can reach on the profiled env here, or None uncalibrated:
     no faster than its ceiling, than its cores running the env's own step and the policy with no overhead
     at all, whichever is lower. An upper bound, not an estimate: it prunes only what cannot win."""
@@ -209,9 +210,8 @@ def predict(calibration: dict, adapter: str, num_envs: int, profile: dict, cpus:
     return 1.0 / max(1.0 / top, work_us / 1e6) if work_us > 0 else top
 
 
-def memory_mb(calibration: dict, adapter: str, num_envs: int, profile: dict, cpus: int) -> float:
+def memory_mb(calibration: dict, adapter: str, num_envs: int, profile: EnvProfile, cpus: int) -> float:
     """The memory (adapter, num_envs) is expected to hold: every env's own, and a Python process per worker."""
-    per_env = profile.get("rss_per_env_mb") or 0.0
-    process = profile.get("process_rss_mb") or 0.0
+    per_env, process = profile.rss_per_env_mb, profile.process_rss_mb
     workers = workers_at(calibration, adapter, num_envs, cpus) if calibration.get(adapter) else 1
     return num_envs * per_env + max(workers - 1, 0) * process

@@ -41,12 +41,12 @@ def available_mb() -> float:
     return psutil.virtual_memory().available / 2**20
 
 
-def default_max_envs(profile: dict, memory_mb: float = None) -> int:
+def default_max_envs(profile, memory_mb: float = None) -> int:
     """As many envs as fit in MEMORY_SHARE of the available memory at the profiled memory per env, up to
     MAX_ENVS_CAP: the search climbs num_envs only while it pays, so the bound is what the machine can hold,
     not a guess of where the peak is."""
-    jax_env = profile.get("api", "gymnasium") != "gymnasium"
-    per_env = max(profile.get("rss_per_env_mb") or 0.0, 1e-6 if jax_env else 1e-3)
+    jax_env = profile.jax
+    per_env = max(profile.rss_per_env_mb, 1e-6 if jax_env else 1e-3)
     fits = int(MEMORY_SHARE * (memory_mb if memory_mb is not None else available_mb()) / per_env)
     return max(1, min(JAX_MAX_ENVS_CAP if jax_env else MAX_ENVS_CAP, fits))
 

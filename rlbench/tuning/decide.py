@@ -43,7 +43,7 @@ def diagnosis(rows, profile: dict) -> str:
     if not outside:
         return ""
     per_step_us = float(np.median(outside))
-    own_us = profile["step"]["median_us"]
+    own_us = profile.step_us
     util = float(np.median([r.get("cpu_util") or 0 for r in rows]))
     cpus = rows[0].get("cpus") or 1
     policy_share = float(np.median([(r.get("policy_s") or 0) / r["seconds"] for r in rows if r.get("seconds")]))
@@ -141,11 +141,11 @@ def never_measured(search, name, cands) -> Fate:
 
 def lines(decision: Decision, profile: dict) -> list:
     """The answer as the console prints it."""
-    out = [f"env profile: {profile['step']['median_us']:.2f} us per step (p99 {profile['step']['p99_us']:.2f}, "
-           f"CV {profile['step']['cv']:.0%}), reset {profile['reset_share']:.1%} of the time, "
-           f"{profile['obs_bytes']} B per observation, {profile['rss_per_env_mb']:.1f} MB per env; policy "
-           + (", ".join(f"{us:.1f} us at batch {b}" for b, us in profile["policy_us_per_batch"].items())
-              or f"inside the program {profile.get('adapter')} compiles (a JAX env: one env in its loop)")]
+    p = profile
+    out = [f"env profile: {p.step_us:.2f} us per step (p99 {p.step_p99_us:.2f}, CV {p.step_cv:.0%}), reset "
+           f"{p.reset_share:.1%} of the time, {p.obs_bytes} B per observation, {p.rss_per_env_mb:.1f} MB per env; "
+           "policy " + (", ".join(f"{us:.1f} us at batch {b}" for b, us in p.policy_us_per_batch.items())
+                        or f"inside the program {p.adapter} compiles (a JAX env: one env in its loop)")]
     win = decision.winner
     if win is None:
         return out + [f"no answer: {decision.why_none}"]

@@ -6,6 +6,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -13,6 +15,39 @@ from rlbench.errors import UsageError
 
 BATCHES = (1, 8, 64)  # policy batch sizes profiled
 RSS_ENVS = 4          # extra envs built to measure the memory one holds
+
+
+@dataclass(frozen=True)
+class EnvProfile:
+    """The profile as the tuner reads it (what `profile` measured, by attribute); `doc` is the JSON itself,
+    which tune.json keeps whole (a resumed tune reads it back rather than profiling again)."""
+    step_us: float                      # one env's step(), median
+    step_p99_us: float = 0.0
+    step_cv: float = 0.0
+    reset_share: float = 0.0            # of the time, in reset()
+    obs_bytes: int = 0
+    rss_per_env_mb: float = 0.0
+    process_rss_mb: float = 0.0         # a process holding one env: what each extra worker costs
+    policy_us_per_batch: Mapping = field(default_factory=dict)   # batch size (str) -> us per call; {} for JAX
+    api: str = "gymnasium"              # or the JAX env API (then `adapter` hosted it: its compiled loop)
+    adapter: str = ""
+    doc: Mapping = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, doc: Mapping) -> "EnvProfile":
+        step = doc.get("step") or {}
+        return cls(step["median_us"], step.get("p99_us", 0.0), step.get("cv", 0.0), doc.get("reset_share") or 0.0,
+                   doc.get("obs_bytes") or 0, doc.get("rss_per_env_mb") or 0.0, doc.get("process_rss_mb") or 0.0,
+                   dict(doc.get("policy_us_per_batch") or {}), doc.get("api", "gymnasium"), doc.get("adapter") or "",
+                   dict(doc))
+
+    def to_json(self) -> dict:
+        return dict(self.doc)
+
+    @property
+    def jax(self) -> bool:
+        """A JAX env: vmapped in one compiled loop, raced by the JAX adapters only."""
+        return self.api != "gymnasium"
 
 
 def nbytes(obs) -> int:

@@ -76,7 +76,7 @@ def priority(c) -> tuple:
 
 def probe_sizes(cpus: int, max_envs: int, profile: dict = None) -> list:
     """Envs per core for CPU envs; a vmapped JAX env's from JAX_PROBE_SIZES, whatever the cores."""
-    if (profile or {}).get("api", "gymnasium") != "gymnasium":
+    if profile is not None and profile.jax:
         return sorted({max(1, min(n, max_envs)) for n in JAX_PROBE_SIZES})
     return sorted({max(1, min(k * cpus, max_envs)) for k in PROBE_PER_CORE})
 

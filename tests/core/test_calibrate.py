@@ -8,9 +8,10 @@ import pytest
 
 from rlbench.cli import main
 from rlbench.tuning import calibrate
+from rlbench.tuning.profile import EnvProfile
 
-PROFILE = {"step": {"median_us": 100.0}, "reset_share": 0.0, "rss_per_env_mb": 2.0, "process_rss_mb": 60.0,
-           "policy_us_per_batch": {"1": 10.0, "64": 64.0}}
+PROFILE = EnvProfile.from_json({"step": {"median_us": 100.0}, "reset_share": 0.0, "rss_per_env_mb": 2.0, "process_rss_mb": 60.0,
+           "policy_us_per_batch": {"1": 10.0, "64": 64.0}})
 
 
 def test_the_cache_is_keyed_by_the_machine_and_merges(tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ from rlbench.results.stats import slower_p
 from rlbench.tuning import parse_budget
 from rlbench.tuning.candidates import Space, default_max_envs
 from rlbench.tuning.decide import decide, lines
+from rlbench.tuning.profile import EnvProfile
 from rlbench.workload import PolicySpec, Workload
 
 EXAMPLES = str(REPO / "examples")
@@ -39,9 +40,9 @@ def test_budget_forms(raw, seconds):
 
 
 def test_max_envs_is_what_memory_holds_not_a_multiple_of_the_cores():
-    assert default_max_envs({"rss_per_env_mb": 0.001}, memory_mb=8000) == 4096          # a trivial env: the cap
-    assert default_max_envs({"rss_per_env_mb": 100.0}, memory_mb=8000) == 40            # half of 8 GB / 100 MB
-    assert default_max_envs({"rss_per_env_mb": 1e6}, memory_mb=8000) == 1
+    assert default_max_envs(EnvProfile(1.0, rss_per_env_mb=0.001), memory_mb=8000) == 4096          # a trivial env: the cap
+    assert default_max_envs(EnvProfile(1.0, rss_per_env_mb=100.0), memory_mb=8000) == 40            # half of 8 GB / 100 MB
+    assert default_max_envs(EnvProfile(1.0, rss_per_env_mb=1e6), memory_mb=8000) == 1
 
 
 def test_neighbours_step_once_along_every_axis_the_strategy_names():

@@ -10,11 +10,12 @@ import pytest
 from rlbench.results.model import Run
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import Space
+from rlbench.tuning.profile import EnvProfile
 from rlbench.tuning.search import FINAL_REPEATS, PRUNE_BELOW, START_REPEATS, Search
 from rlbench.workload import PolicySpec, Workload
 
-PROFILE = {"step": {"median_us": 1.0, "p99_us": 2.0, "cv": 0.1}, "reset_share": 0.0, "obs_bytes": 16,
-           "rss_per_env_mb": 0.01, "process_rss_mb": 50.0, "policy_us_per_batch": {"1": 1.0, "64": 2.0}}
+PROFILE = EnvProfile.from_json({"step": {"median_us": 1.0, "p99_us": 2.0, "cv": 0.1}, "reset_share": 0.0, "obs_bytes": 16,
+           "rss_per_env_mb": 0.01, "process_rss_mb": 50.0, "policy_us_per_batch": {"1": 1.0, "64": 2.0}})
 
 
 def peak_curve(peak_n: float, height: float, width: float = 1.5):

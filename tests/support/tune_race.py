@@ -4,12 +4,13 @@ import os
 
 from rlbench.results.model import ResultSet, Run
 from rlbench.tuning.candidates import Space
+from rlbench.tuning.profile import EnvProfile
 from rlbench.tuning.search import Search
 from rlbench.workload import PolicySpec, Workload
 from support.result_rows import _row
 
-PROFILE = {"step": {"median_us": 20.0, "p99_us": 30.0, "cv": 0.1}, "reset_share": 0.01, "obs_bytes": 16,
-           "rss_per_env_mb": 0.1, "policy_us_per_batch": {"1": 5.0}}
+PROFILE = EnvProfile.from_json({"step": {"median_us": 20.0, "p99_us": 30.0, "cv": 0.1}, "reset_share": 0.01, "obs_bytes": 16,
+           "rss_per_env_mb": 0.1, "policy_us_per_batch": {"1": 5.0}})
 
 
 class _Recorded:
