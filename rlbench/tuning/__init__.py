@@ -97,7 +97,8 @@ class Tuning:
         if not self.runnable:
             raise UsageError(f"no adapter can run {workload.env_id} here: "
                              + "; ".join(f"{x.adapter}: {x.reason}" for x in self.space.left[:6]))
-        self.calibration, self.decision, self.measurer = NOT_CALIBRATED, None, None
+        # the calibration read, once it is (tune.json's null: a resumed tune calibrates what the cache lacks)
+        self.calibration, self.decision, self.measurer = None, None, None
         # its measurer is the sweep's once the folder is open; until then this tune's clock
         self.found = Search(self.space, self, budget_s - report_s(budget_s), self.profile, {}, self.cpus,
                             memory_mb=available_mb())
@@ -122,6 +123,8 @@ class Tuning:
         elif not self.profile.jax and s.cluster is None:
             self.calibration = calibrate_here(self.runnable, self.cpus, self.max_envs, envs, measurer,
                                               self.budget_s, s.path)
+        else:
+            self.calibration = NOT_CALIBRATED
         self.found.calibration = self.calibration["adapters"]
         write_atomic(os.path.join(s.path, TUNE_JSON), self.record(None))  # a tune killed from here on resumes
         self.found.go()

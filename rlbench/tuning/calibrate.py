@@ -3,6 +3,7 @@ with a zero-cost step, at a few num_envs, by the normal protocol, cached per mac
 tune` reads it to predict the most a strategy can reach on the user's env (`ceiling`, `predict`) and prune what
 cannot come within reach of the leader; `rlbench calibrate` runs it alone.
 """
+import contextlib
 import hashlib
 import json
 import os
@@ -14,6 +15,9 @@ from dataclasses import replace
 
 from rlbench.machine.fingerprint import fingerprint
 from rlbench.planning.plan import Settings
+from rlbench.results.model import ResultSet
+from rlbench.results.store import RESULTS
+from rlbench.running.sweep import run_sweep
 from rlbench.synthetic import ENV_ID
 from rlbench.tuning.profile import EnvProfile
 from rlbench.workload import PolicySpec, Workload
@@ -104,24 +108,20 @@ def cells(adapters, ns) -> list:
     return out
 
 
-def measure(adapters, ns, out_dir: str, envs=None, admit=None) -> tuple:
-    """Run the calibration cells (one repeat each, interleaved) into out_dir: (adapter -> {n: figures} of
-    those that finished ok, every row)."""
-    from rlbench.running.sweep import run_sweep
+def figures(rows) -> dict:
+    """adapter -> {num_envs (str): figures} of calibration rows: each size's best setting (best_of); a failure
+    is kept too (no rate: never a prediction), so that it is not tried at every tune."""
     measured = {}
-    os.makedirs(out_dir, exist_ok=True)
-    rows = [dict(r) for r in run_sweep("calibration", "calibration", cells(adapters, ns), SETTINGS, out_dir,
-                                       envs=envs, admit=admit).runs]
-    for row in rows:  # a failure is kept too (no rate: never a prediction), so it is not tried at every tune
+    for row in rows:
         ok = row["status"] == "ok" and row.get("steps_per_s")
-        figures = ({"steps_per_s": float(row["steps_per_s"]), "workers": row.get("workers") or 1,
-                    "options": row.get("options") or {}} if ok else
-                   {"steps_per_s": None, "status": row["status"], "reason": (row.get("error") or "")[:300]})
+        f = ({"steps_per_s": float(row["steps_per_s"]), "workers": row.get("workers") or 1,
+              "options": row.get("options") or {}} if ok else
+             {"steps_per_s": None, "status": row["status"], "reason": (row.get("error") or "")[:300]})
         # what one of its jobs costs (a timeout: the limit): the search's first estimate of its jobs
-        figures["wall_s"] = row.get("wall_s") or (SETTINGS.timeout_s if row["status"] == "timeout" else None)
+        f["wall_s"] = row.get("wall_s") or (SETTINGS.timeout_s if row["status"] == "timeout" else None)
         by_n = measured.setdefault(row["adapter"], {})
-        by_n[str(row["num_envs"])] = best_of(by_n.get(str(row["num_envs"])), figures)
-    return measured, rows
+        by_n[str(row["num_envs"])] = best_of(by_n.get(str(row["num_envs"])), f)
+    return measured
 
 
 def best_of(kept, new) -> dict:
@@ -149,13 +149,18 @@ def calibrate(adapters, ns, envs=None, force: bool = False, out_dir: str = None,
         if announce:
             announce(todo)
         scratch = out_dir or tempfile.mkdtemp(prefix="rlbench-calibrate-")
-        try:
-            measured, rows = measure(todo, ns, scratch, envs, admit)
-        finally:
+        os.makedirs(scratch, exist_ok=True)
+        try:  # one repeat of each cell, interleaved
+            run_sweep("calibration", "calibration", cells(todo, ns), SETTINGS, scratch, envs=envs, admit=admit)
+        finally:  # whatever ended it (a signal, a full disk), the jobs that finished are cached for the next tune
+            ran = os.path.exists(os.path.join(scratch, RESULTS))
+            rows = [dict(r) for r in ResultSet.load(scratch).runs] if ran else []
+            measured = figures(rows)
+            if measured:
+                with contextlib.suppress(OSError):
+                    store(key, measured)
             if out_dir is None:
                 shutil.rmtree(scratch, ignore_errors=True)
-        if measured:
-            store(key, measured)
         have = load(key) or {**have, **measured}
     return {a: have[a] for a in adapters if a in have}, cache_path(key), rows
 

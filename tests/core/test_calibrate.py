@@ -78,3 +78,19 @@ def test_each_adapter_is_calibrated_under_every_setting_tune_races_and_keeps_its
     kept = best_of(best_of(best_of(None, slow), fast), failed)
     assert kept == {"steps_per_s": 1e5, "workers": 2, "options": {"num_workers": 1}, "wall_s": 5.0}
     assert best_of(None, failed) == failed
+
+
+def test_a_calibration_cut_short_caches_the_jobs_that_finished(tmp_path, monkeypatch):
+    """A signal (or a full disk) mid-calibration: what finished is not lost, the next tune reads it."""
+    monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path / "cache"))
+    started = []
+
+    def admit(job):
+        started.append(job.cell.adapter)
+        if len(started) == 2:
+            raise KeyboardInterrupt
+        return True
+    with pytest.raises(KeyboardInterrupt):
+        calibrate.calibrate(["serial", "gymnasium-sync"], [2], out_dir=str(tmp_path / "cal"), admit=admit)
+    have = calibrate.load(calibrate.machine_key())
+    assert set(have) == {started[0]} and have[started[0]]["2"]["steps_per_s"] > 0

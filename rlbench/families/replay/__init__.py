@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from rlbench import registry
 from rlbench.contract import Family
+from rlbench.errors import UsageError
 from rlbench.results.metrics import Metric
 
 # KWARGS' ranges: 0 = the workload's own item_bytes / batch_size; replay_spec then checks that an item holds
@@ -85,7 +86,6 @@ class Replay(Family):
     def workload_info(self, env_id: str):
         """What replay backends store and sample: one of the survey's workloads."""
         from rlbench.envs import EnvInfo
-        from rlbench.errors import UsageError
         from rlbench.families.replay import driver
         if env_id[len(self.workload_prefix):] not in driver.WORKLOADS:
             raise UsageError(f"unknown replay workload '{env_id}' (valid: "
