@@ -16,7 +16,8 @@ except ModuleNotFoundError as exc:  # the tables need no plotly; the page does (
         raise
     go = None
 
-from rlbench.report.format import ci, esc, is_num, pct, si
+from rlbench.report.format import ci, esc, pct, si
+from rlbench.results.text import is_num
 
 
 def available() -> bool:

@@ -4,12 +4,13 @@ writer."""
 import os
 
 from rlbench.report.csv_reporter import frame_to_csv
-from rlbench.report.format import esc, fixed, rate, speedup
+from rlbench.report.format import esc, fixed, rate
 from rlbench.report.html import CSS, SORT_JS
 from rlbench.report.table import Column, table
 from rlbench.report.view import CompareView
 from rlbench.report.writer import write_files
 from rlbench.results.compare import Comparison
+from rlbench.results.text import speedup
 
 COLOURS = {"slower": "#fbe3e3", "faster": "#e3f4e3", "not comparable": "#eeeeee", "uncertain": "#fff6dd",
            "failed": "#fbe3e3"}

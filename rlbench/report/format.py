@@ -3,11 +3,8 @@ each gives '-' for a missing value (None or NaN) so a table never shows 'nan'.""
 import html
 import re
 
-# the pure ones a verdict speaks in live below the report (rlbench.results.ranking says its sentence in them);
-# they are re-exported here, so the report's formatters stay one set
+# the pure ones a verdict speaks in (is_num, plain, sig, speedup) live below the report, in rlbench.results.text
 from rlbench.results.text import is_num, plain
-from rlbench.results.text import sig as sig
-from rlbench.results.text import speedup as speedup
 
 
 def esc(s) -> str:

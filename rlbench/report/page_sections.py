@@ -3,10 +3,10 @@ sortable summary of every cell, the cells not run here or left out of the plan, 
 drawn from the run's view (rlbench.report.view.RunView); rlbench.report.sections places them on the page."""
 import json
 
-from rlbench.report.format import esc, figure, is_num, pct, reason_counts, si
-from rlbench.report.points import env_label
+from rlbench.report.format import esc, figure, pct, reason_counts, si
 from rlbench.report.table import Column, bad_if, table
 from rlbench.results.metrics import SESSION_METRICS
+from rlbench.results.text import env_label, is_num
 from rlbench.workload import kv_label
 
 

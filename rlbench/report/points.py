@@ -2,8 +2,6 @@
 cells grouped, and one chart point per cell (median, 95% CI, n, CV) in the columns rlbench.report.charts.scaling
 reads. The labels take a Run too (it has the same identity attributes)."""
 from rlbench.report.format import is_num
-from rlbench.results.text import env_label as env_label  # below the report: the ranking groups by them too
-from rlbench.results.text import group_by as group_by
 from rlbench.workload import kv_label
 
 STAT_COLUMNS = dict(x="x", y="y", series="series", lo="lo", hi="hi", n="n", cv="cv", label="label",

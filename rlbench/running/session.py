@@ -54,14 +54,14 @@ class Interrupted(KeyboardInterrupt):
 
 
 class Session:
-    """One command's run folder between `session` and the report: its cluster, record, prepared environments,
-    rows already done (a resumed run's) and how it ended."""
+    """One command's run folder between `session` and the report: its cluster, record, rows already done (a
+    resumed run's) and how it ended."""
 
     def __init__(self, job: Job, folder: RunDir, machine: dict, plan: dict, saved, cluster):
         self.job, self.folder, self.machine, self.plan, self.saved = job, folder, machine, plan, saved
         self.cluster = cluster          # the class of nodes the cells run on; None: here
         self.outcome = Outcome()
-        self.done, self.envs, self.view = set(), {}, None
+        self.done, self.view = set(), None
         self._end = lambda outcome: ({}, {})
 
     @property
@@ -106,10 +106,10 @@ class Session:
         from rlbench.running import adapter_envs
         record = self.folder.record
         measured = {k: v for f in registry.families() for k, v in f.before_sweep(suite, self.path, record).items()}
-        self.envs = adapter_envs.prepare({registry.get(c.adapter) for c in suite.cells}, build=build)
+        envs = adapter_envs.prepare({registry.get(c.adapter) for c in suite.cells}, build=build)
         self.folder.write(replace(record, measured={**record.measured, **measured},
-                                  adapter_envs=adapter_envs.records(self.envs)))
-        return self.envs
+                                  adapter_envs=adapter_envs.records(envs)))
+        return envs
 
     def at_end(self, end) -> None:
         """end(outcome) -> (record fields, {file name: text}): what the command concludes from the rows, however

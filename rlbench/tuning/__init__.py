@@ -98,9 +98,9 @@ class Tuning:
             raise UsageError(f"no adapter can run {workload.env_id} here: "
                              + "; ".join(f"{x.adapter}: {x.reason}" for x in self.space.left[:6]))
         # the calibration read, once it is (tune.json's null: a resumed tune calibrates what the cache lacks)
-        self.calibration, self.decision, self.measurer = None, None, None
-        # its measurer is the sweep's once the folder is open; until then this tune's clock
-        self.found = Search(self.space, self, budget_s - report_s(budget_s), self.profile, {}, self.cpus,
+        self.calibration, self.decision, self.measurer, self.rows_before = None, None, None, []
+        # its measurer is the sweep's, once the folder is open (a signal before that ends a search never begun)
+        self.found = Search(self.space, None, budget_s - report_s(budget_s), self.profile, {}, self.cpus,
                             memory_mb=available_mb())
         s.at_end(self.end)
 
@@ -114,7 +114,9 @@ class Tuning:
         probes = tuple(cell for a in self.runnable for n in probe_sizes(self.cpus, self.max_envs, self.profile)
                        for _, cell in self.space.probe_setting(a, n))
         envs = s.prepare(Suite("tune", None, None, s.job.settings, probes))
-        kept = {r.job[:2]: r for r in ResultSet.load(s.path).runs if r.status != "lost" and not r.job[2]}
+        kept = {(r.cell_id, r.repeat): r for r in ResultSet.load(s.path).runs
+                if r.status != "lost" and not r.get("profiled")}
+        self.rows_before = sorted(kept)
         measurer = SweepMeasurer(s.run_id, s.job.settings, s.path, envs, t0=self.t0, cluster=s.cluster, kept=kept)
         self.found.measurer = self.measurer = measurer
         if self.earlier.get("calibration"):
@@ -160,7 +162,8 @@ class Tuning:
         doc = {"schema": 3, "workload": self.workload.to_dict(), "budget_s": self.budget_s, "used_s": self.elapsed(),
                "max_envs": self.max_envs, "settings": self.s.job.settings.__dict__, "profile": self.profile.to_json(),
                "calibration": self.calibration, "stop_reason": search.stop_reason, "converged": search.converged,
-               "candidates": cands, "left_out": [{**asdict(x), "repeats": 0} for x in search.space.left],
+               "rows_before": self.rows_before, "candidates": cands,
+               "left_out": [{**asdict(x), "repeats": 0} for x in search.space.left],
                "decision": decision.to_json() if decision else None}
         return json.dumps(doc, indent=2, default=str) + "\n"
 
@@ -177,10 +180,12 @@ def read_tune(path: str) -> dict:
 
 def used_before(earlier: dict, path: str) -> float:
     """The budget an earlier session used: its own count when it decided; when it was killed before that, the
-    count as its search started plus the wall time of the rows the search measured."""
+    count as its search started plus the wall time of the rows it measured after (those before: in that count)."""
     used = float(earlier.get("used_s") or 0.0)
     if earlier and earlier.get("decision") is None:
-        used += sum(float(r.get("wall_s") or 0.0) + SPAWN_S for r in ResultSet.load(path).runs)
+        before = {tuple(job) for job in earlier.get("rows_before") or ()}
+        used += sum(float(r.get("wall_s") or 0.0) + SPAWN_S for r in ResultSet.load(path).runs
+                    if (r.cell_id, r.repeat) not in before)
     return used
 
 

@@ -14,10 +14,11 @@ from rlbench.families.learners.report import split_figure
 from rlbench.families.replay.report import bandwidth_figure, replay_rows
 from rlbench.families.stepping.report import latency_figure, throughput_figure, winners, winners_table, workers_figure
 from rlbench.report import charts, export
-from rlbench.report.format import esc, grouped, pct, rate, si, size, speedup
+from rlbench.report.format import esc, grouped, pct, rate, si, size
 from rlbench.report.html import export_html
 from rlbench.results.decision import Fate
 from rlbench.results.model import ResultSet, frames
+from rlbench.results.text import speedup
 
 PLOTLYJS = "* plotly.js v"   # the bundle's own header comment
 

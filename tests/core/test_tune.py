@@ -162,3 +162,17 @@ def test_tune_on_a_tiny_budget_decides_and_accounts_for_every_candidate(toyenvs,
     env = json.loads((out / "env.json").read_text())
     assert env["tune"]["verdict"] == record["decision"]["verdict"]
     assert html.escape(record["decision"]["verdict"]) in (out / "index.html").read_text()
+
+
+def test_a_tune_killed_before_deciding_counts_only_the_rows_its_search_measured(tmp_path):
+    """Its tune.json (written as its search started) holds the budget used until then, rows kept included: a
+    resume adds the wall time of the rows measured after, each once."""
+    from support.result_rows import _row
+
+    from rlbench.tuning import SPAWN_S, used_before
+    rows = [{**_row("serial", 1, r, 100.0), "wall_s": 2.0} for r in range(3)]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    earlier = {"used_s": 10.0, "decision": None, "rows_before": [["serial/CartPole-v1/n=1/random", 0]]}
+    assert used_before(earlier, str(tmp_path)) == pytest.approx(10.0 + 2 * (2.0 + SPAWN_S))
+    assert used_before({**earlier, "decision": {"winner": None}}, str(tmp_path)) == 10.0   # it decided: its count
+    assert used_before({}, str(tmp_path)) == 0.0                                             # never got that far

@@ -9,10 +9,10 @@ from support.result_rows import _row
 from rlbench import registry
 from rlbench.families.stepping.report import headlines
 from rlbench.report import export
-from rlbench.report.format import sig, speedup
 from rlbench.report.html import export_html
 from rlbench.results.model import ResultSet
 from rlbench.results.stats import ratio_ci
+from rlbench.results.text import sig, speedup
 
 EA16 = "envpool-async/CartPole-v1/n=16/random/batch_size=8"
 

@@ -4,9 +4,10 @@ from dataclasses import dataclass
 
 from rlbench.report import charts
 from rlbench.report.format import esc, figure, fixed, pct, rate, with_ci
-from rlbench.report.points import STAT_COLUMNS, env_label, stat_points
+from rlbench.report.points import STAT_COLUMNS, stat_points
 from rlbench.report.table import Column, table
 from rlbench.results.stats import median_ci
+from rlbench.results.text import env_label
 
 
 def agents_figure(cells):

@@ -3,8 +3,9 @@ cell's time went, from the session metrics every learner reports."""
 import json
 
 from rlbench.report import charts
-from rlbench.report.format import figure, fixed, is_num, rate
+from rlbench.report.format import figure, fixed, rate
 from rlbench.report.table import Column, table
+from rlbench.results.text import is_num
 
 SPLIT = tuple((f"{stage}_frac", text, charts.STAGE_COLOURS[stage])
               for stage, text in (("env", "env step"), ("inference", "inference"), ("learn", "learn"),

@@ -7,9 +7,10 @@ from typing import Optional
 from rlbench.families.replay.driver import KWARGS, PREFIX, WORKLOADS, stated_checks
 from rlbench.report import charts
 from rlbench.report.csv_reporter import to_csv
-from rlbench.report.format import esc, figure, fixed, grouped, is_num, pct, size, with_ci
+from rlbench.report.format import esc, figure, fixed, grouped, pct, size, with_ci
 from rlbench.report.table import Column, bad_if, table
 from rlbench.results.stats import median_ci, ratio_ci
+from rlbench.results.text import is_num
 from rlbench.workload import kv_label
 
 OURS = ("numpy-ring", "shm-ring", "memmap")

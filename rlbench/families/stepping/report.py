@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from rlbench.report import charts
-from rlbench.report.format import esc, fixed, is_num, pct, rate, speedup, with_ci
-from rlbench.report.points import STAT_COLUMNS, env_label, group_by, series_label, stat_points
+from rlbench.report.format import esc, fixed, pct, rate, with_ci
+from rlbench.report.points import STAT_COLUMNS, series_label, stat_points
 from rlbench.report.table import Column, table
 from rlbench.results import ranking
+from rlbench.results.text import env_label, group_by, is_num, speedup
 from rlbench.workload import kv_label
 
 
