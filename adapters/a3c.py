@@ -12,8 +12,9 @@ from time import perf_counter_ns
 import numpy as np
 
 from adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
+from adapters._kit.learner_nets import learner_reason
 from adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
-from adapters._kit.nets import actor_critic, actor_critic_params, obs_scale, obs_size
+from adapters._kit.nets import actor_critic, actor_critic_params, obs_scale, obs_size, torso_of
 from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
@@ -68,7 +69,7 @@ def worker_main(rank, workload_dict, lo, hi, opts, shared, tick, lock, cpus, mas
         n, T, size, scale = hi - lo, opts["batch_T"], obs_size(obs_space), obs_scale(obs_space.dtype)
         start, lr, clip = int(getattr(act_space, "start", 0)), opts["lr"], opts["max_grad_norm"]
         torch.manual_seed(workload.seed)  # every worker builds the same network; worker 0's values are shared
-        net = actor_critic(size, workload.policy.hidden, int(act_space.n))
+        net = actor_critic(torso_of(workload.policy, obs_space), int(act_space.n))
         params = list(net.parameters())
         local = torch.cat([p.detach().reshape(-1) for p in params])  # the local copy, one flat tensor
         shared_p, shared_m, shared_v = (torch.from_numpy(buf[k]) for k in ("params", "m", "v"))
@@ -165,7 +166,7 @@ class A3CSession(WorkerSession):
         ctx = mp.get_context(options["context"])
         if options["context"] != "fork":
             self.helpers = HelperProcesses()
-        count = actor_critic_params(obs_size(obs_space), workload.policy.hidden, int(act_space.n))
+        count = actor_critic_params(torso_of(workload.policy, obs_space), int(act_space.n))
         B, ring = workload.num_envs, -(-RETURN_WINDOW // workers)
         self.shared = SharedArrays(ctx, {
             "params": ((count,), np.float32), "m": ((count,), np.float32), "v": ((count,), np.float32),
@@ -278,7 +279,10 @@ class A3C(Adapter):
     ) + WORKER_OPTIONS
 
     def supports(self, workload, options):
-        if workload.policy.name == "mlp" and workload.policy.device != "cpu":
+        return learner_reason(self.name, workload, lambda w: self._checks(w, options))
+
+    def _checks(self, workload, options):
+        if workload.policy.device != "cpu":
             return "a3c's workers compute gradients on the CPU: needs policy device cpu"
         return learner_supports(self.name, workload, options)
 

@@ -3,7 +3,6 @@ natively: actor processes write n-step transitions with initial priorities into 
 learner (the cell process) owns the sum tree. One unit is one learner update; its env steps are those the actors
 made meanwhile, so `steps_per_s` is the actors' rate. How it is built: docs/strategies/learners.md.
 """
-import math
 from time import perf_counter_ns
 
 import numpy as np
@@ -17,6 +16,7 @@ from adapters._kit.dqn import (
     dqn_supports,
     q_net,
     q_net_params,
+    q_torso,
     wait_for_room,
 )
 from adapters._kit.learner_stats import Episodes
@@ -64,7 +64,7 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
     try:
         n, obs = hi - lo, envs.obs
         n_actions, scale = int(envs.action_space.n), obs_scale(obs.dtype)
-        net = q_net(math.prod(obs.shape[1:]), workload.policy.hidden, n_actions)
+        net = q_net(q_torso(workload.policy, envs.envs[0].observation_space), n_actions)
         eps = actor_epsilons(opts["eps_per"], rank, opts["workers"], n, opts["eps"], opts["eps_alpha"])
         rng = np.random.default_rng(workload.seed + 1000 * (rank + 1))
         nstep = NStep(n, opts["n_step"], opts["gamma"], obs.shape[1:], obs.dtype)
@@ -123,6 +123,7 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
 class ApexSession(ReplayLearner):
     name = "apex"
     actor_main = staticmethod(actor_main)
+    make_torso = staticmethod(q_torso)
     net_params = staticmethod(q_net_params)
     make_net = staticmethod(q_net)
 

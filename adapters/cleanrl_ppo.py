@@ -11,7 +11,8 @@ from time import perf_counter, perf_counter_ns
 import numpy as np
 
 from adapters._kit.gym_vec import close_vector
-from adapters._kit.nets import actor_critic
+from adapters._kit.learner_nets import learner_reason
+from adapters._kit.nets import CNN_POLICIES, Torso, actor_critic, obs_scale, torso_of
 from adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
@@ -146,8 +147,8 @@ def mlp_actor_critic(obs_shape, hidden, n_actions, uint8: bool):
     actor_critic of the policy's hidden sizes keeping only its own head, with CleanRL's init
     (torso sqrt(2), policy head 0.01, value head 1); flattens the observation (uint8 scaled to [0, 1])."""
     import torch
-    size = int(math.prod(obs_shape))
-    actor, critic = actor_critic(size, tuple(hidden), n_actions), actor_critic(size, tuple(hidden), n_actions)
+    torso = Torso("mlp", int(math.prod(obs_shape)), tuple(hidden))
+    actor, critic = actor_critic(torso, n_actions), actor_critic(torso, n_actions)
     actor.v = critic.pi = None
     for module in (*actor.torso, *critic.torso):
         if isinstance(module, torch.nn.Linear):
@@ -166,6 +167,31 @@ def mlp_actor_critic(obs_shape, hidden, n_actions, uint8: bool):
             return self.actor.pi(self.actor.torso(x)), self.critic.v(self.critic.torso(x)).squeeze(-1)
 
     return SeparateActorCritic()
+
+
+def torso_actor_critic(torso, n_actions: int, scale: float):
+    """The policy's CNN (`cnn`: the Nature CNN, `cnn:impala`: the IMPALA ResNet, adapters._kit.nets) shared by a
+    policy and a value head, with CleanRL's init where CleanRL has one: ppo_atari.py's Nature CNN is orthogonal
+    throughout (sqrt(2)), ppo_procgen.py's IMPALA ResNet keeps torch's init; both heads 0.01 (policy) and 1
+    (value). Takes the observation batch as it is stored (uint8 frames scaled to [0, 1] here)."""
+    import torch
+    net = actor_critic(torso, n_actions)
+    if torso.kind == "nature":
+        for module in net.torso.modules():
+            if isinstance(module, (torch.nn.Conv2d, torch.nn.Linear)):
+                layer_init(module)
+    layer_init(net.pi, std=0.01)
+    layer_init(net.v, std=1.0)
+
+    class TorsoActorCritic(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            return self.net(x.reshape(x.shape[0], -1).float() * scale)
+
+    return TorsoActorCritic()
 
 
 # -- the learner ---------------------------------------------------------------------------------------------
@@ -201,8 +227,12 @@ class CleanRLPPOSession:
 
         torch.manual_seed(workload.seed)
         n_actions = int(space.n)
-        net = nature_cnn(shape[0], n_actions) if image else \
-            mlp_actor_critic(shape, workload.policy.hidden, n_actions, dtype == np.uint8)
+        if workload.policy.name in CNN_POLICIES:
+            net = torso_actor_critic(torso_of(workload.policy, obs_space), n_actions, obs_scale(dtype))
+        elif image:
+            net = nature_cnn(shape[0], n_actions)
+        else:
+            net = mlp_actor_critic(shape, workload.policy.hidden, n_actions, dtype == np.uint8)
         self.net = net.to(self.device)
         self.lr = options["lr"]
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.lr, eps=1e-5)
@@ -375,7 +405,8 @@ class CleanRLPPO(Adapter):
     options = LEARNER_OPTIONS
 
     def supports(self, workload, options):
-        return learner_supports(self.name, workload, options)
+        return learner_reason(self.name, workload, lambda w: learner_supports(self.name, w, options, nets=True),
+                              "its policy")
 
     def open(self, workload, options):
         return CleanRLPPOSession(workload, options)

@@ -55,10 +55,19 @@ class EnvPoolSyncSession:
         self.env = _make(workload, options, workload.num_envs)
         self.obs, _ = self.env.reset()
         self.policy = make_policy(workload, self.env.observation_space, self.env.action_space)
+        self.starts = None  # every env starts: the state is zero already
+        if self.policy.recurrent:
+            self.step = self._step_recurrent
         self.info = {"workers": _workers(options, workload.num_envs), "batch_size": workload.num_envs}
 
     def step(self) -> int:
         self.obs, _, _, _, info = self.env.step(self.policy(self.obs))
+        return transitions(info)
+
+    def _step_recurrent(self) -> int:
+        """EnvPool marks an episode's first observation with elapsed_step 0: where the state is zeroed."""
+        self.obs, _, _, _, info = self.env.step(self.policy(self.obs, self.starts))
+        self.starts = info["elapsed_step"] == 0
         return transitions(info)
 
     def close(self):
@@ -83,12 +92,16 @@ class EnvPoolAsyncSession:
         self.env = _make(workload, options, batch_size)
         self.policy = make_policy(workload, self.env.observation_space, self.env.action_space)
         self.env.async_reset()
+        self.recurrent = self.policy.recurrent
         self.info = {"workers": _workers(options, batch_size), "batch_size": batch_size}
 
     def step(self) -> int:
         obs, _, _, _, info = self.env.recv()
         env_id = info["env_id"]
-        self.env.send(self.policy(obs), env_id)
+        if self.recurrent:  # a batch of any envs: the state rows are theirs, by id
+            self.env.send(self.policy(obs, info["elapsed_step"] == 0, env_id), env_id)
+        else:
+            self.env.send(self.policy(obs), env_id)
         return transitions(info)
 
     def close(self):

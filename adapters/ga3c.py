@@ -13,8 +13,9 @@ from time import perf_counter, perf_counter_ns
 import numpy as np
 
 from adapters._kit.a2c import a2c_loss, learner_supports, sample_actions
+from adapters._kit.learner_nets import learner_reason
 from adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
-from adapters._kit.nets import actor_critic, obs_scale, obs_size
+from adapters._kit.nets import actor_critic, obs_scale, obs_size, torso_of
 from adapters._kit.procs import (
     CONTEXT_OPTION,
     ENV_NS,
@@ -179,7 +180,7 @@ class GA3CSession(WorkerSession):
         self.device = torch.device(policy.device)
         self.cuda = self.device.type == "cuda"
         self.size, self.scale = obs_size(self.obs_space), obs_scale(self.obs_space.dtype)
-        self.net = actor_critic(self.size, policy.hidden, n_actions).to(self.device)
+        self.net = actor_critic(torso_of(policy, self.obs_space), n_actions).to(self.device)
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
         self.model_lock = threading.Lock()  # one update at a time (predictors do not take it)
         self.version = 0                    # updates applied
@@ -411,7 +412,7 @@ class GA3C(Adapter):
     )
 
     def supports(self, workload, options):
-        return learner_supports(self.name, workload, options, per="agents")
+        return learner_reason(self.name, workload, lambda w: learner_supports(self.name, w, options, per="agents"))
 
     def open(self, workload, options):
         return GA3CSession(workload, options)

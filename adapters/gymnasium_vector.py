@@ -4,6 +4,8 @@ Both reset a finished env within the same step (AutoresetMode.SAME_STEP), as `se
 every adapter counts the same transitions.
 """
 
+import numpy as np
+
 from adapters._kit.gym_vec import close_vector
 from adapters._kit.procs import CONTEXT_OPTION
 from rlbench.api import (
@@ -25,9 +27,19 @@ class VectorSession:
         self.obs, _ = envs.reset(seed=workload.seed)
         self.policy = make_policy(workload, envs.single_observation_space, envs.single_action_space)
         self.info = {"workers": workers}
+        if self.policy.recurrent:
+            self.step = self._step_recurrent
+            self.starts = np.ones(envs.num_envs, dtype=np.bool_)
 
     def step(self) -> int:
         self.obs, _, _, _, _ = self.envs.step(self.policy(self.obs))
+        return self.envs.num_envs
+
+    def _step_recurrent(self) -> int:
+        """The policy is told which observations start an episode: with same-step autoreset, those of the
+        envs that were done."""
+        self.obs, _, terminated, truncated, _ = self.envs.step(self.policy(self.obs, self.starts))
+        self.starts = np.logical_or(terminated, truncated)
         return self.envs.num_envs
 
     def close(self):

@@ -4,7 +4,6 @@ Actor processes hand fixed-length trajectories to the learner (the cell process)
 and a bounded queue; `lag=one` is Cleanba's variant (a policy lag of exactly one). One unit is one learner
 update; its env steps are the transitions it consumed. How it is built: docs/strategies/learners.md.
 """
-import math
 import os
 import queue
 import time
@@ -13,8 +12,9 @@ from time import perf_counter_ns
 import numpy as np
 
 from adapters._kit.a2c import ACT, OBS
+from adapters._kit.learner_nets import learner_reason
 from adapters._kit.learner_stats import Episodes, lag_stats, return_mean
-from adapters._kit.nets import actor_critic, actor_critic_params, obs_scale
+from adapters._kit.nets import actor_critic, actor_critic_params, obs_scale, torso_of
 from adapters._kit.procs import (
     CONTEXT_OPTION,
     ENV_NS,
@@ -125,7 +125,7 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
     obs_now = np.empty(buf["obs"].shape[2:], buf["obs"].dtype)
     envs = EnvSlice(workload, lo, hi, obs_now)
     space = envs.envs[0].action_space
-    net = actor_critic(math.prod(obs_now.shape[1:]), workload.policy.hidden, int(space.n))
+    net = actor_critic(torso_of(workload.policy, envs.envs[0].observation_space), int(space.n))
     gen = torch.Generator().manual_seed(workload.seed + 1000 * (rank + 1))
     scale = obs_scale(obs_now.dtype)
     episodes = Episodes(hi - lo, buf["returns"][rank], buf["episodes"][rank:rank + 1])
@@ -194,8 +194,8 @@ class ImpalaSession:
         ctx = mp.get_context(options["context"])
         self.shared = SharedArrays(ctx, trajectory_specs(slots, T, n, obs_space, workers))
         self.buf = self.shared.views()
-        obs_size = math.prod(obs_space.shape)
-        self.params = VersionedParams(ctx, actor_critic_params(obs_size, workload.policy.hidden, int(act_space.n)))
+        torso = torso_of(workload.policy, obs_space)
+        self.params = VersionedParams(ctx, actor_critic_params(torso, int(act_space.n)))
         self.params.attach()
         self.free_q, self.full_q = ctx.Queue(), ctx.Queue()
         self.queues = [self.free_q, self.full_q]
@@ -212,12 +212,12 @@ class ImpalaSession:
                 start_process(ctx, self.procs, actor_main, f"impala-actor-{rank}",
                               (rank, workload.to_dict(), rank * n, (rank + 1) * n, dict(options), self.shared,
                                self.params, self.free_q, self.full_q, cpus, os.getpid()))
-            self._build_learner(obs_size, int(act_space.n))  # torch only after the fork
+            self._build_learner(torso, int(act_space.n))  # torch only after the fork
         except BaseException:
             self.close()
             raise
 
-    def _build_learner(self, obs_size, n_actions):
+    def _build_learner(self, torso, n_actions):
         import torch
         self.torch = torch
         spec = self.workload.policy
@@ -225,7 +225,7 @@ class ImpalaSession:
         self.device = torch.device(spec.device)
         if spec.device.startswith("cuda") and not torch.cuda.is_available():
             raise Unsupported("no CUDA device: policy device=cuda, and torch sees none")
-        self.net = actor_critic(obs_size, spec.hidden, n_actions).to(self.device)
+        self.net = actor_critic(torso, n_actions).to(self.device)
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
         self.scale = obs_scale(self.buf["obs"].dtype)
         self.h2d_bytes = 0
@@ -355,8 +355,9 @@ class Impala(Adapter):
     )
 
     def supports(self, workload, options):
-        if workload.policy.name != "mlp":
-            return f"impala trains the policy: needs policy mlp (got {workload.policy.name})"
+        return learner_reason(self.name, workload, lambda w: self._checks(w, options))
+
+    def _checks(self, workload, options):
         workers = options["workers"]
         if workers < 1 or workload.num_envs % workers:
             return f"num_envs={workload.num_envs} must be a positive multiple of workers={workers}"

@@ -6,7 +6,7 @@ How it is built and counted: docs/strategies/stepping.md, "How the mujoco-rollou
 """
 import os
 
-from rlbench.api import Adapter, Option, env_info, make_env, make_policy, register
+from rlbench.api import Adapter, Option, env_info, make_env, make_policy, register, stateless_only
 
 # The envs this adapter carries: how many leading qpos entries gymnasium's observation leaves out, and the torso
 # height range outside which the env terminates (None: it never terminates), as gymnasium's v4 defaults set them.
@@ -40,7 +40,8 @@ class MujocoRolloutSession:
                 raise RuntimeError(f"gymnasium's {workload.env_id} is not the one this adapter copies (frame_skip "
                                    f"{frameskip}, time limit {env.spec.max_episode_steps}, reset noise "
                                    f"{raw._reset_noise_scale})")
-            self.policy = make_policy(workload, env.observation_space, env.action_space)
+            self.policy = stateless_only(make_policy(workload, env.observation_space, env.action_space),
+                                         "mujoco-rollout")
         finally:
             env.close()
         m, n = self.model, workload.num_envs

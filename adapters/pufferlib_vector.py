@@ -12,6 +12,7 @@ from rlbench.api import (
     make_env,
     make_policy,
     register,
+    stateless_only,
     unsupported_leaves,
     unsupported_spaces,
 )
@@ -59,8 +60,9 @@ class PufferSession:
             self.vec.async_reset(workload.seed)
             self.obs, _, term, trunc, *_ = self.vec.recv()
             self.resetting = np.logical_or(term, trunc)
-            self.policy = make_policy(workload, self.vec.single_observation_space, self.vec.single_action_space,
-                                      batch_size=len(self.obs))
+            self.policy = stateless_only(make_policy(workload, self.vec.single_observation_space,
+                                                     self.vec.single_action_space, batch_size=len(self.obs)),
+                                         "pufferlib")
         except BaseException:
             self.vec.close()
             raise

@@ -4,7 +4,6 @@ overlapping fixed-length sequences with their LSTM state; the learner burns in, 
 targets. One unit is one learner update; its env steps are those the actors made meanwhile.
 How it is built: docs/strategies/learners.md.
 """
-import math
 from time import perf_counter_ns
 
 import numpy as np
@@ -15,8 +14,9 @@ from adapters._kit.dqn import (
     burn_in_unroll,
     dqn_options,
     dqn_supports,
+    q_net_params,
     recurrent_q_net,
-    recurrent_q_params,
+    recurrent_q_torso,
     sequence_targets,
     wait_for_room,
 )
@@ -119,11 +119,11 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
     try:
         n, obs = hi - lo, envs.obs
         n_actions, scale = int(envs.action_space.n), obs_scale(obs.dtype)
-        hidden = workload.policy.hidden
-        net = recurrent_q_net(math.prod(obs.shape[1:]), hidden, n_actions)
+        torso = recurrent_q_torso(workload.policy, envs.envs[0].observation_space)
+        net = recurrent_q_net(torso, n_actions)
         eps = actor_epsilons(opts["eps_per"], rank, opts["workers"], n, opts["eps"], opts["eps_alpha"])
         rng = np.random.default_rng(workload.seed + 1000 * (rank + 1))
-        ring = SequenceRing(n, opts["seq_len"], opts["overlap"], obs.shape[1:], obs.dtype, hidden[-1], n_actions)
+        ring = SequenceRing(n, opts["seq_len"], opts["overlap"], obs.shape[1:], obs.dtype, torso.lstm, n_actions)
         episodes = Episodes(n, buf["returns"][rank], buf["episodes"][rank:rank + 1])
 
         def give_up():
@@ -182,11 +182,12 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
 class R2D2Session(ReplayLearner):
     name = "r2d2"
     actor_main = staticmethod(actor_main)
-    net_params = staticmethod(recurrent_q_params)
+    make_torso = staticmethod(recurrent_q_torso)
+    net_params = staticmethod(q_net_params)
     make_net = staticmethod(recurrent_q_net)
 
     def fields(self, obs_space) -> dict:
-        return sequence_fields(obs_space, self.opts["seq_len"], self.workload.policy.hidden[-1])
+        return sequence_fields(obs_space, self.opts["seq_len"], self.torso.lstm)
 
     def flush_items(self, per: int) -> int:
         return per  # a sequence per env
@@ -254,7 +255,7 @@ class R2D2(Adapter):
             return f"burn_in={options['burn_in']} leaves no step of seq_len={options['seq_len']} to train on"
         if options["overlap"] >= options["seq_len"]:
             return f"overlap={options['overlap']} must be smaller than seq_len={options['seq_len']}"
-        return dqn_supports(self.name, workload, options)
+        return dqn_supports(self.name, workload, options, recurrent=True)
 
     def open(self, workload, options):
         return R2D2Session(workload, options)

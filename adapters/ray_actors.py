@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from adapters._kit import batch, ray_runtime
+from adapters._kit.nets import policy_params
 from rlbench.api import (
     Adapter,
     Option,
@@ -18,6 +19,7 @@ from rlbench.api import (
     make_env,
     make_policy,
     register,
+    stateless_only,
     structured_actions,
 )
 
@@ -33,9 +35,13 @@ class EnvActor:
         fns = env_fns(workload)[lo:lo + count]
         self.envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         self.obs, _ = self.envs.reset(seed=workload.seed + lo)  # env j gets seed + lo + j, as in `serial`
-        own = replace(workload, seed=workload.seed + lo)  # one random stream per actor
-        self.policy = make_policy(own, self.envs.single_observation_space,
-                                  self.envs.single_action_space) if policy_in_actor else None
+        self.policy = None
+        if policy_in_actor:
+            own = replace(workload, seed=workload.seed + lo)  # one random stream per actor
+            spaces = self.envs.single_observation_space, self.envs.single_action_space
+            if policy_params(workload.policy, *spaces):
+                own = workload                                # a network: the same weights in every actor
+            self.policy = stateless_only(make_policy(own, *spaces), "ray-actors")
         self.object_store = object_store
 
     def where(self) -> dict:
@@ -98,7 +104,8 @@ class RayActorsSession:
                      "batch_size": self.per * (o["wait_k"] if o["mode"] == "async" else n)}
         obs_space, act_space = self._spaces()
         self.obs_space = obs_space   # how actors' batches join (a Text part is a tuple, not an array)
-        self.policy = make_policy(workload, obs_space, act_space) if o["policy"] == "driver" else None
+        self.policy = stateless_only(make_policy(workload, obs_space, act_space), "ray-actors") \
+            if o["policy"] == "driver" else None
         self.obs = batch.join([self._fetch(r) for r in ray.get([a.observe.remote() for a in self.actors])],
                               obs_space)
         self.pending = {}

@@ -86,7 +86,9 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
                 for t in range(buf["rew"].shape[0]):
                     put(buf["obs"], (t, slice(lo, hi)), envs.obs_now)
                     t0 = perf_counter_ns()
-                    actions = policy(envs.obs_now)
+                    # an episode starts where the step before was done (t - 1 = -1: the last batch's last)
+                    actions = policy(envs.obs_now, buf["done"][t - 1, lo:hi]) if policy.recurrent \
+                        else policy(envs.obs_now)
                     t1 = perf_counter_ns()
                     buf["act"][t, lo:hi] = actions
                     envs.step(actions, buf["rew"][t, lo:hi], buf["done"][t, lo:hi])
@@ -132,6 +134,7 @@ class SamplerSession:
         try:
             self._start(ctx, workers, options)
             self.policy = make_policy(workload, obs_space, act_space)  # after the fork: see policy_params
+            self.recurrent = self.policy.recurrent
         except BaseException:
             self.close()
             raise
@@ -162,7 +165,11 @@ class SamplerSession:
         obs = take(self.buf["obs_now"], where)
         put(self.buf["obs"], (t, where), obs)
         t0 = perf_counter_ns()
-        actions = self.policy(obs)
+        if self.recurrent:  # a group's envs (alternating) are rows of the master's state by id
+            ids = None if where == slice(None) else np.arange(where.start, where.stop)
+            actions = self.policy(obs, self.buf["done"][t - 1, where], ids)
+        else:
+            actions = self.policy(obs)
         self.buf["stats"][0, INFER_NS] += perf_counter_ns() - t0
         self.buf["act"][t, where] = actions
         self.buf["act_now"][where] = actions

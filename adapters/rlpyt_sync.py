@@ -3,7 +3,6 @@ written natively. `ranks` processes each run a sampler + A2C learner on their ow
 DistributedDataParallel all-reduces the gradients, so the parameters stay identical. One step() is one
 iteration on every rank. How it is built: docs/strategies/learners.md, "How the rlpyt-sync runner is built".
 """
-import math
 from dataclasses import replace
 from datetime import timedelta
 from time import monotonic, perf_counter_ns, sleep
@@ -11,7 +10,8 @@ from time import monotonic, perf_counter_ns, sleep
 import numpy as np
 
 from adapters._kit.a2c import ACT, OBS, a2c_loss
-from adapters._kit.nets import actor_critic, obs_scale
+from adapters._kit.learner_nets import learner_reason
+from adapters._kit.nets import actor_critic, obs_scale, torso_of
 from adapters._kit.procs import CONTEXT_OPTION, HelperProcesses, WorkerSession, start_process
 from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register, unsupported_spaces
 
@@ -67,7 +67,8 @@ class _Rank:
         torch.set_num_threads(workload.policy.threads)
         self.device = torch.device(_device(workload.policy.device, rank))
         torch.manual_seed(workload.seed)  # identical initial parameters on every rank
-        self.model = actor_critic(math.prod(self.obs.shape[1:]), workload.policy.hidden, int(space.n)).to(self.device)
+        torso = torso_of(workload.policy, self.envs[0].observation_space)
+        self.model = actor_critic(torso, int(space.n)).to(self.device)
         self.gen = torch.Generator(self.device)
         self.gen.manual_seed(workload.seed * 1000 + rank)
         T, B = self.batch_T, envs_per_rank
@@ -378,9 +379,10 @@ class RlpytSync(Adapter):
     )
 
     def supports(self, workload, options):
+        return learner_reason(self.name, workload, lambda w: self._checks(w, options))
+
+    def _checks(self, workload, options):
         ranks = options["ranks"]
-        if workload.policy.name != "mlp":
-            return f"{self.name} trains the policy: needs policy mlp (got {workload.policy.name})"
         if workload.num_envs % ranks:
             return (f"{self.name} splits num_envs over ranks: num_envs={workload.num_envs} "
                     f"is not divisible by ranks={ranks}")

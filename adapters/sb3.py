@@ -45,13 +45,17 @@ class SB3Session:
             self.obs = venv.reset()
             # SB3 VecEnvs expose single-env spaces
             self.policy = make_policy(workload, venv.observation_space, venv.action_space)
+            self.starts, self.recurrent = None, self.policy.recurrent
         except BaseException:
             venv.close()
             raise
         self.info = {"workers": workers}
 
     def step(self) -> int:
-        self.obs, _, _, _ = self.venv.step(self.policy(self.obs))
+        if self.recurrent:  # SB3's VecEnvs reset a done env within the step: its obs starts an episode
+            self.obs, _, self.starts, _ = self.venv.step(self.policy(self.obs, self.starts))
+        else:
+            self.obs, _, _, _ = self.venv.step(self.policy(self.obs))
         return self.venv.num_envs
 
     def close(self):

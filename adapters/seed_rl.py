@@ -10,8 +10,9 @@ from time import perf_counter_ns
 import numpy as np
 
 from adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
+from adapters._kit.learner_nets import learner_reason
 from adapters._kit.learner_stats import RETURN_WINDOW, Episodes, return_mean
-from adapters._kit.nets import actor_critic, learner_torch, obs_scale, obs_size
+from adapters._kit.nets import actor_critic, learner_torch, obs_scale, obs_size, torso_of
 from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
@@ -112,7 +113,7 @@ class SeedSession(WorkerSession):
         self.torch = torch
         self.cuda = self.device.type == "cuda"
         n_actions, size, T, B = int(act_space.n), obs_size(obs_space), self.T, self.B
-        self.net = actor_critic(size, policy.hidden, n_actions).to(self.device)
+        self.net = actor_critic(torso_of(policy, obs_space), n_actions).to(self.device)
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
         self.gen = torch.Generator(self.device)
         self.gen.manual_seed(self.workload.seed * 1000 + 1)
@@ -237,7 +238,7 @@ class Seed(Adapter):
     options = learner_options(batch_T=16, lr=2e-3) + WORKER_OPTIONS
 
     def supports(self, workload, options):
-        return learner_supports(self.name, workload, options)
+        return learner_reason(self.name, workload, lambda w: learner_supports(self.name, w, options))
 
     def open(self, workload, options):
         return SeedSession(workload, options)

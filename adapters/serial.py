@@ -1,4 +1,6 @@
 """`serial`: gymnasium envs stepped one after another in a Python for-loop (EnvPool's baseline)."""
+import numpy as np
+
 from rlbench.api import Adapter, env_call, make_env, make_policy, register
 
 
@@ -15,15 +17,24 @@ class SerialSession:
         self.obs = concatenate(self.space, [env.reset(seed=workload.seed + i)[0] for i, env in enumerate(self.envs)],
                                self.obs)
         self.policy = make_policy(workload, first.observation_space, first.action_space)
+        # a recurrent policy's mask of observations that start an episode (reset ones), else None
+        self.starts = np.ones(len(self.envs), dtype=np.bool_) if self.policy.recurrent else None
         self.info = {"workers": 1}
 
     def step(self) -> int:
-        actions = self.policy(self.obs)
+        starts = self.starts
+        if starts is None:
+            actions = self.policy(self.obs)
+        else:
+            actions = self.policy(self.obs, starts)
+            starts[:] = False
         batch = []
         for i, env in enumerate(self.envs):
             obs, _, terminated, truncated, _ = env.step(actions[i])
             if terminated or truncated:
                 obs, _ = env.reset()
+                if starts is not None:
+                    starts[i] = True
             batch.append(obs)
         self.obs = self.concatenate(self.space, batch, self.obs)
         return len(self.envs)

@@ -60,6 +60,8 @@ class TianshouSession:
             self.close()
             raise
         self.ready = np.arange(workload.num_envs)     # envs waiting for an action (async mode)
+        self.starts = np.ones(workload.num_envs, dtype=np.bool_)  # for a recurrent policy: episode starts
+        self.recurrent = self.policy.recurrent
         self.step = self._step_async if venv.is_async else self._step_sync
         self.info = {"workers": workers}
 
@@ -67,21 +69,34 @@ class TianshouSession:
         """tianshou's batch of observations as gymnasium batches them (only Dict spaces differ)."""
         return batch.stack(self.space, list(obs)) if self.structured else obs
 
+    def _act(self, obs, ids=None):
+        """A recurrent policy is told which observations start an episode (the done envs, reset here) and,
+        for an async batch, which envs these are."""
+        if not self.recurrent:
+            return self.policy(obs)
+        return self.policy(obs, self.starts if ids is None else self.starts[ids], ids)
+
     def _step_sync(self) -> int:
-        obs, _, terminated, truncated, _ = self.venv.step(self.policy(self.obs))
+        obs, _, terminated, truncated, _ = self.venv.step(self._act(self.obs))
         done = np.flatnonzero(np.logical_or(terminated, truncated))
         if len(done):
             obs[done] = self.venv.reset(env_id=done)[0]
+        if self.recurrent:
+            self.starts[:] = False
+            self.starts[done] = True
         self.obs = self._batch(obs)
         return len(obs)
 
     def _step_async(self) -> int:
         obs, _, terminated, truncated, info = self.venv.step(
-            self.policy(batch.take(self.obs, self.ready, self.space)), self.ready)
+            self._act(batch.take(self.obs, self.ready, self.space), self.ready), self.ready)
         ids = np.fromiter((i["env_id"] for i in info), dtype=np.int64, count=len(info))
         done = np.flatnonzero(np.logical_or(terminated, truncated))
         if len(done):
             obs[done] = self.venv.reset(env_id=ids[done])[0]
+        if self.recurrent:
+            self.starts[ids] = False
+            self.starts[ids[done]] = True
         self.obs = batch.put(self.obs, ids, self._batch(obs), self.space)
         self.ready = ids
         return len(ids)

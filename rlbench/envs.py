@@ -52,6 +52,15 @@ ENVS = {
         ranges={"step_cost_us": (0, math.inf), "obs_bytes": (1, math.inf), "episode_len": (1, math.inf),
                 "straggler_p": (0, 1), "straggler_x": (1, math.inf)},
     ),
+    # stacked 84x84 uint8 frames (Atari after DQN's preprocessing) with a chosen step cost: the CNN policies'
+    # workload where there is no Atari
+    "rlbench/Frames-v0": EnvInfo(
+        "rlbench/Frames-v0", "synthetic",
+        kwargs={"step_cost_us": 0.0, "stack": 4, "size": 84, "layout": "chw", "n_actions": 6, "episode_len": 1000},
+        choices={"layout": ("chw", "hwc")},
+        ranges={"step_cost_us": (0, math.inf), "stack": (1, 64), "size": (1, 4096), "n_actions": (1, math.inf),
+                "episode_len": (1, math.inf)},
+    ),
 }
 USER_FAMILIES = ("gymnasium", "custom")  # envs rlbench did not write: kwargs as given, spaces probed
 SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")  # what adapters may carry

@@ -25,13 +25,19 @@ class PolicyClock:
 
 
 class TimedPolicy:
+    """A recurrent policy (`lstm`, or a user's act function with `act.recurrent = True`) is called as
+    `act(obs, starts, env_ids)`: `starts` marks the observations that begin an episode (its state is zeroed
+    there), `env_ids` which envs an async batch holds (None: the first len(obs)). Adapters pass them only
+    when `recurrent`, so a feed-forward policy costs no mask."""
+
     def __init__(self, fn):
         self.fn = fn
         self.net = getattr(fn, "net", None)  # the torch module of a trainable policy, else None
+        self.recurrent = bool(getattr(fn, "recurrent", False))
 
-    def __call__(self, obs):
+    def __call__(self, obs, starts=None, env_ids=None):
         t0 = perf_counter_ns()
-        actions = self.fn(obs)
+        actions = self.fn(obs, starts, env_ids) if self.recurrent else self.fn(obs)
         PolicyClock.ns += perf_counter_ns() - t0
         PolicyClock.calls += 1
         return actions
@@ -103,12 +109,25 @@ def make_policy(workload, observation_space, action_space, batch_size: int = Non
     return TimedPolicy(registry.policy(spec.name)(spec, observation_space, action_space, workload.seed))
 
 
+RECURRENT_ADAPTERS = "serial, gymnasium-*, envpool-*, sb3-*, tianshou-*, rlpyt-* (r2d2 among the learners)"
+
+
+def stateless_only(policy: TimedPolicy, adapter: str) -> TimedPolicy:
+    """The policy, refused if recurrent by an adapter that does not tell it where episodes start."""
+    if policy.recurrent:
+        from rlbench.errors import Unsupported
+        raise Unsupported(f"a recurrent policy needs its state carried per env, which {adapter} does not do here "
+                          f"(valid: {RECURRENT_ADAPTERS})")
+    return policy
+
+
 def _as_numpy(fn):
     """A user's policy may answer with a torch tensor (on any device): made a numpy array inside the
     timed call, since moving it off the device is part of what the policy costs."""
-    def act(obs):
-        actions = fn(obs)
+    def act(obs, *state):
+        actions = fn(obs, *state)
         if type(actions).__module__.startswith("torch"):
             actions = actions.detach().cpu().numpy()
         return actions
+    act.recurrent = getattr(fn, "recurrent", False)
     return act

@@ -7,6 +7,11 @@ from rlbench import registry
 from rlbench.errors import UsageError
 
 POLICY_FIELDS = {"hidden": tuple, "threads": int, "device": str, "cost_us": float}
+NETS = ("mlp", "cnn", "cnn:impala", "lstm")   # the torch networks (adapters/torch_policies.py)
+FIELDS_OF = {"random": (), "fixed_cost": ("cost_us",), "mlp": ("hidden", "threads", "device"),
+             "cnn": ("threads", "device"), "cnn:impala": ("threads", "device"),
+             "lstm": ("hidden", "threads", "device")}   # a policy registered by a plug-in: any field
+LSTM_HIDDEN = (512,)  # R2D2's LSTM: 512 units after the torso
 POLICY_FORMS = {"hidden": "layer sizes >= 1 like 64x64", "threads": "an integer >= 1",
                 "device": "cpu, cuda or cuda:N", "cost_us": "a finite number >= 0"}
 
@@ -16,9 +21,10 @@ USER = "user"  # a user's policy factory, named by import path
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """`random`, `mlp` (torch; hidden sizes, threads, device), `fixed_cost` (burns cost_us per batch) or
-    `user`: the factory at `factory` (module:function), called with the spaces, the batch size and `kwargs`
-    (sorted (key, value) pairs)."""
+    """`random`, `fixed_cost` (burns cost_us per batch), a torch network (threads, device): `mlp` (hidden
+    sizes), `cnn` (Nature DQN), `cnn:impala` (IMPALA ResNet), `lstm` (its units hidden[-1], on the Nature CNN
+    for frames or an MLP of the other hidden sizes), or `user`: the factory at `factory` (module:function),
+    called with the spaces, the batch size and `kwargs` (sorted (key, value) pairs)."""
     name: str = "random"
     hidden: tuple = (64, 64)
     threads: int = 1
@@ -29,8 +35,10 @@ class PolicySpec:
 
     @property
     def label(self) -> str:
-        if self.name == "mlp":
-            return f"mlp{'x'.join(map(str, self.hidden))}-{self.device}-t{self.threads}"
+        if self.name in ("mlp", "lstm"):
+            return f"{self.name}{'x'.join(map(str, self.hidden))}-{self.device}-t{self.threads}"
+        if self.name in NETS:
+            return f"{self.name}-{self.device}-t{self.threads}"
         if self.name == "fixed_cost":
             return f"fixed_cost{self.cost_us:g}us"
         if self.name == USER:
@@ -41,7 +49,7 @@ class PolicySpec:
     def device_label(self) -> str:
         if self.name == USER:
             return str(dict(self.kwargs).get("device", "cpu"))
-        return self.device if self.name == "mlp" else "cpu"
+        return self.device if self.name in NETS else "cpu"
 
 
 def parse_policy(raw) -> PolicySpec:
@@ -56,7 +64,7 @@ def parse_policy(raw) -> PolicySpec:
         path, _, rest = raw.partition(":")[2].partition(":")
         return user_policy({"factory": f"{raw.partition(':')[0]}:{path}", "kwargs": _kv(raw, rest)})
     if isinstance(raw, str):
-        name, _, rest = raw.partition(":")
+        name, rest = _name_and_fields(raw)
         fields = dict(kv.split("=", 1) for kv in rest.split(",") if "=" in kv) if rest else {}
         if rest and any("=" not in kv for kv in rest.split(",")):
             raise UsageError(f"bad policy '{raw}' (expected name:key=value,...)")
@@ -68,11 +76,24 @@ def parse_policy(raw) -> PolicySpec:
     if name not in registry.policy_names():
         raise UsageError(f"unknown policy '{name}' (valid: {', '.join(registry.policy_names())})")
     kwargs = {}
+    valid = FIELDS_OF.get(name, tuple(POLICY_FIELDS))
     for key, value in fields.items():
-        if key not in POLICY_FIELDS:
-            raise UsageError(f"unknown policy field '{key}' (valid: {', '.join(POLICY_FIELDS)})")
+        if key not in valid:
+            raise UsageError(f"unknown policy field '{key}' for policy {name} (valid: {', '.join(valid) or 'none'})")
         kwargs[key] = _policy_field(key, value)
+    if name == "lstm":
+        kwargs.setdefault("hidden", LSTM_HIDDEN)
     return PolicySpec(name=name, **kwargs)
+
+
+def _name_and_fields(raw: str):
+    """`cnn:impala:device=cuda` -> ('cnn:impala', 'device=cuda'): the longest registered name the string
+    starts with (a name may hold a colon), then what follows its colon."""
+    for name in sorted(registry.policy_names(), key=len, reverse=True):
+        if raw == name or raw.startswith(name + ":"):
+            return name, raw[len(name) + 1:]
+    name, _, rest = raw.partition(":")
+    return name, rest
 
 
 def _is_factory(raw: str) -> bool:

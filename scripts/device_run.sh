@@ -2,7 +2,7 @@
 # One part of the device kit, run where it lands: on a lent GPU machine (python3 with CUDA torch and jax, no
 # network), with the part's wheels carried in .device-kit/PART (`make device-kit` made them and printed this call):
 #
-#     bash scripts/device_run.sh PART                  # PART: gpu-jax, gpu-torch, cores16 (suites/device/)
+#     bash scripts/device_run.sh PART                  # PART: gpu-policy, gpu-jax, gpu-torch, cores16 (suites/device/)
 #     bash scripts/device_run.sh PART --rehearse       # here, on CPU, tiny sizes, .device-kit-rehearse/PART
 #     bash scripts/device_run.sh PART --only GLOB      # only the part's cells matching GLOB (rerun what broke)
 #

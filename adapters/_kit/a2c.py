@@ -3,6 +3,7 @@
 the rollout), action sampling from the logits, and the options and checks seed and a3c share (the checks ga3c
 too). torch comes in as an argument, so importing this module imports no framework.
 """
+from adapters._kit.learner_nets import policy_reason
 from rlbench.api import Option, env_info, unsupported_spaces
 
 GAMMA, VALUE_COEF, ENTROPY_COEF = 0.99, 0.5, 0.01
@@ -21,8 +22,9 @@ def learner_options(batch_T: int, lr: float) -> tuple:
 def learner_supports(name: str, workload, options: dict, per: str = "workers"):
     """The reason a learner cannot train on this workload, or None; cheap (no env is built). `per`: the option
     that counts the processes num_envs is split over (ga3c: agents)."""
-    if workload.policy.name != "mlp":
-        return f"{name} trains the policy: needs policy mlp (got {workload.policy.name})"
+    reason = policy_reason(name, workload)
+    if reason:
+        return reason
     workers = options[per]
     if workers < 1 or workload.num_envs % workers:
         return (f"{name} splits num_envs over {per}: num_envs={workload.num_envs} "

@@ -1,8 +1,8 @@
-"""The DQN pieces apex and r2d2 share: Ape-X's per-actor exploration rates, the Q-networks (a dueling MLP, and the
-same with an LSTM before the heads), n-step returns as an actor's local buffer makes them, the double-Q target,
-R2D2's targets inside a stored sequence with its value rescaling, the envs an actor steps, the learner's
-parameters in shared memory, and the options and checks both adapters take. torch comes in as an argument or is
-imported inside a function, so importing this module imports no framework.
+"""The DQN pieces apex and r2d2 share: Ape-X's per-actor exploration rates, the Q-networks (a dueling head on a ReLU
+MLP or on the policy's CNN; r2d2's with an LSTM before the head), n-step returns as an actor's local buffer makes
+them, the double-Q target, R2D2's targets inside a stored sequence with its value rescaling, the envs an actor
+steps, the learner's parameters in shared memory, and the options and checks both adapters take. torch comes in as
+an argument or is imported inside a function, so importing this module imports no framework.
 """
 import glob
 import math
@@ -11,9 +11,10 @@ import time
 
 import numpy as np
 
-from adapters._kit.nets import dense_params
+from adapters._kit.learner_nets import policy_reason, torso_reason
+from adapters._kit.nets import Torso, dense_params, obs_size, torso_of
 from adapters._kit.procs import Transient
-from rlbench.api import Option, env_info, make_env, unsupported_spaces
+from rlbench.api import Option, Unsupported, env_info, make_env, unsupported_spaces
 
 EPS_BASE, EPS_ALPHA = 0.4, 7.0   # Ape-X: actor i of N explores with eps^(1 + alpha * i / (N - 1))
 RESCALE_EPS = 1e-3               # R2D2's h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x
@@ -40,19 +41,30 @@ def actor_epsilons(per: str, rank: int, workers: int, envs: int, base: float, al
 
 # -- networks ---------------------------------------------------------------------------------------------
 
-def q_net_params(obs: int, hidden: tuple, n_actions: int) -> int:
-    """Parameters of `q_net(obs, hidden, n_actions)`."""
-    torso = [obs, *hidden]
-    return dense_params(torso) + dense_params([torso[-1], n_actions]) + dense_params([torso[-1], 1])
+def q_torso(policy, observation_space) -> Torso:
+    """What apex's Q-network puts its dueling head on: `mlp` -> a ReLU MLP of the policy's hidden sizes, `cnn` /
+    `cnn:impala` -> that CNN on the frames (adapters._kit.nets.torso_of); Unsupported for `lstm`."""
+    torso = torso_of(policy, observation_space)
+    if torso.lstm:
+        raise Unsupported("policy lstm: apex trains a feed-forward network (r2d2 is the recurrent learner)")
+    return torso
 
 
-def recurrent_q_params(obs: int, hidden: tuple, n_actions: int) -> int:
-    """Parameters of `recurrent_q_net(obs, hidden, n_actions)`: the MLP of hidden[:-1], an LSTM cell of
-    hidden[-1] units (torch's two bias vectors), the dueling heads."""
-    torso = [obs, *hidden[:-1]]
-    size, units = torso[-1], hidden[-1]
-    lstm = 4 * units * (size + units) + 8 * units
-    return dense_params(torso) + lstm + dense_params([units, n_actions]) + dense_params([units, 1])
+def recurrent_q_torso(policy, observation_space) -> Torso:
+    """R2D2's torso, the LSTM included: `mlp` -> a ReLU MLP of hidden[:-1], then an LSTM of hidden[-1] units;
+    `lstm` -> torso_of's (the Nature CNN on frames, else an MLP of hidden[:-1], then the LSTM of hidden[-1])."""
+    if policy.name == "mlp":
+        return Torso("mlp", obs_size(observation_space), tuple(policy.hidden[:-1]), lstm=policy.hidden[-1])
+    torso = torso_of(policy, observation_space)
+    if not torso.lstm:
+        raise Unsupported(f"policy {policy.name}: r2d2 trains a recurrent network (valid: mlp, lstm)")
+    return torso
+
+
+def q_net_params(torso: Torso, n_actions: int) -> int:
+    """Parameters of `q_net(torso, n_actions)` or `recurrent_q_net(torso, n_actions)`: the torso (its LSTM
+    included) and the dueling head."""
+    return torso.params + dense_params([torso.width, n_actions]) + dense_params([torso.width, 1])
 
 
 def _dueling(torch):
@@ -70,23 +82,28 @@ def _dueling(torch):
     return Dueling
 
 
-def _mlp(torch, sizes):
-    layers = []
+def _feed(torch, torso: Torso):
+    """The feed-forward part of a torso: DQN's ReLU MLP for `mlp` (as Ape-X and R2D2 use), else the CNN."""
+    if torso.kind != "mlp":
+        return torso.build()
+    layers, sizes = [], [torso.inputs, *torso.hidden]
     for a, b in zip(sizes[:-1], sizes[1:]):
         layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
     return torch.nn.Sequential(*layers)
 
 
-def q_net(obs: int, hidden: tuple, n_actions: int):
-    """A ReLU MLP with a dueling head: [B, obs] -> Q [B, n_actions]."""
+def q_net(torso: Torso, n_actions: int):
+    """The torso with a dueling head: [B, inputs] -> Q [B, n_actions]."""
     import torch
+    if torso.lstm:
+        raise Unsupported("policy lstm: apex trains a feed-forward network (r2d2 is the recurrent learner)")
     Dueling = _dueling(torch)
 
     class QNet(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.torso = _mlp(torch, [obs, *hidden])
-            self.head = Dueling(([obs, *hidden])[-1], n_actions)
+            self.torso = _feed(torch, torso)
+            self.head = Dueling(torso.width, n_actions)
 
         def forward(self, x):
             return self.head(self.torso(x))
@@ -94,20 +111,22 @@ def q_net(obs: int, hidden: tuple, n_actions: int):
     return QNet()
 
 
-def recurrent_q_net(obs: int, hidden: tuple, n_actions: int):
-    """R2D2's network: a ReLU MLP of hidden[:-1], an LSTM cell of hidden[-1] units, a dueling head.
-    `unroll(x [T, B, obs], first [T, B], (h, c) [B, units] each)` resets the state before every step whose
-    `first` is set (an episode starts there) and returns Q [T, B, n_actions] and the state after the last step."""
+def recurrent_q_net(torso: Torso, n_actions: int):
+    """R2D2's network: the torso's feed-forward part (a ReLU MLP or the Nature CNN), an LSTM cell of torso.lstm
+    units, a dueling head. `unroll(x [T, B, inputs], first [T, B], (h, c) [B, units] each)` resets the state
+    before every step whose `first` is set (an episode starts there) and returns Q [T, B, n_actions] and the
+    state after the last step."""
     import torch
+    if not torso.lstm:
+        raise ValueError("recurrent_q_net needs a torso with an LSTM (recurrent_q_torso)")
     Dueling = _dueling(torch)
 
     class RecurrentQ(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            torso = [obs, *hidden[:-1]]
-            self.units = hidden[-1]
-            self.torso = _mlp(torch, torso)
-            self.cell = torch.nn.LSTMCell(torso[-1], self.units)
+            self.units = torso.lstm
+            self.torso = _feed(torch, torso)
+            self.cell = torso.recurrent_cell()
             self.head = Dueling(self.units, n_actions)
 
         def initial_state(self, batch: int, device=None):
@@ -115,7 +134,8 @@ def recurrent_q_net(obs: int, hidden: tuple, n_actions: int):
             return z, z.clone()
 
         def unroll(self, x, first, state):
-            z = self.torso(x)
+            T, B = x.shape[:2]
+            z = self.torso(x.reshape(T * B, -1)).reshape(T, B, -1)  # a CNN takes one batch of frames
             resets = first.any(1).tolist()
             h, c = state
             outs = []
@@ -385,10 +405,12 @@ def dqn_options(batch: int, lr: float, capacity: int, learn_start: int, target_e
     )
 
 
-def dqn_supports(name: str, workload, options: dict):
-    """The reason apex or r2d2 cannot host the workload, or None; cheap (no env built, torch not imported)."""
-    if workload.policy.name != "mlp":
-        return f"{name} trains a Q-network: needs policy mlp (got {workload.policy.name})"
+def dqn_supports(name: str, workload, options: dict, recurrent: bool = False):
+    """The reason apex or r2d2 (`recurrent`) cannot host the workload, or None; cheap (torch not imported; an
+    env is built only to read a CNN or lstm policy's observation space)."""
+    reason = policy_reason(name, workload, "a Q-network", recurrent)
+    if reason:
+        return reason
     workers = options["workers"]
     if workload.num_envs % workers:
         return (f"{name} splits num_envs over workers: num_envs={workload.num_envs} "
@@ -400,7 +422,7 @@ def dqn_supports(name: str, workload, options: dict):
         return f"mask_velocity masks {', '.join(MASKED)} only (got {workload.env_id})"
     if workload.policy.device.startswith("cuda") and not cuda_visible():
         return "no CUDA device"
-    return unsupported_spaces(workload, name, obs=OBS, act=ACT)
+    return unsupported_spaces(workload, name, obs=OBS, act=ACT) or torso_reason(workload)
 
 
 def memory_check(name: str, item_bytes: int, capacity: int):

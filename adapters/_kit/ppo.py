@@ -41,13 +41,17 @@ def default_target(env_id: str) -> float:
     return TARGETS.get(env_id, math.inf)
 
 
-def learner_supports(name: str, workload, options):
+def learner_supports(name: str, workload, options, nets: bool = False):
     """What cleanrl-ppo and sb3-ppo cannot host, told without importing a framework (EnvPool's registry
-    aside, for vec=envpool on a plain gymnasium id)."""
+    aside, for vec=envpool on a plain gymnasium id). `nets`: it trains rlbench's networks (cleanrl-ppo: mlp,
+    cnn, cnn:impala); else only `mlp`, as its hidden sizes (sb3-ppo builds its own)."""
+    from adapters._kit.learner_nets import policy_reason
     from adapters._kit.native import envpool_native
     if options["vec"] == "envpool" and importlib.util.find_spec("envpool") is None:
         return "package not installed: envpool"
-    if workload.policy.name != "mlp":
+    if nets and policy_reason(name, workload, "its policy"):
+        return policy_reason(name, workload, "its policy")
+    if not nets and workload.policy.name != "mlp":
         return f"{name} trains its policy: needs policy mlp (got {workload.policy.name})"
     batch = workload.num_envs * options["num_steps"]
     if batch % options["num_minibatches"] or batch // options["num_minibatches"] < 2:

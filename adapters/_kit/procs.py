@@ -294,8 +294,9 @@ class EnvSlice:
 
 
 def worker_policy(workload, rank, obs_space, act_space):
-    """A worker's own copy of the agent: always on the CPU (rlpyt's CPU copy of a CUDA agent), and a
-    random policy gets its own stream per worker."""
+    """A worker's own copy of the agent: always on the CPU (rlpyt's CPU copy of a CUDA agent); a network
+    has the master's weights (the same seed), a random policy its own stream per worker."""
+    from adapters._kit.nets import policy_params
     policy = replace(workload.policy, device="cpu")
-    return make_policy(replace(workload, policy=policy, seed=workload.seed + 1000 * (rank + 1)),
-                       obs_space, act_space)
+    seed = workload.seed if policy_params(policy, obs_space, act_space) else workload.seed + 1000 * (rank + 1)
+    return make_policy(replace(workload, policy=policy, seed=seed), obs_space, act_space)

@@ -4,7 +4,6 @@ the timed window, and close. A subclass says what differs: its replay's fields, 
 writes at most in one flush, the upload of a sampled batch and the learning step. torch is imported only in the
 learner, after the actors have started, so importing this module imports no framework.
 """
-import math
 import os
 import time
 from time import perf_counter_ns
@@ -43,8 +42,9 @@ class ReplayLearner(WorkerSession):
     name = ""                 # the adapter's: its messages and actor process names
     # staticmethods of the subclass:
     actor_main = None         # the actors' process function (a module-level function, picklable)
-    net_params = None         # (obs_size, hidden, n_actions) -> the Q-network's parameter count, without torch
-    make_net = None           # (obs_size, hidden, n_actions) -> the Q-network (a torch module)
+    make_torso = None         # (policy, observation space) -> the Q-network's Torso (adapters._kit.nets), torch-free
+    net_params = None         # (torso, n_actions) -> the Q-network's parameter count, without torch
+    make_net = None           # (torso, n_actions) -> the Q-network (a torch module)
 
     def fields(self, obs_space) -> dict:
         """The replay's item layout: {name: (shape, dtype)}."""
@@ -79,6 +79,7 @@ class ReplayLearner(WorkerSession):
         obs_space, act_space = spaces(workload)
         if not hasattr(act_space, "n"):
             raise Unsupported(f"{self.name} acts epsilon-greedily: needs a Discrete action space")
+        self.torso = self.make_torso(workload.policy, obs_space)
         fields = self.fields(obs_space)
         ctx = mp.get_context(options["context"])
         if options["context"] != "fork":
@@ -92,8 +93,8 @@ class ReplayLearner(WorkerSession):
         if flush > self.replay.per:
             raise Unsupported(f"{self.name}: capacity {options['capacity']} leaves each of {workers} actors fewer "
                               f"slots ({self.replay.per}) than {self.flush_what(per)}")
-        self.obs_size, self.n_actions = math.prod(obs_space.shape), int(act_space.n)
-        self.params = SharedParams(ctx, self.net_params(self.obs_size, workload.policy.hidden, self.n_actions))
+        self.n_actions = int(act_space.n)
+        self.params = SharedParams(ctx, self.net_params(self.torso, self.n_actions))
         self.shared = SharedArrays(ctx, {
             "stats": ((workers + 1, STATS), np.float64), "steps": ((workers,), np.int64),
             "returns": ((workers, -(-RETURN_WINDOW // workers)), np.float64), "episodes": ((workers,), np.int64),
@@ -125,8 +126,8 @@ class ReplayLearner(WorkerSession):
         torch, self.device = learner_torch(policy, self.workload.seed)
         self.torch = torch
         self.cuda = self.device.type == "cuda"
-        self.net = self.make_net(self.obs_size, policy.hidden, self.n_actions).to(self.device)
-        self.target = self.make_net(self.obs_size, policy.hidden, self.n_actions).to(self.device)
+        self.net = self.make_net(self.torso, self.n_actions).to(self.device)
+        self.target = self.make_net(self.torso, self.n_actions).to(self.device)
         self.target.load_state_dict(self.net.state_dict())
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
         self.scale = obs_scale(fields["obs"][1])

@@ -16,7 +16,7 @@ _ENV_FILES = re.compile(r"gymnasium/(envs|wrappers|core\.py|vector/utils)|ale_py
 _LEARN_FILES = re.compile(r"torch/(autograd/(?!grad_mode)|optim/)")
 _STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages/)")
 _LEARN_NAMES = re.compile(r"(^|[._])(backward|learn|update|train|loss)", re.IGNORECASE)
-_INFER_FILES = re.compile(r"torch/nn/|rlbench/policy\.py$|adapters/torch_mlp\.py$")
+_INFER_FILES = re.compile(r"torch/nn/|rlbench/policy\.py$|adapters/torch_policies\.py$")
 _CORE_FILES = re.compile(r"rlbench/(running/(timing|child|runner|proctree)|busy)\.py$")
 
 

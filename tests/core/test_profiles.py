@@ -16,8 +16,8 @@ MEASURED = CELL + [("measure", "/src/rlbench/running/timing.py")]
 
 @pytest.mark.parametrize("stack,stage", [
     (MEASURED + [("step", "/src/adapters/serial.py"), ("CartPoleEnv.step", SITE + "gymnasium/envs/classic_control/cartpole.py")], "env"),
-    (MEASURED + [("act", "/src/adapters/torch_mlp.py"), ("Linear.forward", SITE + "torch/nn/modules/linear.py")], "inference"),
-    (MEASURED + [("act", "/src/adapters/torch_mlp.py"), ("inference_mode.__enter__", SITE + "torch/autograd/grad_mode.py")], "inference"),
+    (MEASURED + [("act", "/src/adapters/torch_policies.py"), ("Linear.forward", SITE + "torch/nn/modules/linear.py")], "inference"),
+    (MEASURED + [("act", "/src/adapters/torch_policies.py"), ("inference_mode.__enter__", SITE + "torch/autograd/grad_mode.py")], "inference"),
     (MEASURED + [("Session.learn", "/src/adapters/impala.py"), ("Linear.forward", SITE + "torch/nn/modules/linear.py")], "learner"),
     (MEASURED + [("step", "/src/adapters/x.py"), ("Adam.step", SITE + "torch/optim/adam.py")], "learner"),
     (MEASURED + [("step", "/src/adapters/x.py"), ("Connection._recv", PY + "multiprocessing/connection.py")], "ipc"),

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
@@ -18,6 +19,7 @@ torch = pytest.importorskip("torch")
 from support import REPO, TINY, run_cli, shm_left_since  # noqa: E402
 
 from adapters._kit import dqn  # noqa: E402
+from adapters._kit.nets import Torso  # noqa: E402
 from adapters._kit.prioritized import ReplayIndex, SharedReplay, SumTree  # noqa: E402
 from adapters.r2d2 import SequenceRing, sequence_priorities  # noqa: E402
 from rlbench import registry  # noqa: E402
@@ -27,6 +29,7 @@ from rlbench.running import proctree  # noqa: E402
 from rlbench.running.timing import measure  # noqa: E402
 
 SMALL = PolicySpec("mlp", hidden=(16, 16))
+SPACE4 = gym.spaces.Box(-1, 1, (4,))
 TINY_PROTOCOL = TimingProtocol(warmup_s=0.05, warmup_units=2, duration_s=0.3, min_units=5)
 QUICK = {"apex": {"learn_start": 64, "batch": 16, "flush": 8},
          "r2d2": {"learn_start": 8, "batch": 4, "seq_len": 8, "burn_in": 2, "overlap": 2}}
@@ -144,7 +147,7 @@ def test_sequence_ring_cuts_overlapping_sequences_with_their_start_state():
 
 def test_burn_in_unrolls_without_gradient_and_carries_the_state():
     torch.manual_seed(0)
-    net = dqn.recurrent_q_net(3, (8, 6), 2)
+    net = dqn.recurrent_q_net(Torso("mlp", 3, (8,), lstm=6), 2)
     T, B, burn_in = 7, 4, 3
     x = torch.randn(T, B, 3, requires_grad=True)
     first = torch.zeros(T, B, dtype=torch.bool)
@@ -160,10 +163,13 @@ def test_burn_in_unrolls_without_gradient_and_carries_the_state():
 
 
 def test_parameter_counts_are_known_without_torch():
-    assert dqn.q_net_params(4, (64, 64), 2) == sum(p.numel() for p in dqn.q_net(4, (64, 64), 2).parameters())
+    torso = Torso("mlp", 4, (64, 64))
+    assert dqn.q_net_params(torso, 2) == sum(p.numel() for p in dqn.q_net(torso, 2).parameters())
     for hidden in ((64, 64), (32,)):
-        net = dqn.recurrent_q_net(4, hidden, 3)
-        assert dqn.recurrent_q_params(4, hidden, 3) == sum(p.numel() for p in net.parameters())
+        torso = dqn.recurrent_q_torso(PolicySpec("mlp", hidden=hidden), SPACE4)
+        assert torso == Torso("mlp", 4, hidden[:-1], lstm=hidden[-1])
+        net = dqn.recurrent_q_net(torso, 3)
+        assert dqn.q_net_params(torso, 3) == sum(p.numel() for p in net.parameters())
 
 
 # -- the shared prioritized replay -----------------------------------------------------------------------
@@ -220,8 +226,9 @@ def test_sum_tree_never_returns_an_empty_leaf():
 
 def test_shared_params_round_trip_with_the_update_they_are_from():
     import multiprocessing as mp
-    net, other = dqn.q_net(4, (8,), 2), dqn.q_net(4, (8,), 2)
-    params = dqn.SharedParams(mp.get_context("fork"), dqn.q_net_params(4, (8,), 2))
+    torso = Torso("mlp", 4, (8,))
+    net, other = dqn.q_net(torso, 2), dqn.q_net(torso, 2)
+    params = dqn.SharedParams(mp.get_context("fork"), dqn.q_net_params(torso, 2))
     assert params.load(other, 0) is None               # nothing published yet
     params.publish(net, 17)
     seq, update = params.load(other, 0)
@@ -330,7 +337,7 @@ MLP = PolicySpec("mlp", hidden=(64, 64))
 
 
 @pytest.mark.parametrize("adapter, workload, options, reason", [
-    ("apex", Workload("CartPole-v1", 4), {}, "apex trains a Q-network: needs policy mlp (got random)"),
+    ("apex", Workload("CartPole-v1", 4), {}, "apex trains a Q-network: needs policy mlp, cnn or cnn:impala (got random)"),
     ("r2d2", Workload("CartPole-v1", 6, MLP), {"workers": 4}, "r2d2 splits num_envs over workers: num_envs=6"),
     ("apex", Workload("HalfCheetah-v4", 4, MLP), {}, "apex acts epsilon-greedily: needs a Discrete action space"),
     ("r2d2", Workload("rlbench/Synthetic-v0", 4, MLP), {"mask_velocity": True}, "mask_velocity masks CartPole-v1 only"),

@@ -63,7 +63,7 @@ def test_step_info_and_metrics():
 
 
 @pytest.mark.parametrize("workload, options, reason", [
-    (Workload("CartPole-v1", 4), {}, "rlpyt-sync trains the policy: needs policy mlp (got random)"),
+    (Workload("CartPole-v1", 4), {}, "rlpyt-sync trains the policy: needs policy mlp, cnn or cnn:impala (got random)"),
     (Workload("CartPole-v1", 3, MLP), {"ranks": 2}, "rlpyt-sync splits num_envs over ranks: num_envs=3"),
     (Workload("CartPole-v1", 4, MLP), {"backend": "nccl"}, "backend nccl needs policy device cuda"),
     (Workload("CartPole-v1", 4, MLP), {"ranks": 4}, None),

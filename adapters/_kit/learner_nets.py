@@ -1,0 +1,42 @@
+"""Which policies a torch learner can train as its network, and the one reason it cannot, told in `supports()`
+before any process starts: a feed-forward learner (impala, seed, a3c, ga3c, ddp / rlpyt-sync, apex,
+cleanrl-ppo) trains `mlp`, `cnn` or `cnn:impala`, the recurrent one (r2d2) `mlp` or `lstm`; a CNN policy needs
+image observations (adapters._kit.nets.torso_of says why not, after building one env to read its space).
+"""
+from adapters._kit.nets import CNN_POLICIES, torso_of
+from rlbench.api import Unsupported, spaces
+
+FEED_FORWARD = ("mlp", *CNN_POLICIES)   # mlp, cnn, cnn:impala
+RECURRENT = ("mlp", "lstm")
+
+
+def policy_reason(name: str, workload, what: str = "the policy", recurrent: bool = False):
+    """The reason learner `name` cannot train the workload's policy, by its name alone (nothing built), or None."""
+    policy = workload.policy.name
+    if policy == "lstm" and not recurrent:
+        return f"policy lstm: {name} trains a feed-forward network (r2d2 is the recurrent learner)"
+    if recurrent and policy in CNN_POLICIES:
+        return (f"policy {policy}: {name} trains a recurrent network (policy lstm puts its LSTM on the Nature CNN "
+                "for image observations)")
+    allowed = RECURRENT if recurrent else FEED_FORWARD
+    if policy not in allowed:
+        return f"{name} trains {what}: needs policy {', '.join(allowed[:-1])} or {allowed[-1]} (got {policy})"
+    return None
+
+
+def torso_reason(workload):
+    """The reason the policy's torso does not fit the env's observations (a CNN on anything but frames), or
+    None. `mlp` fits every observation, so only a CNN or lstm policy builds the env (once per process)."""
+    if workload.policy.name == "mlp":
+        return None
+    try:
+        torso_of(workload.policy, spaces(workload.env_id, workload.env_kwargs)[0])
+    except Unsupported as exc:
+        return str(exc)
+    return None
+
+
+def learner_reason(name: str, workload, checks, what: str = "the policy", recurrent: bool = False):
+    """The policy by its name, then the learner's own `checks(workload)`, then the torso on the env's
+    observations; the first reason found, or None."""
+    return policy_reason(name, workload, what, recurrent) or checks(workload) or torso_reason(workload)

@@ -1,0 +1,203 @@
+"""The torch learners train the workload's policy as their network (issue 43): `cnn` (the Nature CNN) and
+`cnn:impala` (the IMPALA ResNet) on stacked uint8 frames (rlbench/Frames-v0) in every feed-forward learner,
+`lstm` (the Nature CNN then an LSTM) in r2d2; the parameter counts each learner sizes its shared memory with
+before its workers fork are torch's; and what a learner cannot train is refused by `supports()` with the reason."""
+import gymnasium as gym
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from support import TINY, run_cli, write_suite  # noqa: E402
+
+from adapters._kit import dqn  # noqa: E402
+from adapters._kit.nets import actor_critic, actor_critic_params, torso_of  # noqa: E402
+from rlbench import registry  # noqa: E402
+from rlbench.api import PolicySpec, Workload  # noqa: E402
+from rlbench.workload import parse_policy  # noqa: E402
+
+FRAMES = "rlbench/Frames-v0"
+SMALL_FRAMES = {"size": 36, "episode_len": 12}   # 4x36x36: the smallest frame the Nature CNN takes
+CNN, IMPALA_CNN = parse_policy("cnn"), parse_policy("cnn:impala")
+LSTM = parse_policy("lstm:hidden=32")
+FEED_FORWARD = ("impala", "seed", "a3c", "ga3c", "ddp", "rlpyt-sync", "apex", "cleanrl-ppo")
+# one learner process or actor each, a few steps per update: a unit costs a few CNN passes
+QUICK = {
+    "impala": {"workers": 1, "unroll": 4, "batch": 1, "queue": 1},
+    "seed": {"workers": 1, "batch_T": 4},
+    "a3c": {"workers": 1, "batch_T": 4, "updates_per_unit": 1},
+    "ga3c": {"agents": 1, "t_max": 4, "train_batch": 1},
+    "ddp": {"ranks": 1, "batch_T": 4},
+    "rlpyt-sync": {"ranks": 1, "batch_T": 4},
+    "apex": {"workers": 1, "learn_start": 16, "batch": 8, "flush": 8, "capacity": 256},
+    "r2d2": {"workers": 1, "learn_start": 4, "batch": 2, "seq_len": 6, "burn_in": 2, "overlap": 2, "capacity": 32},
+    "cleanrl-ppo": {"num_steps": 4, "num_minibatches": 2, "update_epochs": 1},
+}
+
+
+def frames(policy, layout="chw", num_envs=2, **kwargs):
+    return Workload(FRAMES, num_envs, policy, seed=0, env_kwargs={**SMALL_FRAMES, "layout": layout, **kwargs})
+
+
+def frame_space(layout="chw"):
+    shape = (4, 36, 36) if layout == "chw" else (36, 36, 4)
+    return gym.spaces.Box(0, 255, shape, np.uint8)
+
+
+def _open(adapter, workload, **options):
+    cls = registry.get(adapter)
+    resolved = cls.resolve_options({**QUICK[adapter], **options})
+    assert cls().supports(workload, resolved) is None
+    return cls().open(workload, resolved)
+
+
+def _count(net) -> int:
+    return sum(p.numel() for p in net.parameters())
+
+
+def _updates(adapter, session) -> int:
+    if adapter in ("ddp", "rlpyt-sync"):
+        return session.rank0.iterations
+    if adapter == "a3c":
+        return session.version
+    if adapter == "ga3c":
+        return session.counts.updates
+    return session.updates
+
+
+def _nets(adapter, session, workload):
+    """(the network the learner trains, the parameter count its shared memory was made for, or None where
+    nothing is shared before a fork)."""
+    space, n = frame_space(workload.env_kwargs["layout"]), 6
+    if adapter == "impala":
+        return session.net, session.params.views["p"].shape[1]
+    if adapter == "a3c":   # the cell process holds no network: one like the workers'
+        return actor_critic(torso_of(workload.policy, space), n), session.buf["params"].size
+    if adapter in ("apex", "r2d2"):
+        return session.net, session.params.count
+    if adapter in ("ddp", "rlpyt-sync"):
+        return session.rank0.model, None
+    return session.net, None
+
+
+@pytest.mark.parametrize("adapter, policy, layout", [
+    *((a, CNN, "chw") for a in FEED_FORWARD),
+    ("impala", IMPALA_CNN, "hwc"), ("a3c", IMPALA_CNN, "chw"), ("apex", IMPALA_CNN, "hwc"),
+    ("cleanrl-ppo", IMPALA_CNN, "hwc"), ("seed", CNN, "hwc"), ("r2d2", LSTM, "chw"), ("r2d2", LSTM, "hwc"),
+], ids=lambda v: v.name if isinstance(v, PolicySpec) else v)
+def test_a_learner_trains_the_policys_network_on_frames(adapter, policy, layout):
+    workload = frames(policy, layout)
+    session = _open(adapter, workload)
+    try:
+        net, shared = _nets(adapter, session, workload)
+        before = [p.detach().clone() for p in net.parameters()] if adapter != "a3c" else None
+        made = sum(session.step() for _ in range(2))
+        assert made > 0 and _updates(adapter, session) > 0
+        torso = (dqn.recurrent_q_torso if adapter == "r2d2" else torso_of)(policy, frame_space(layout))
+        assert torso.kind == ("impala" if policy is IMPALA_CNN else "nature") and torso.frame[3] == layout
+        convs = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+        assert convs and convs[0].in_channels == 4               # the frames' stack goes in as channels
+        assert shared is None or _count(net) == shared           # shared memory made before the fork fits
+        n_params = (dqn.q_net_params(torso, 6) if adapter in ("apex", "r2d2")
+                    else actor_critic_params(torso, 6))
+        assert _count(net) == n_params
+        if before is not None:
+            assert any(not p.equal(q) for p, q in zip(before, net.parameters())), "no parameter changed"
+    finally:
+        session.close()
+
+
+def test_learners_keep_uint8_frames_compact_between_processes():
+    """Observations cross processes (shared memory, replay, queues) as uint8 and are scaled at the net."""
+    workload = frames(CNN)
+    session = _open("impala", workload)
+    try:
+        assert session.buf["obs"].dtype == np.uint8
+    finally:
+        session.close()
+    session = _open("apex", workload)
+    try:
+        assert session.replay.item_bytes < 2 * 4 * 36 * 36 + 64   # obs and next_obs a byte per pixel
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("adapter", [*FEED_FORWARD])
+def test_a_feed_forward_learner_refuses_lstm(adapter):
+    cls = registry.get(adapter)
+    got = cls().supports(frames(LSTM), cls.resolve_options(QUICK[adapter]))
+    assert got == f"policy lstm: {adapter} trains a feed-forward network (r2d2 is the recurrent learner)"
+
+
+@pytest.mark.parametrize("adapter", FEED_FORWARD)
+def test_a_cnn_on_vector_observations_is_refused_up_front(adapter):
+    cls = registry.get(adapter)
+    got = cls().supports(Workload("CartPole-v1", 2, IMPALA_CNN), cls.resolve_options(QUICK[adapter]))
+    assert got == "policy cnn:impala needs image observations of at least 36x36 (stacked frames CxHxW or HxWxC); " \
+                  "got Box(4,)", got
+
+
+def test_r2d2_takes_mlp_or_lstm_and_refuses_a_cnn_without_recurrence():
+    cls, options = registry.get("r2d2"), registry.get("r2d2").resolve_options(QUICK["r2d2"])
+    got = cls().supports(frames(IMPALA_CNN), options)
+    assert got.startswith("policy cnn:impala: r2d2 trains a recurrent network"), got
+    assert cls().supports(frames(LSTM), options) is None
+    assert cls().supports(Workload("CartPole-v1", 2, LSTM), options) is None    # lstm on vectors: an MLP first
+    assert cls().supports(frames(PolicySpec("mlp", hidden=(16, 8))), options) is None
+
+
+def test_frames_too_small_for_the_nature_cnn_are_refused():
+    cls = registry.get("impala")
+    got = cls().supports(frames(CNN, size=24), cls.resolve_options(QUICK["impala"]))
+    assert got.startswith("policy cnn needs image observations of at least 36x36") and got.endswith("got Box(4, 24, 24)")
+
+
+def test_r2d2_lstm_on_frames_is_the_nature_cnn_then_the_lstm():
+    torso = dqn.recurrent_q_torso(LSTM, frame_space())
+    assert (torso.kind, torso.lstm, torso.width) == ("nature", 32, 32)
+    vectors = gym.spaces.Box(-1, 1, (4,))
+    assert dqn.recurrent_q_torso(parse_policy("lstm:hidden=16x8"), vectors).hidden == (16,)
+    assert dqn.recurrent_q_torso(PolicySpec("mlp", hidden=(16, 8)), vectors).hidden == (16,)   # as before
+
+
+def test_mlp_learners_keep_their_networks():
+    """mlp trains what it trained before: the tanh actor-critic, Ape-X's ReLU MLP, CleanRL's separate MLPs."""
+    mlp, space = PolicySpec("mlp", hidden=(16, 16)), gym.spaces.Box(-1, 1, (4,))
+    net = actor_critic(torso_of(mlp, space), 2)
+    assert [type(m).__name__ for m in net.torso] == ["Linear", "Tanh", "Linear", "Tanh"]
+    q = dqn.q_net(dqn.q_torso(mlp, space), 2)
+    assert [type(m).__name__ for m in q.torso] == ["Linear", "ReLU", "Linear", "ReLU"]
+    session = _open("cleanrl-ppo", Workload("CartPole-v1", 2, mlp, seed=0))
+    try:
+        assert type(session.net).__name__ == "SeparateActorCritic"
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("adapter, policy", [("impala", "cnn"), ("r2d2", "lstm:hidden=32")])
+def test_a_cell_on_frames_runs_through_rlbench_run(tmp_path, adapter, policy):
+    opts = [x for k, v in QUICK[adapter].items() for x in ("--opt", f"{k}={v}")]
+    kwargs = [x for k, v in SMALL_FRAMES.items() for x in ("--env-kwarg", f"{k}={v}")]
+    run = run_cli(["run", "--adapter", adapter, "--env", FRAMES, "--num-envs", "2", "--policy", policy,
+                   *kwargs, *opts, *TINY], tmp_path / "run")
+    assert run.rc == 0, run.stderr
+    row = run.row(adapter)
+    assert row["status"] == "ok", row.get("error")
+    assert row["updates_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_every_feed_forward_learner_runs_a_cnn_cell_through_a_suite(tmp_path):
+    """The learners the test above leaves out, one cell each (~4 s a cell: each a fresh interpreter)."""
+    adapters = [a for a in FEED_FORWARD if a not in ("impala", "rlpyt-sync")]
+    options = "".join(f"options.{a} = {{ {', '.join(f'{k} = [{v}]' for k, v in QUICK[a].items())} }}\n"
+                      for a in adapters)
+    kwargs = ", ".join(f"{k} = {v}" for k, v in SMALL_FRAMES.items())
+    suite = write_suite(tmp_path, f'[[sweep]]\nadapters = {adapters!r}\nenvs = ["{FRAMES}"]\nnum_envs = [2]\n'
+                                  f'policy = ["cnn"]\nenv_kwargs = {{ {kwargs} }}\n{options}')
+    run = run_cli(["run", suite], tmp_path / "run")
+    assert run.rc == 0, run.stderr
+    for adapter in adapters:
+        row = run.row(adapter)
+        assert row["status"] == "ok", (adapter, row.get("error"))
+        assert row["updates_per_s"] > 0
