@@ -35,24 +35,31 @@ def tune_folder(plan: dict) -> bool:
 
 
 def cmd_calibrate(args) -> int:
-    """Each strategy's env steps/s on the zero-cost synthetic env, cached for `rlbench tune`'s predictions."""
+    """Each strategy's env steps/s on the zero-cost synthetic env, cached for `rlbench tune`'s predictions: run
+    ahead, a first tune reads it instead of calibrating (which it does apart from its budget). A strategy whose
+    cells failed or outlived their bound is listed with the reason: tune races it without a prediction."""
+    import time
+
     from rlbench.report.format import rate
     from rlbench.tuning import calibrate, prepare
     from rlbench.tuning.candidates import Space, cpus_here
     from rlbench.workload import PolicySpec, Workload
     named = [a for item in (args.adapters or []) for a in item.split(",") if a]
+    cell_s, startup_s = calibrate.bounds()
     cpus = cpus_here()
     space = Space(Workload(calibrate.ENV_ID, 1, PolicySpec()), named, args.max_envs, cpus)
     ns = calibrate.sizes(cpus, args.max_envs)
     envs = prepare(space.adapters)
-    figures, path, rows = calibrate.calibrate(space.adapters, ns, envs, force=args.force)
+    t0 = time.monotonic()
+    figures, path, rows = calibrate.calibrate(space.adapters, ns, envs, force=args.force, by="rlbench calibrate")
+    took = time.monotonic() - t0
     for adapter in space.adapters:
         seen = figures.get(adapter, {})
         cells = ", ".join(f"n={n}: {rate(seen.get(str(n), {}).get('steps_per_s'))}" for n in ns)
-        failed = next((r for r in rows if r["adapter"] == adapter and r["status"] != "ok"), None)
-        print(f"{adapter:<22} {cells}" + (f"  ({failed['status']}: {(failed.get('error') or '')[:80]})"
-                                          if failed else ""))
-    print(f"env steps/s on {calibrate.ENV_ID} (step_cost_us=0); {len(rows)} measured now; cache: {path}")
+        why = calibrate.failure(figures, adapter)
+        print(f"{adapter:<22} {cells}" + (f"  (no prediction: {why[:120]})" if why else ""))
+    print(f"env steps/s on {calibrate.ENV_ID} (step_cost_us=0); {len(rows)} measured now in {took:.0f} s, each cell "
+          f"within {cell_s:g} s ({cell_s + startup_s:g} s for one that starts a Ray cluster); cache: {path}")
     return 0
 
 

@@ -25,21 +25,43 @@ from dataclasses import replace
 
 import pufferlib_autotune  # beside this script (sys.path[0]); imports nothing of PufferLib here
 
-ENV = "rlbench/Synthetic-v0"
-# name -> (env arguments, policy): a trivial step; a heavy step that holds the GIL; steps of highly
-# variable length (stragglers); large observations; a cheap step with an expensive policy
+ENV, FRAMES = "rlbench/Synthetic-v0", "rlbench/Frames-v0"
+# name -> (env, env arguments, policy): a trivial step; a heavy step that holds the GIL; steps of highly
+# variable length (stragglers); large observations; a cheap step with an expensive policy; the Nature CNN on
+# stacked 84x84 frames (the expensive-policy regime as users meet it: where the policy runs decides)
 PANEL = {
-    "trivial": ({"step_cost_us": 0, "obs_bytes": 16}, "random"),
-    "gil": ({"step_cost_us": 500}, "random"),
-    "stragglers": ({"step_cost_us": 50, "straggler_p": 0.05, "straggler_x": 20}, "random"),
-    "large-obs": ({"step_cost_us": 20, "obs_bytes": 32768}, "random"),
-    "policy": ({"step_cost_us": 1}, "fixed_cost:cost_us=200"),
+    "trivial": (ENV, {"step_cost_us": 0, "obs_bytes": 16}, "random"),
+    "gil": (ENV, {"step_cost_us": 500}, "random"),
+    "stragglers": (ENV, {"step_cost_us": 50, "straggler_p": 0.05, "straggler_x": 20}, "random"),
+    "large-obs": (ENV, {"step_cost_us": 20, "obs_bytes": 32768}, "random"),
+    "policy": (ENV, {"step_cost_us": 1}, "fixed_cost:cost_us=200"),
+    "cnn": (FRAMES, {"step_cost_us": 20}, "cnn"),
 }
 ADAPTERS = "serial,rlpyt-serial,rlpyt-cpu,gymnasium-sync,gymnasium-async,sb3-subproc"
+MAX_CELLS = 120   # an exhaustive sweep larger than this keeps every other size (powers of 4): see sized()
 
 
-def tune(name, kwargs, policy, args, out) -> tuple:
-    cmd = [sys.executable, "-m", "rlbench.cli", "tune", "--env", ENV, "--policy", policy, "--budget", args.budget,
+def default_sizes(cpus: int) -> list:
+    """num_envs 1, 2, 4, ... up to 64 per core (128 on 2 cores, 1024 on 16), at most 1024."""
+    top = min(1024, 64 * cpus)
+    return [2 ** i for i in range(top.bit_length()) if 2 ** i <= top]
+
+
+def sized(sizes: list, per_size: int, cap: int = MAX_CELLS) -> tuple:
+    """The sweep's num_envs: all of `sizes` when sizes x configurations per size fits `cap`, else every other
+    one from the top down (..., 64, 256, 1024: the largest always kept), then every fourth, until it fits; with
+    the note the table prints. Tune still races every size; its pick is added to the sweep wherever it lies."""
+    kept, step = list(sizes), 1
+    while len(kept) * per_size > cap and len(kept) > 2:
+        step *= 2
+        kept = sorted(sizes[::-1][::step])
+    note = "" if step == 1 else (f"swept every {step}th size ({', '.join(map(str, kept))}) of {len(sizes)}: "
+                                 f"{len(sizes) * per_size} configurations would exceed {cap}")
+    return kept, note
+
+
+def tune(name, env, kwargs, policy, args, out) -> tuple:
+    cmd = [sys.executable, "-m", "rlbench.cli", "tune", "--env", env, "--policy", policy, "--budget", args.budget,
            "--max-envs", str(max(args.sizes)), "--out", out]
     if args.tune_adapters != "all":
         cmd += ["--adapters", args.tune_adapters or args.adapters]
@@ -54,7 +76,7 @@ def tune(name, kwargs, policy, args, out) -> tuple:
         return json.load(f), wall
 
 
-def autotune(name, kwargs, policy, args, python, out) -> dict:
+def autotune(name, env, kwargs, policy, args, python, out, forward_s: float) -> dict:
     """PufferLib's autotune as its users call it, given what tune is given: the budget (autotune's only knob
     for time is per test, so the budget over the tests it will run) and max_envs. Its batch_size (the
     learner's batch, which autotune takes as fixed) is max_envs / 2 unless given: num_envs = 2 x batch, the
@@ -67,8 +89,8 @@ def autotune(name, kwargs, policy, args, python, out) -> dict:
     batch = args.puffer_batch_size or max(1, max_envs // 2)
     tests = pufferlib_autotune.planned_tests(batch, max_envs, psutil.cpu_count(logical=False) or 1)
     try:
-        got = pufferlib_autotune.run(python, ENV, kwargs, batch, max_envs, budget / tests,
-                                     pufferlib_autotune.model_forward_s(policy), timeout=budget * 4 + 300)
+        got = pufferlib_autotune.run(python, env, kwargs, batch, max_envs, budget / tests, forward_s,
+                                     timeout=budget * 4 + 300)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         raise SystemExit(f"check-tune: PufferLib autotune of {name} failed: {exc}") from None
     except pufferlib_autotune.AutotuneOutputError as exc:
@@ -83,7 +105,7 @@ def autotune(name, kwargs, policy, args, python, out) -> dict:
     return record
 
 
-def sweep(kwargs, policy, record, args, out, puffer=None) -> tuple:
+def sweep(env, kwargs, policy, record, args, out, puffer=None) -> tuple:
     """Every candidate of tune's space at these sizes, tune's pick and autotune's, in one interleaved run.
     Returns (results, wall s, configurations, tune's pick's cell_id, autotune's pick's cell_id or None): a
     pick already among the candidates (same adapter, num_envs and options however given) is that cell."""
@@ -92,11 +114,15 @@ def sweep(kwargs, policy, record, args, out, puffer=None) -> tuple:
     from rlbench.tuning import SETTINGS, prepare
     from rlbench.tuning.candidates import Space, cpus_here
     from rlbench.workload import Workload, parse_policy
-    workload = Workload(ENV, 1, parse_policy(policy), 0, 1, dict(kwargs))
+    workload = Workload(env, 1, parse_policy(policy), 0, 1, dict(kwargs))
     space = Space(workload, args.adapters.split(","), max(args.sizes), cpus_here())
+    per_size = sum(len(space.settings(a, max(args.sizes))) for a in space.adapters)
+    sizes, note = sized(args.sizes, per_size, args.max_cells)
+    if note:
+        print(f"check-tune: {note}", file=sys.stderr)
     cells = {}
     for adapter in space.adapters:
-        for n in args.sizes:
+        for n in sizes:
             for _, cell in space.settings(adapter, n):
                 cells[cell.cell_id] = cell
 
@@ -139,14 +165,17 @@ def main() -> int:
     p.add_argument("--adapters", default=ADAPTERS, help="strategies swept (and raced, unless --tune-adapters)")
     p.add_argument("--tune-adapters", help="strategies tune races, if not those swept ('all': every one available "
                                            "here, as a user's tune; its pick is added to the sweep)")
-    p.add_argument("--sizes", default="1,2,4,8,16,32,64", help="num_envs of the exhaustive sweep (tune's --max-envs: "
-                                                           "the largest)")
+    p.add_argument("--sizes", help="num_envs of the exhaustive sweep (tune's --max-envs: the largest; default "
+                                   "1, 2, 4, ... up to 64 per core, at most 1024)")
+    p.add_argument("--max-cells", type=int, default=MAX_CELLS, help="configurations the sweep holds at most: "
+                                                                      "beyond it, every other size is swept")
     p.add_argument("--repeats", type=int, default=3, help="repeats per configuration in the sweep")
     p.add_argument("--no-pufferlib", action="store_true", help="leave out PufferLib's autotune beside tune")
     p.add_argument("--puffer-batch-size", type=int, help="autotune's batch_size (default: the largest size / 2)")
     p.add_argument("--out", default="reports/check-tune")
     args = p.parse_args()
-    args.sizes = sorted({int(n) for n in args.sizes.split(",")})
+    from rlbench.tuning.candidates import cpus_here
+    args.sizes = sorted({int(n) for n in args.sizes.split(",")}) if args.sizes else default_sizes(cpus_here())
     names = args.envs.split(",")
     bad = [n for n in names if n not in PANEL]
     if bad:
@@ -164,12 +193,12 @@ def main() -> int:
     puffer_python = pufferlib_python(args)
     rows = []
     for name in names:
-        kwargs, policy = PANEL[name]
+        env, kwargs, policy = PANEL[name]
         base = os.path.join(args.out, name)
-        record, tune_s = tune(name, kwargs, policy, args, os.path.join(base, "tune"))
-        puffer = autotune(name, kwargs, policy, args, puffer_python, os.path.join(base, "autotune")) \
-            if puffer_python else None
-        results, sweep_s, n_cells, tune_id, puffer_id = sweep(kwargs, policy, record, args,
+        record, tune_s = tune(name, env, kwargs, policy, args, os.path.join(base, "tune"))
+        puffer = autotune(name, env, kwargs, policy, args, puffer_python, os.path.join(base, "autotune"),
+                          forward_s(policy, record, args)) if puffer_python else None
+        results, sweep_s, n_cells, tune_id, puffer_id = sweep(env, kwargs, policy, record, args,
                                                               os.path.join(base, "sweep"), puffer)
         summary = {c.cell_id: c for c in results.cells.values() if c.n}
         best = verdict([entry(c, results) for c in summary.values()]).winner
@@ -206,6 +235,18 @@ def main() -> int:
     ok = (table["ratio_to_best"] >= 0.9).all() and (table["time_share"] <= 0.25).all()
     print(f"goal (>= 0.9 of the best on every env, in <= 25% of the sweep's time): {'met' if ok else 'not met'}")
     return 0
+
+
+def forward_s(policy: str, record: dict, args) -> float:
+    """autotune's stand-in for the policy, a sleep per batch: fixed_cost's own cost, else what tune's profile
+    measured the policy to cost at the batch size nearest autotune's (0 where it measured none)."""
+    fixed = pufferlib_autotune.model_forward_s(policy)
+    curve = (record.get("profile") or {}).get("policy_us_per_batch") or {}
+    if fixed or not curve:
+        return fixed
+    batch = args.puffer_batch_size or max(1, max(args.sizes) // 2)
+    nearest = min(curve, key=lambda b: abs(int(b) - batch))
+    return float(curve[nearest]) / 1e6 * batch / int(nearest)
 
 
 def _rate(summary, cell_id) -> float:

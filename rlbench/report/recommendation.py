@@ -20,13 +20,14 @@ def recommendation_section(decision) -> str:
         parts.append(f"<p class='warn'>The search was cut short ({esc(decision.interrupted)}): this decision covers "
                      "what was measured until then; `rlbench resume` on this folder goes on with the budget left.</p>")
     if win is None:
-        return "".join(parts) + f"<p>No answer: {esc(decision.why_none)}</p>"
+        return "".join(parts) + calibration_note(decision) + f"<p>No answer: {esc(decision.why_none)}</p>"
     parts.append(f"<p><b>{esc(win.config)}</b>: {rate(win.steps_per_s)} env steps/s "
                  f"[95% CI {rate(win.ci_low)}, {rate(win.ci_high)}], n={win.n}.</p>")
     if decision.verdict:
         parts.append(f"<p>{esc(decision.verdict)}.</p>")
     if decision.search:
         parts.append(f"<p>Search: {esc(decision.search)}.</p>")
+    parts.append(calibration_note(decision))
     fig = search_figure(decision)
     if fig is not None:
         parts.append("<h3>The search: env steps/s vs num_envs of every configuration tried (dotted: the "
@@ -38,6 +39,12 @@ def recommendation_section(decision) -> str:
     parts.append(f"<pre>{esc(code)}</pre>")
     parts.append(table(FATES, decision.strategies))
     return "".join(parts)
+
+
+def calibration_note(decision) -> str:
+    """How the machine's calibration was had (its time apart from the budget, or the cache's date) and each
+    strategy it gave no prediction, with the reason (the sentence names them); '' for a decision older than it."""
+    return f"<p>Calibration: {esc(decision.calibration)}.</p>" if decision.calibration else ""
 
 
 def search_figure(decision):

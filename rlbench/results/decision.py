@@ -119,9 +119,15 @@ class Decision:
     used_s: float = None
     note: str = ""
     trace: tuple = ()              # the search's rounds: what each added, pruned, dropped and measured
+    # the machine's calibration, apart from the budget: measured now (its seconds) or cached (when, by whom), and
+    # the strategies it gave no prediction, each with the reason (they raced without one)
+    calibration: str = ""
+    calibration_s: Optional[float] = None
+    uncalibrated: Mapping = None   # adapter -> why its calibration gave no prediction
 
     def __post_init__(self):
         object.__setattr__(self, "trace", freeze(list(self.trace)))
+        object.__setattr__(self, "uncalibrated", freeze(dict(self.uncalibrated or {})))
 
     @property
     def search(self) -> str:
@@ -136,7 +142,9 @@ class Decision:
                 "runner_up": _json(self.runner_up), "strategies": [_json(s) for s in self.strategies],
                 "points": [_json(p) for p in self.points], "stop_reason": self.stop_reason,
                 "interrupted": self.interrupted, "budget_s": self.budget_s, "used_s": self.used_s,
-                "search": self.search, "note": self.note, "rounds": thaw(self.trace)}
+                "search": self.search, "note": self.note, "rounds": thaw(self.trace),
+                "calibration": self.calibration, "calibration_s": self.calibration_s,
+                "uncalibrated": thaw(self.uncalibrated)}
 
     @classmethod
     def from_json(cls, doc: Mapping) -> Optional["Decision"]:
@@ -153,4 +161,6 @@ class Decision:
                    points=tuple(_from(Point, p) for p in doc.get("points") or ()),
                    stop_reason=doc.get("stop_reason") or doc.get("search", ""),
                    interrupted=doc.get("interrupted", ""), budget_s=doc.get("budget_s"), used_s=doc.get("used_s"),
-                   note=doc.get("note", ""), trace=tuple(doc.get("rounds") or ()))
+                   note=doc.get("note", ""), trace=tuple(doc.get("rounds") or ()),
+                   calibration=doc.get("calibration") or "", calibration_s=doc.get("calibration_s"),
+                   uncalibrated=doc.get("uncalibrated") or {})

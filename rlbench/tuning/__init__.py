@@ -1,8 +1,9 @@
 """`rlbench tune`: which strategy steps this env fastest on this machine, answered by measuring. In the
 shape of `rlbench run`: check the input (the env is built once), profile the env in its own process, open
 the run folder, calibrate what this machine has not seen, search (rlbench.tuning.search) under the budget,
-decide, write tune.json and the report, print the answer. Each stage is one call here; the whole, profile
-and calibration included, keeps to the budget."""
+decide, write tune.json and the report, print the answer. Each stage is one call here; the whole keeps to the
+budget but the machine's calibration, which runs apart from it (rlbench.tuning.clock: once per machine, it would
+make a first tune worse than every later one) and is reported with its own time."""
 import json
 import math
 import os
@@ -22,7 +23,9 @@ from rlbench.report.writer import write_atomic
 from rlbench.results.model import ResultSet
 from rlbench.running.session import Job, session
 from rlbench.tuning import calibrate
+from rlbench.tuning.calibration import calibrate_here, not_calibrated, sentence
 from rlbench.tuning.candidates import Space, available_mb, cpus_here, default_max_envs, stepping_adapters
+from rlbench.tuning.clock import Clock
 from rlbench.tuning.decide import decide, lines
 from rlbench.tuning.measure import SPAWN_S, SweepMeasurer
 from rlbench.tuning.profile import EnvProfile
@@ -31,7 +34,6 @@ from rlbench.workload import Workload, kv_label, parse_policy
 
 TUNE_JSON = "tune.json"
 PROFILE_TIMEOUT_S = 300
-CALIBRATION_SHARE = 0.3   # of the budget, at most, for calibrating strategies this machine has not seen
 # every measurement: the normal protocol, shorter windows (the race repeats what matters)
 SETTINGS = Settings(warmup_s=0.2, warmup_units=2, duration_s=0.5, min_units=5, repeats=2, timeout_s=60.0)
 
@@ -60,6 +62,7 @@ def tune(request, resume: str = None) -> tuple:
     budget_s = parse_budget(request.budget)
     named = [a for item in request.adapters for a in item.split(",") if a]
     stepping_adapters(named)  # unknown or non-stepping names: refused before anything runs
+    calibrate.bounds()        # so is a bad $RLBENCH_CALIBRATION_CELL_S or _STARTUP_S
     settings = replace(SETTINGS, cluster=_address(request), node_class=request.node_class or "")
     job = Job("tune", "tune", settings, request.planned(), out=request.out, resume=resume)
     with session(job) as s:
@@ -70,19 +73,22 @@ def tune(request, resume: str = None) -> tuple:
         print("\n".join(lines(t.decision, t.profile)))
     if s.view is not None:
         print(f"\nreport: {os.path.join(s.path, 'index.html')}  decision: {os.path.join(s.path, TUNE_JSON)}")
-    print(f"rlbench tune: {t.elapsed():.0f} s of the {budget_s:.0f} s budget used", file=sys.stderr)
+    apart = t.clock.apart_s()
+    print(f"rlbench tune: {t.elapsed():.0f} s of the {budget_s:.0f} s budget used"
+          + (f" (and {apart:.0f} s calibrating this machine, apart from it)" if apart >= 0.5 else ""), file=sys.stderr)
     return s.exit_code(allow_errors=True) or (0 if t.decision and t.decision.winner else 1), s.path
 
 
 class Tuning:
     """One tune between its stages, so that however the search ends (converged, out of budget, a signal, a full
     disk) the decision is made from what was measured. A resumed tune reads its tune.json: the same profile,
-    calibration and space, the budget it had left, and its rows, from which the search retraces its path."""
+    calibration and space, the budget it had left, and its rows, from which the search retraces its path. The
+    calibration's time is kept apart from the budget's (self.clock)."""
 
     def __init__(self, s, workload, budget_s: float, named: list, max_envs: int, t0: float):
         self.s, self.workload, self.budget_s = s, workload, budget_s
         self.earlier = read_tune(s.path) if s.resuming else {}
-        self.t0 = t0 - used_before(self.earlier, s.path)
+        self.clock = Clock(t0, used_before(self.earlier, s.path), float(self.earlier.get("calibration_s") or 0.0))
         self.cpus = s.cluster.cpus if s.cluster else cpus_here()
         self.where = f"nodes of class {s.cluster.class_id} ({_machine(s.cluster)})" if s.cluster else "this machine"
         if self.earlier.get("profile"):
@@ -105,8 +111,9 @@ class Tuning:
         s.at_end(self.end)
 
     def elapsed(self) -> float:
-        """The budget's clock: from this tune's first start, a resumed tune's earlier sessions included."""
-        return time.monotonic() - self.t0
+        """The budget used: from this tune's first start, a resumed tune's earlier sessions included, the
+        calibration's time left out."""
+        return self.clock.elapsed()
 
     def search(self) -> None:
         """Prepare the adapters' environments, calibrate what this machine has not seen, search."""
@@ -117,16 +124,21 @@ class Tuning:
         kept = {(r.cell_id, r.repeat): r for r in ResultSet.load(s.path).runs
                 if r.status != "lost" and not r.get("profiled")}
         self.rows_before = sorted(kept)
-        measurer = SweepMeasurer(s.run_id, s.job.settings, s.path, envs, t0=self.t0, cluster=s.cluster, kept=kept)
+        measurer = SweepMeasurer(s.run_id, s.job.settings, s.path, envs, cluster=s.cluster, kept=kept,
+                                 clock=self.clock.elapsed)
         self.found.measurer = self.measurer = measurer
         if self.earlier.get("calibration"):
             self.calibration = self.earlier["calibration"]
             measurer.learn({a: calibrate.wall_s(self.calibration["adapters"], a) for a in self.runnable})
-        elif not self.profile.jax and s.cluster is None:
-            self.calibration = calibrate_here(self.runnable, self.cpus, self.max_envs, envs, measurer,
-                                              self.budget_s, s.path)
+        elif self.profile.jax:
+            self.calibration = not_calibrated("a JAX env: the calibration measures CPU strategies on a CPU env")
+        elif s.cluster is not None:
+            self.calibration = not_calibrated("on a cluster: the calibration is of this machine")
         else:
-            self.calibration = NOT_CALIBRATED
+            with self.clock.apart():   # once per machine: not the user's budget
+                found = calibrate_here(self.runnable, self.cpus, self.max_envs, envs, measurer, s.path)
+            self.calibration = {**found, "seconds": round(self.clock.apart_s(), 2)}
+            print(f"rlbench tune: calibration: {self.calibration_sentence()}", file=sys.stderr, flush=True)
         self.found.calibration = self.calibration["adapters"]
         write_atomic(os.path.join(s.path, TUNE_JSON), self.record(None))  # a tune killed from here on resumes
         self.found.go()
@@ -144,14 +156,19 @@ class Tuning:
                         else f"stopped after {used_s:.0f} s: {outcome.store_failed}")
         self.decision = decide(search, results, self.profile, self.max_envs,
                                label=label(self.workload), where=self.where, stop_reason=search.stop_reason,
-                               interrupted=search.stop_reason if cut else "", budget_s=self.budget_s, used_s=used_s)
+                               interrupted=search.stop_reason if cut else "", budget_s=self.budget_s, used_s=used_s,
+                               calibration=self.calibration_sentence(), calibration_s=round(self.clock.apart_s(), 2))
         return {"tune": self.decision, "cells": len(search.candidates)}, {TUNE_JSON: self.record(self.decision)}
+
+    def calibration_sentence(self) -> str:
+        return sentence(self.calibration, self.budget_s, (self.calibration or {}).get("seconds", self.clock.apart_s()))
 
     def record(self, decision) -> str:
         """tune.json: the profile, the calibration it read, every candidate and its fate, what could not race,
         and the decision with the search's trace (every round: what was added and why, predicted and measured
         rates, drops with p-values, prunes with predictions); written as the search starts (no decision yet:
-        what a resume reads if the tune is killed) and at its end."""
+        what a resume reads if the tune is killed) and at its end. used_s is the budget's (the calibration's time
+        apart: calibration_s, every session's)."""
         search = self.found
         cands = [{"cell_id": c.cell.cell_id, "config": c.config, "adapter": c.adapter, "num_envs": c.num_envs,
                   "options": c.cell.given_options, "origin": c.origin, "round_added": c.round,
@@ -161,7 +178,8 @@ class Tuning:
                   "p_slower_than_leader": None if math.isnan(c.p) else c.p, "why": c.why} for c in search.candidates]
         doc = {"schema": 3, "workload": self.workload.to_dict(), "budget_s": self.budget_s, "used_s": self.elapsed(),
                "max_envs": self.max_envs, "settings": self.s.job.settings.__dict__, "profile": self.profile.to_json(),
-               "calibration": self.calibration, "stop_reason": search.stop_reason, "converged": search.converged,
+               "calibration": self.calibration, "calibration_s": round(self.clock.apart_s(), 2),
+               "stop_reason": search.stop_reason, "converged": search.converged,
                "rows_before": self.rows_before, "candidates": cands,
                "left_out": [{**asdict(x), "repeats": 0} for x in search.space.left],
                "decision": decision.to_json() if decision else None}
@@ -196,33 +214,9 @@ def _address(request) -> str:
     return parse_settings("command line", {"cluster": request.cluster}, names={"cluster": "--cluster"}).cluster
 
 
-# a JAX env races JAX adapters only, which the calibration (CPU strategies on a CPU env) does not measure
-NOT_CALIBRATED = {"path": None, "sizes": [], "measured_now": [], "adapters": {}}
-
-
 def report_s(budget_s: float) -> float:
     """Kept from the budget for the decision and the report."""
     return min(10.0, max(3.0, 0.05 * budget_s))
-
-
-def calibrate_here(adapters, cpus, max_envs, envs, measurer, budget_s, out_dir) -> dict:
-    """This machine's calibration of these adapters: reused from the cache, else measured now (in the run
-    folder's calibration/, within CALIBRATION_SHARE of the budget; an adapter not calibrated in time is
-    simply never pruned)."""
-    ns = calibrate.sizes(cpus, max_envs)
-    limit = CALIBRATION_SHARE * budget_s
-
-    def admit(job):
-        return measurer.elapsed() + measurer.job_s(job.cell) <= limit
-
-    def announce(todo):
-        print(f"rlbench tune: calibrating {len(todo)} strategies on this machine (cached for later tunes)",
-              file=sys.stderr)
-
-    figures, path, rows = calibrate.calibrate(adapters, ns, envs, out_dir=os.path.join(out_dir, "calibration"),
-                                              admit=admit, announce=announce)
-    measurer.learn({a: calibrate.wall_s(figures, a) for a in adapters})
-    return {"path": path, "sizes": ns, "measured_now": sorted({r["adapter"] for r in rows}), "adapters": figures}
 
 
 def _machine(cluster) -> str:

@@ -1,7 +1,9 @@
 """What each strategy costs per env step on this machine, whatever the env: its env steps/s on the synthetic env
 with a zero-cost step, at a few num_envs, by the normal protocol, cached per machine (docs/tune.md). `rlbench
 tune` reads it to predict the most a strategy can reach on the user's env (`ceiling`, `predict`) and prune what
-cannot come within reach of the leader; `rlbench calibrate` runs it alone.
+cannot come within reach of the leader; `rlbench calibrate` runs it alone, ahead. Each cell is bounded to seconds
+(`cell_timeout_s`): a strategy that fails or outlives its bound is cached with the reason, and tune races it
+without a prediction rather than waiting a minute for it.
 """
 import contextlib
 import hashlib
@@ -12,11 +14,13 @@ import shutil
 import tempfile
 import time
 from dataclasses import replace
+from datetime import datetime
 
+from rlbench.errors import UsageError
 from rlbench.machine.fingerprint import fingerprint
 from rlbench.planning.plan import Settings
 from rlbench.results.model import ResultSet
-from rlbench.results.store import RESULTS
+from rlbench.results.store import RESULTS, read_rows
 from rlbench.running.sweep import run_sweep
 from rlbench.synthetic import ENV_ID
 from rlbench.tuning.profile import EnvProfile
@@ -25,7 +29,45 @@ from rlbench.workload import PolicySpec, Workload
 VERSION = 2  # 2: each size's figures are the best of the adapter's tune_space settings
 OBS_BYTES = 64       # a small observation: what the strategy costs, not what copying costs
 HEADROOM = 2.0       # a strategy's ceiling: this times its best calibrated rate (larger num_envs amortise more)
-SETTINGS = Settings(warmup_s=0.1, warmup_units=2, duration_s=0.3, min_units=3, repeats=1, timeout_s=60.0)
+# A cell's bound: its process started, its libraries imported and 0.4 s measured take 1-4 s on 2 cores (torch's
+# import is most of it); a strategy that starts a cluster first (Ray: ray-actors ~7 s there) gets STARTUP_S more.
+# One that needs longer is not worth a first tune's wait: it is named with the timeout and raced unpredicted.
+CELL_S = 10.0
+STARTUP_S = 20.0
+CLUSTER_MODULES = ("ray",)   # frameworks that start a cluster of daemons before their first step
+BOUND_ENV = {"cell": "RLBENCH_CALIBRATION_CELL_S", "startup": "RLBENCH_CALIBRATION_STARTUP_S"}
+SETTINGS = Settings(warmup_s=0.1, warmup_units=2, duration_s=0.3, min_units=3, repeats=1,
+                    timeout_s=CELL_S + STARTUP_S)   # each cell carries its own bound (cells)
+
+
+def bounds() -> tuple:
+    """(cell_s, startup_s): a calibration cell's timeout and a cluster-starting strategy's extra, from
+    $RLBENCH_CALIBRATION_CELL_S and $RLBENCH_CALIBRATION_STARTUP_S where set (a slow machine may need more),
+    else CELL_S and STARTUP_S; a bad value is refused with its name (checked before anything runs)."""
+    out = []
+    for (kind, var), default, low in zip(BOUND_ENV.items(), (CELL_S, STARTUP_S), (0.0, -1.0)):
+        raw = os.environ.get(var, "").strip()
+        try:
+            value = float(raw) if raw else default
+        except ValueError:
+            value = float("nan")
+        if not (low < value < 3600):
+            valid = "seconds > 0 and < 3600" if kind == "cell" else "seconds >= 0 and < 3600"
+            raise UsageError(f"${var}={raw!r} (valid: {valid})")
+        out.append(value)
+    return tuple(out)
+
+
+def starts_cluster(adapter: str) -> bool:
+    from rlbench import registry
+    return any(m in CLUSTER_MODULES for m in registry.get(adapter).requires)
+
+
+def cell_timeout_s(adapter: str) -> float:
+    """How long one calibration cell of this adapter may run: the cell's bound, plus the start-up allowance
+    for a strategy that starts a cluster."""
+    cell_s, startup_s = bounds()
+    return cell_s + (startup_s if starts_cluster(adapter) else 0.0)
 
 
 def cache_dir() -> str:
@@ -69,23 +111,32 @@ def load(key: dict) -> dict:
     return data.get("adapters", {}) if data.get("key") == key else {}
 
 
-def store(key: dict, measured: dict) -> str:
-    """Merge these adapters' figures into the machine's file (locked; atomic replace)."""
+def store(key: dict, measured: dict, by: str = "") -> str:
+    """Merge these adapters' figures into the machine's file (locked; atomic replace), each stamped with when
+    and by which command it was measured (what tune says it read)."""
     from filelock import FileLock
 
     from rlbench.report.writer import write_atomic
     path = cache_path(key)
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    now = time.time()
     with FileLock(path + ".lock"):
         merged = {**load(key)}
         for adapter, by_n in measured.items():
-            merged[adapter] = {**merged.get(adapter, {}), **by_n}
+            stamped = {n: {"measured_at": now, "by": by, **f} for n, f in by_n.items()}
+            merged[adapter] = {**merged.get(adapter, {}), **stamped}
         write_atomic(path, json.dumps({"key": key, "measured_at": time.time(), "adapters": merged}, indent=1) + "\n")
     return path
 
 
 def missing(calibration: dict, adapters, ns) -> list:
-    return [a for a in adapters if any(str(n) not in calibration.get(a, {}) for n in ns)]
+    """The adapters to measure at these sizes: those the cache lacks at one of them, or that timed out there
+    under a shorter bound than theirs now (the bound was raised for a slow machine: a timeout under a
+    shorter one says nothing of it)."""
+    def lacks(a, n):
+        f = calibration.get(a, {}).get(str(n))
+        return f is None or (f.get("status") == "timeout" and (f.get("bound_s") or 0.0) < cell_timeout_s(a))
+    return [a for a in adapters if any(lacks(a, n) for n in ns)]
 
 
 def cells(adapters, ns) -> list:
@@ -97,6 +148,7 @@ def cells(adapters, ns) -> list:
     cpus = len(os.sched_getaffinity(0))
     out = []
     for adapter in adapters:
+        bound = (("timeout_s", cell_timeout_s(adapter)),)
         for n in ns:
             workload = Workload(ENV_ID, n, PolicySpec(), 0, 1, {"step_cost_us": 0.0, "obs_bytes": OBS_BYTES})
             for options in registry.get(adapter)().tune_space(n, cpus) or [{}]:
@@ -104,13 +156,14 @@ def cells(adapters, ns) -> list:
                     cell = make_cell("calibration", adapter, workload, options)
                 except Exception:  # noqa: BLE001 - a setting that cannot take the synthetic env is left out
                     continue
-                out.append(replace(cell, index=len(out)))
+                out.append(replace(cell, index=len(out), protocol=bound))
     return out
 
 
-def figures(rows) -> dict:
+def figures(rows, bounds: dict = None) -> dict:
     """adapter -> {num_envs (str): figures} of calibration rows: each size's best setting (best_of); a failure
-    is kept too (no rate: never a prediction), so that it is not tried at every tune."""
+    is kept too (no rate: never a prediction), so that it is not tried at every tune, a timeout with the bound
+    it ran under (bounds: adapter -> seconds)."""
     measured = {}
     for row in rows:
         ok = row["status"] == "ok" and row.get("steps_per_s")
@@ -119,6 +172,8 @@ def figures(rows) -> dict:
              {"steps_per_s": None, "status": row["status"], "reason": (row.get("error") or "")[:300]})
         # what one of its jobs costs (a timeout: the limit): the search's first estimate of its jobs
         f["wall_s"] = row.get("wall_s") or (SETTINGS.timeout_s if row["status"] == "timeout" else None)
+        if row["status"] == "timeout" and bounds:
+            f["bound_s"] = bounds.get(row["adapter"])
         by_n = measured.setdefault(row["adapter"], {})
         by_n[str(row["num_envs"])] = best_of(by_n.get(str(row["num_envs"])), f)
     return measured
@@ -136,11 +191,19 @@ def best_of(kept, new) -> dict:
             "wall_s": max(walls) if walls else None}
 
 
+def _written(folder: str) -> list:
+    """The calibration rows in this folder so far, as written (dicts, in order)."""
+    path = os.path.join(folder, RESULTS)
+    return read_rows(path) if os.path.exists(path) else []
+
+
 def calibrate(adapters, ns, envs=None, force: bool = False, out_dir: str = None, admit=None,
-              announce=None) -> tuple:
+              announce=None, by: str = "") -> tuple:
     """(adapter -> figures of these adapters on this machine, cache path, the rows measured now): measures
     those the cache lacks at these sizes (all of them when forced) in out_dir (default a temporary folder,
-    removed), the jobs admit(job) lets start, and stores them. announce(todo) is told what will be measured."""
+    removed), the jobs admit(job) lets start, and stores them (stamped `by`, the command measuring them); once
+    one setting of an adapter times out at a size, its others there are not tried (a Ray cluster's start-up
+    that outlived the bound would again). announce(todo) is told what will be measured."""
     key = machine_key()
     have = load(key)
     todo = list(adapters) if force else missing(have, adapters, ns)
@@ -150,15 +213,23 @@ def calibrate(adapters, ns, envs=None, force: bool = False, out_dir: str = None,
             announce(todo)
         scratch = out_dir or tempfile.mkdtemp(prefix="rlbench-calibrate-")
         os.makedirs(scratch, exist_ok=True)
+        earlier = len(_written(scratch))   # a resumed tune's folder holds its first session's rows
+
+        def bounded(job):   # a setting of an adapter that timed out at this size would too: its start-up did
+            if any(r.get("status") == "timeout" and r.get("adapter") == job.cell.adapter
+                   and r.get("num_envs") == job.cell.workload.num_envs for r in _written(scratch)[earlier:]):
+                return False
+            return admit(job) if admit else True
+
         try:  # one repeat of each cell, interleaved
-            run_sweep("calibration", "calibration", cells(todo, ns), SETTINGS, scratch, envs=envs, admit=admit)
+            run_sweep("calibration", "calibration", cells(todo, ns), SETTINGS, scratch, envs=envs, admit=bounded)
         finally:  # whatever ended it (a signal, a full disk), the jobs that finished are cached for the next tune
             ran = os.path.exists(os.path.join(scratch, RESULTS))
             rows = [dict(r) for r in ResultSet.load(scratch).runs] if ran else []
-            measured = figures(rows)
+            measured = figures(rows, {a: cell_timeout_s(a) for a in todo})
             if measured:
                 with contextlib.suppress(OSError):
-                    store(key, measured)
+                    store(key, measured, by)
             if out_dir is None:
                 shutil.rmtree(scratch, ignore_errors=True)
         have = load(key) or {**have, **measured}
@@ -220,3 +291,18 @@ def memory_mb(calibration: dict, adapter: str, num_envs: int, profile: EnvProfil
     per_env, process = profile.rss_per_env_mb, profile.process_rss_mb
     workers = workers_at(calibration, adapter, num_envs, cpus) if calibration.get(adapter) else 1
     return num_envs * per_env + max(workers - 1, 0) * process
+
+
+def failure(calibration: dict, adapter: str):
+    """Why the calibration gives this adapter no prediction though it ran it ('timeout: no result after 10s;
+    ...'): no size gave a rate; None when one did, or when it was never calibrated."""
+    seen = calibration.get(adapter) or {}
+    if not seen or any(f.get("steps_per_s") for f in seen.values()):
+        return None
+    f = next(iter(seen.values()))
+    return f"{f.get('status') or 'failed'}: {f.get('reason') or 'no rate'}"
+
+
+def stamp(seconds: float) -> str:
+    """A cache stamp (time.time()) as the console says it."""
+    return datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M")

@@ -1,7 +1,8 @@
 """The answer of `rlbench tune`, from what was measured: rlbench.results.ranking's verdict over the run's
 rows (the fastest configuration, its speedup over the serial baseline, the runner-up and whether the lead
 is significant: the run's own headline, word for word), the winner's median and 95% CI, one line per other
-strategy saying why it lost or never ran, and the library call for the winner."""
+strategy saying why it lost or never ran (and, where the calibration gave it no prediction, why not), how the
+machine's calibration was had, and the library call for the winner."""
 import shlex
 
 import numpy as np
@@ -11,6 +12,7 @@ from rlbench.report.format import rate, with_ci
 from rlbench.results import ranking
 from rlbench.results.decision import Decision, Fate, Point, RunnerUp, Speedup, Winner
 from rlbench.results.stats import ratio_ci, summarize
+from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import config
 from rlbench.workload import kv_label
 
@@ -64,9 +66,11 @@ def diagnosis(rows, profile: dict) -> str:
 def decide(search, results, profile: dict, max_envs: int = None, **context) -> Decision:
     """The answer tune.json keeps and the console prints (see `lines`): rlbench.results.ranking's verdict over the
     run's cells (the same a `rlbench run` headline of them gives), each strategy's fate in the search, the search
-    drawn and traced. `context`: the Decision's label, where, stop_reason, interrupted, budget_s and used_s."""
+    drawn and traced, the strategies raced without a prediction and why. `context`: the Decision's label, where,
+    stop_reason, interrupted, budget_s, used_s, calibration and calibration_s."""
     v = ranking.verdict([ranking.entry(c, results) for c in ranking.competing(results.cells.values())])
-    trace = dict(points=chart_points(search), trace=tuple(search.rounds), **context)
+    trace = dict(points=chart_points(search), trace=tuple(search.rounds), uncalibrated=uncalibrated(search),
+                 **context)
     if v is None:
         return Decision(why_none="no configuration completed a repeat",
                         strategies=strategies(search, None, profile, results), **trace)
@@ -97,6 +101,17 @@ def chart_points(search) -> tuple:
                  for c in search.candidates if c.values or (c.status == "pruned" and c.predicted))
 
 
+def uncalibrated(search) -> dict:
+    """adapter -> why the calibration gave it no prediction (its cells failed or outlived their bound), of the
+    strategies this search could race."""
+    return {a: why for a in search.space.adapters if (why := calibrate.failure(search.calibration, a))}
+
+
+def unpredicted(search, adapter: str) -> str:
+    why = calibrate.failure(search.calibration, adapter)
+    return f"raced without a prediction: no calibration ({why})" if why else ""
+
+
 def snippet(cell) -> str:
     return registry.get(cell.adapter)().snippet(cell.workload, cell.options)
 
@@ -121,7 +136,8 @@ def strategies(search, win, profile, results) -> tuple:
         # its bootstrap 95% CI from both sides' repeats (NaN bounds with fewer than 2 on a side)
         _, low, high = ratio_ci(best.values, win.values) if win is not None else (ratio, ratio, ratio)
         rows = _cell_rows(results, best.cell.cell_id)
-        out.append(Fate(name, best.status, "; ".join(filter(None, [best.why or best.status, diagnosis(rows, profile)])),
+        said = [best.why or best.status, diagnosis(rows, profile), unpredicted(search, name)]
+        out.append(Fate(name, best.status, "; ".join(filter(None, said)),
                         best.config, best.cell.cell_id, best.median, ratio, low, high))
     return tuple(sorted(out, key=lambda f: -(f.steps_per_s or 0)))
 
@@ -133,8 +149,8 @@ def never_measured(search, name, cands) -> Fate:
             or max((c for c in cands if c.status == "pruned"), key=lambda c: c.predicted or 0, default=None)
             or next(iter(cands), None))
     if fate is not None:
-        return Fate(name, fate.status, fate.why or fate.status, fate.config,
-                    predicted_max_steps_per_s=fate.predicted)
+        return Fate(name, fate.status, "; ".join(filter(None, [fate.why or fate.status, unpredicted(search, name)])),
+                    fate.config, predicted_max_steps_per_s=fate.predicted)
     left = next((x for x in search.space.left if x.adapter == name), None)
     return Fate(name, left.status if left else "", f"{left.status}: {left.reason}" if left else "not run")
 
@@ -146,6 +162,8 @@ def lines(decision: Decision, profile: dict) -> list:
            f"{p.reset_share:.1%} of the time, {p.obs_bytes} B per observation, {p.rss_per_env_mb:.1f} MB per env; "
            "policy " + (", ".join(f"{us:.1f} us at batch {b}" for b, us in p.policy_us_per_batch.items())
                         or f"inside the program {p.adapter} compiles (a JAX env: one env in its loop)")]
+    if decision.calibration:
+        out.append(f"calibration: {decision.calibration}")
     win = decision.winner
     if win is None:
         return out + [f"no answer: {decision.why_none}"]

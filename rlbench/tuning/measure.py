@@ -14,7 +14,9 @@ SPAWN_S = 0.3   # a job's cost beyond its process's own wall time (spawn, reapin
 
 class SweepMeasurer:
     def __init__(self, run_id: str, settings, out_dir: str, envs: dict, t0: float = None, cluster=None,
-                 kept: dict = None):
+                 kept: dict = None, clock=None):
+        """clock: the budget used so far (rlbench.tuning.clock.Clock.elapsed: time apart left out); default the
+        wall time since t0 (default now)."""
         self.run_id, self.settings, self.out_dir, self.envs = run_id, settings, out_dir, envs
         # a resumed tune's rows, (cell_id, repeat) -> Run: a job asked again is answered from them at no cost, so
         # the search retraces its path to where it was stopped and goes on from there
@@ -22,13 +24,14 @@ class SweepMeasurer:
         self.cluster = cluster
         self.slots = len(cluster.nodes) if cluster else 1   # jobs measured at once (a node each on a cluster)
         self.t0 = time.monotonic() if t0 is None else t0
+        self.clock = clock
         self.done = set()          # (cell_id, repeat, profiled) run
         # wall times, in seconds, kept apart by what they belong to: a cell's own jobs, and every job of an
         # adapter (the calibration's among them), so telling one from the other never reads an id's spelling
         self.cell_walls, self.adapter_walls = {}, {}
 
     def elapsed(self) -> float:
-        return time.monotonic() - self.t0
+        return self.clock() if self.clock is not None else time.monotonic() - self.t0
 
     def job_s(self, cell) -> float:
         """A job's expected wall time: the cell's own so far; else the slowest of its adapter's (Ray and JAX

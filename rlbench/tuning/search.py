@@ -1,7 +1,8 @@
 """The search `rlbench tune` runs: adaptive, on the normal protocol (every measurement a fresh process, repeats of
-what is racing interleaved, the one-sided Welch drop test): probe, climb the top configurations' neighbourhoods,
-race the contenders, until it has converged or the budget is spent (docs/tune.md). The measurements come from a
-Measurer (rlbench.tuning.measure runs real cells; tests give a simulated one).
+what is racing interleaved, the one-sided Welch drop test): probe, climb the neighbourhoods of the top
+configurations and of every one within the noise of the leader, race the contenders, until it has converged or
+the budget is spent (docs/tune.md). The measurements come from a Measurer (rlbench.tuning.measure runs real cells;
+tests give a simulated one).
 """
 import sys
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ import numpy as np
 
 from rlbench.report.format import rate
 from rlbench.results.ranking import BASELINES
-from rlbench.results.stats import slower_p
+from rlbench.results.stats import slower_p, summarize
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import MEMORY_SHARE, config
 
@@ -19,7 +20,7 @@ ALPHA = 0.05
 START_REPEATS = 2    # a new configuration's repeats (the drop test needs two a side)
 FINAL_REPEATS = 5    # a contender's, confirmed
 MAX_REPEATS = 10     # a tied leader's and runner-up's, at most
-TOP = 3              # configurations whose neighbourhoods are searched
+TOP = 3              # configurations whose neighbourhoods are searched (and every one within the noise of the leader)
 PRUNE_BELOW = 0.5    # pruned: predicted at most this share of the leader's measured rate
 PROBE_PER_CORE = (1, 8)  # probe sizes: this many envs per core
 JAX_PROBE_SIZES = (2**8, 2**12)  # a JAX env's probe sizes: vmapped, its curve starts where a CPU's ends
@@ -116,11 +117,15 @@ class Search:
         """The TOP racing configurations by median, one repeat enough (a first repeat far above the leader
         is retested before the leader is confirmed), and the baseline: what is retested and confirmed, and
         whose neighbours are searched."""
-        measured = sorted((c for c in self.candidates if c.status in ("racing", "finalist") and c.values),
-                          key=lambda c: -c.median)
-        out = measured[:TOP]
+        out = self.fastest()
         base = self.baseline()
         return out + ([base] if base is not None and base not in out else [])
+
+    def fastest(self) -> list:
+        """The TOP racing configurations by median, one repeat enough."""
+        measured = sorted((c for c in self.candidates if c.status in ("racing", "finalist") and c.values),
+                          key=lambda c: -c.median)
+        return measured[:TOP]
 
     # -- adding --------------------------------------------------------------------------------------
     def add(self, variant: int, cell, origin: str, source=None):
@@ -133,7 +138,9 @@ class Search:
                       source=source.cell.cell_id if source is not None else "")
         self.by_id[c.cell.cell_id] = c
         self.candidates.append(c)
-        self._log("added").append(self._brief(c, origin=origin))
+        unpredicted = calibrate.failure(self.calibration, cell.adapter) if predicted is None else None
+        said = {"uncalibrated": unpredicted} if unpredicted else {}   # raced without a prediction, and why
+        self._log("added").append(self._brief(c, origin=origin, **said))
         lead = self.leader() or self.baseline()
         if cell.adapter in BASELINES:
             return c
@@ -176,18 +183,44 @@ class Search:
         tried = [c.num_envs for c in self.candidates if c.adapter == best.adapter and c.values]
         return best.num_envs >= max(tried) and best.median >= PRUNE_BELOW * lead.median
 
+    def within_noise(self, c, lead) -> str:
+        """Why a tested configuration cannot be told from the leader ('' when it can): it is not significantly
+        slower (one-sided Welch test, p >= ALPHA) or its median's 95% CI overlaps the leader's. Two repeats
+        cannot order such a pair, so its neighbours may hold the true best (issue 43: rlpyt-cpu at 16 envs,
+        0.82x [0.68, 0.98] of the leader with p=0.22, its larger neighbours never tried: the pick was 0.86x of
+        the best)."""
+        if lead is None or c is lead or not c.tested or not lead.tested:
+            return ""
+        said = []
+        p = slower_p(c.values, lead.values)
+        if p >= ALPHA:   # NaN: untestable, not within
+            said.append(f"not significantly slower, p={p:.2f}")
+        mine, theirs = summarize(c.values), summarize(lead.values)
+        if mine.ci_high >= theirs.ci_low and theirs.ci_high >= mine.ci_low:   # NaN bounds: no overlap
+            said.append("its 95% CI overlaps the leader's")
+        return f"within the noise of the leader {lead.config} ({', '.join(said)})" if said else ""
+
     def expand(self) -> None:
-        """Neighbours of the top configurations, of the best serial loop, and of every strategy's best while
-        it is promising (its climb may still overtake the leader), each configuration expanded once."""
-        sources = self.contenders()
+        """Neighbours of the top configurations, of the best serial loop, of every configuration within the
+        noise of the leader, and of every strategy's best while it is promising (its climb may still overtake
+        the leader), each configuration expanded once; the trace says why each was."""
+        lead, base, top = self.leader(), self.baseline(), self.fastest()
+        sources = [(c, f"among the {TOP} fastest") for c in top]
+        if base is not None and base not in top:
+            sources.append((base, "the serial baseline"))
+        for c in self.ranked():
+            why = self.within_noise(c, lead)
+            if why and all(c is not s for s, _ in sources):
+                sources.append((c, why))
         for adapter in self.space.adapters:
             best = self.strategy_best(adapter)
-            if best is not None and best not in sources and self.promising(best):
-                sources.append(best)
-        for src in sources:
+            if best is not None and all(best is not s for s, _ in sources) and self.promising(best):
+                sources.append((best, "its strategy's best, still promising"))
+        for src, why in sources:
             if src.cell.cell_id in self.expanded:
                 continue
             self.expanded.add(src.cell.cell_id)
+            self._log("expanded").append(self._brief(src, because=why))
             for axis, variant, cell in self.space.neighbours(src.adapter, src.num_envs, src.variant,
                                                              src.cell.given_options):
                 self.add(variant, cell, f"neighbour of {src.config} along {axis}", src)
@@ -304,8 +337,8 @@ class Search:
                 self.converged = not untested
                 self.stop_reason = (
                     f"converged after {self.measurer.elapsed():.0f} s: every neighbour of the top {TOP} "
-                    f"configurations and of the serial loop tested, pruned or out of range, the contenders "
-                    f"confirmed" if self.converged else
+                    f"configurations, of those within the noise of the leader and of the serial loop tested, "
+                    f"pruned or out of range, the contenders confirmed" if self.converged else
                     f"budget spent after {self.measurer.elapsed():.0f} s: the contenders confirmed with what was "
                     f"left, {len(untested)} configurations still to test")
                 break
@@ -361,12 +394,14 @@ class Search:
                 c.status = "out"
                 c.why = (f"not significantly slower than the leader (p={c.p:.2f}), but not among the {TOP} "
                          "fastest" if c.p == c.p else f"not among the {TOP} fastest")
+                if c.cell.cell_id in self.expanded:
+                    c.why += "; its neighbourhood searched"
 
     # -- the trace -----------------------------------------------------------------------------------
     def _start_round(self) -> None:
         self.round_no += 1
         self._trace = {"round": self.round_no, "kind": "", "started_s": round(self.measurer.elapsed(), 2),
-                       "added": [], "pruned": [], "dropped": []}
+                       "added": [], "pruned": [], "dropped": [], "expanded": []}
 
     def _log(self, key: str) -> list:
         if self._trace is None:

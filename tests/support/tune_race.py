@@ -13,12 +13,13 @@ PROFILE = EnvProfile.from_json({"step": {"median_us": 20.0, "p99_us": 30.0, "cv"
            "rss_per_env_mb": 0.1, "policy_us_per_batch": {"1": 5.0}})
 
 
-class _Recorded:
-    """A Measurer replaying recorded rates: (adapter, num_envs) -> steps/s of each repeat."""
+class RateMeasurer:
+    """A Measurer whose rows are `value(cell, level)` (None: the cell gives no row), a second a job; `ran`:
+    the adapter of each job, in order."""
     slots = 1
 
     def __init__(self, rates):
-        self.rates, self.t = rates, 0.0
+        self.rates, self.t, self.ran = rates, 0.0, []
 
     def elapsed(self):
         return self.t
@@ -26,15 +27,27 @@ class _Recorded:
     def job_s(self, cell):
         return 1.0
 
+    def value(self, cell, level):
+        raise NotImplementedError
+
     def run(self, cells, level, admit):
         out = []
         for cell in cells:
-            values = self.rates.get((cell.adapter, cell.workload.num_envs))
-            if values and level <= len(values) and admit(cell):
+            value = self.value(cell, level)
+            if value is not None and admit(cell):
                 self.t += 1
+                self.ran.append(cell.adapter)
                 out.append(Run.from_row({"cell_id": cell.cell_id, "repeat": level - 1, "status": "ok",
-                                         "steps_per_s": values[level - 1]}))
+                                         "steps_per_s": value}))
         return out
+
+
+class _Recorded(RateMeasurer):
+    """Recorded rates: (adapter, num_envs) -> steps/s of each repeat."""
+
+    def value(self, cell, level):
+        values = self.rates.get((cell.adapter, cell.workload.num_envs))
+        return values[level - 1] if values and level <= len(values) else None
 
 
 def _searched(rates, adapters):

@@ -1,0 +1,76 @@
+"""This machine's calibration as one tune reads it (tune.json's "calibration"): from the cache, or measured now
+apart from the budget (rlbench.tuning.clock), which strategies it gives no prediction and why, and the sentence
+the console, the decision and the page say of it, so a user can tell a first tune's answer from a later one's."""
+import os
+import sys
+
+from rlbench.tuning import calibrate
+
+
+def not_calibrated(why: str) -> dict:
+    """The record of a tune that reads no calibration (a JAX env's adapters; a cluster's nodes), and why."""
+    return {"path": None, "sizes": [], "measured_now": [], "adapters": {}, "why_none": why}
+
+
+def calibrate_here(adapters, cpus, max_envs, envs, measurer, out_dir, stream=None) -> dict:
+    """This machine's calibration of these adapters: reused from the cache, else measured now in the run
+    folder's calibration/, each cell within its bound (calibrate.cell_timeout_s), nothing of it charged to the
+    budget. A strategy whose cells all fail or time out is kept with the reason and raced without a
+    prediction (never pruned for lacking one)."""
+    stream = stream or sys.stderr
+    ns = calibrate.sizes(cpus, max_envs)
+    cell_s, startup_s = calibrate.bounds()
+
+    def announce(todo):
+        print(f"rlbench tune: calibrating {len(todo)} strategies on this machine, once: cached for later tunes, "
+              f"not counted in the budget (`rlbench calibrate` does it ahead); each cell within {cell_s:g} s "
+              f"({cell_s + startup_s:g} s for one that starts a Ray cluster)", file=stream, flush=True)
+
+    figures, path, rows = calibrate.calibrate(adapters, ns, envs, out_dir=os.path.join(out_dir, "calibration"),
+                                              announce=announce, by="rlbench tune")
+    measurer.learn({a: calibrate.wall_s(figures, a) for a in adapters})
+    out = record(figures, path, ns, rows, (cell_s, startup_s))
+    for adapter, why in out["failed"].items():
+        print(f"rlbench tune: no calibration of {adapter} ({why}): it races without a prediction",
+              file=stream, flush=True)
+    return out
+
+
+def record(figures: dict, path: str, ns, rows, bounds: tuple) -> dict:
+    """tune.json's calibration: the figures read, which were measured now and which came from the cache (when,
+    by which command), each strategy it gives no prediction with the reason, and the cells' bounds."""
+    now = sorted({r["adapter"] for r in rows})
+    cached = sorted(a for a in figures if a not in now)
+    stamps = [f["measured_at"] for a in cached for f in figures[a].values() if f.get("measured_at")]
+    by = sorted({f.get("by") or "" for a in cached for f in figures[a].values()} - {""})
+    failed = {a: why for a in sorted(figures) if (why := calibrate.failure(figures, a))}
+    return {"path": path, "sizes": list(ns), "measured_now": now, "cached": cached,
+            "cached_at": min(stamps) if stamps else None, "cached_by": by, "failed": failed,
+            "bounds_s": {"cell": bounds[0], "startup": bounds[1]}, "adapters": figures}
+
+
+def sentence(calibration, budget_s: float, seconds: float) -> str:
+    """What the calibration was, in a sentence: measured now (its seconds) or cached (when, by whom), never
+    counted in the budget, and the strategies raced without a prediction with the reason. `calibration`: the
+    record, None when the tune was cut short while calibrating; `seconds`: every session's time on it."""
+    apart = f"not counted in the {budget_s:.0f} s budget"
+    if calibration is None:
+        return f"interrupted after {seconds:.0f} s, {apart}"
+    if not calibration.get("path"):
+        return f"none ({calibration.get('why_none') or 'not calibrated'})"
+    now, cached = calibration.get("measured_now") or [], calibration.get("cached") or []
+    said = []
+    if now:
+        said.append(f"{seconds:.0f} s measuring {_strategies(len(now))} now")
+    if cached:
+        when = calibrate.stamp(calibration["cached_at"]) if calibration.get("cached_at") else "an earlier run"
+        by = f" by {', '.join(calibration['cached_by'])}" if calibration.get("cached_by") else ""
+        said.append(f"{'the other ' if now else ''}{_strategies(len(cached))} cached from {when}{by}")
+    text = f"{' and '.join(said) or 'nothing to calibrate'}, {apart}"
+    for adapter, why in (calibration.get("failed") or {}).items():
+        text += f"; no prediction for {adapter} ({why}): raced without one"
+    return text
+
+
+def _strategies(n: int) -> str:
+    return f"{n} strateg{'y' if n == 1 else 'ies'}"

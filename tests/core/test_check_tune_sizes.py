@@ -1,0 +1,34 @@
+"""check-tune at any core count: its default sizes grow with the cores, and an exhaustive sweep too large for
+the machine keeps every other size (the largest always), saying so; forward_s gives autotune the policy's
+profiled cost."""
+import sys
+from types import SimpleNamespace
+
+import pytest
+from support import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
+import check_tune  # noqa: E402
+
+
+def test_default_sizes_reach_64_per_core_up_to_1024():
+    assert check_tune.default_sizes(2) == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert check_tune.default_sizes(16)[-1] == 1024 and check_tune.default_sizes(64)[-1] == 1024
+
+
+def test_a_sweep_that_fits_keeps_every_size_and_one_that_does_not_thins_from_the_top():
+    sizes = check_tune.default_sizes(16)                      # 1 .. 1024: 11 sizes
+    assert check_tune.sized(sizes, 10, cap=120) == (sizes, "")
+    kept, note = check_tune.sized(sizes, 20, cap=120)         # 220 > 120: every other size
+    assert kept == [1, 4, 16, 64, 256, 1024] and len(kept) * 20 <= 120
+    assert note.startswith("swept every 2th size (1, 4, 16, 64, 256, 1024) of 11: 220 configurations")
+    kept, _ = check_tune.sized(sizes, 40, cap=120)
+    assert kept[-1] == 1024 and len(kept) * 40 <= 120
+
+
+def test_autotune_stands_in_for_the_cnn_with_its_profiled_cost():
+    record = {"profile": {"policy_us_per_batch": {"1": 900.0, "8": 2000.0, "64": 12800.0}}}
+    args = SimpleNamespace(puffer_batch_size=48, sizes=[1, 64])
+    assert check_tune.forward_s("cnn", record, args) == pytest.approx(12800e-6 * 48 / 64)  # the nearest batch measured, scaled
+    assert check_tune.forward_s("fixed_cost:cost_us=200", record, args) == 200e-6
+    assert check_tune.forward_s("random", {"profile": {}}, args) == 0.0
