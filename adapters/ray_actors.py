@@ -166,6 +166,7 @@ class RayActors(Adapter):
     name = "ray-actors"
     description = "Ray actors each holding a gymnasium vector env; sync gather or async ray.wait (RLlib's model)"
     requires = ("ray", "gymnasium")
+
     options = (
         Option("actors", int, 2, "Ray actors; each holds num_envs / actors envs", low=1),
         Option("mode", str, "sync", "sync: step all, gather all; async: act on the first wait_k to return",
@@ -178,6 +179,9 @@ class RayActors(Adapter):
         Option("actor_cpus", float, 1.0, "CPUs each actor reserves"),
         Option("ready_timeout_s", float, 60.0, "how long placement and actor start-up may take", low=0, open_low=True),
     )
+
+    def policy_placement(self, options):
+        return "workers" if options.get("policy") == "actor" else "central"
 
     def supports(self, workload, options):
         n = options["actors"]

@@ -294,6 +294,9 @@ class RlpytCpu(RlpytSampler):
     description = "rlpyt CpuSampler: workers act with their own agent copy; parameters via shared memory"
     mode = "cpu"
 
+    def policy_placement(self, options):
+        return "workers"
+
 
 @register
 class RlpytGpu(RlpytSampler):

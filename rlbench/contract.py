@@ -117,6 +117,12 @@ class Adapter:
         adapter's defaults only. Settings supports() refuses are left out by the tuner."""
         return [{}]
 
+    def policy_placement(self, options: dict) -> str:
+        """Where the policy acts for the envs: "central" (one copy in the main process, batched over the envs it
+        steps, on the policy's device) or "workers" (each worker process its own copy on the CPU, as rlpyt's
+        CpuSampler). `rlbench tune` offers a central policy every device the machine has."""
+        return "central"
+
     def snippet(self, workload, options: dict) -> str:
         """The library call a user writes to get this configuration (`rlbench tune` prints the winner's);
         "" when the strategy is rlbench's own implementation of a design rather than a library's API."""

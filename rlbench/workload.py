@@ -52,6 +52,26 @@ class PolicySpec:
         return self.device if self.name in NETS else "cpu"
 
 
+def placed(policy: PolicySpec, device: str):
+    """The policy on `device`, or None where it cannot be placed: a torch network by its `device` field, a
+    user's factory when it takes a `device` keyword (given as its kwargs), anything else never (it has no
+    device: random, fixed_cost)."""
+    from dataclasses import replace
+    if policy.name in NETS:
+        return replace(policy, device=device)
+    if policy.name == USER and "device" in _keywords(policy.factory):
+        return replace(policy, kwargs=tuple(sorted({**dict(policy.kwargs), "device": device}.items())))
+    return None
+
+
+def _keywords(factory: str) -> set:
+    import inspect
+    try:
+        return set(inspect.signature(registry.load_factory(factory, "policy")).parameters)
+    except (TypeError, ValueError, UsageError):
+        return set()
+
+
 def parse_policy(raw) -> PolicySpec:
     """Accepts `name`, `name:key=value,key=value` (hidden as 64x64), a user's factory `module:function`
     (its keyword arguments after another colon: `module:function:key=value,...`), or a TOML table

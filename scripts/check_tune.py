@@ -115,7 +115,8 @@ def sweep(env, kwargs, policy, record, args, out, puffer=None) -> tuple:
     from rlbench.tuning.candidates import Space, cpus_here
     from rlbench.workload import Workload, parse_policy
     workload = Workload(env, 1, parse_policy(policy), 0, 1, dict(kwargs))
-    space = Space(workload, args.adapters.split(","), max(args.sizes), cpus_here())
+    devices = record.get("profile", {}).get("policy_curves") or None   # where tune's profile placed the policy
+    space = Space(workload, args.adapters.split(","), max(args.sizes), cpus_here(), tuple(devices or ()))
     per_size = sum(len(space.settings(a, max(args.sizes))) for a in space.adapters)
     sizes, note = sized(args.sizes, per_size, args.max_cells)
     if note:

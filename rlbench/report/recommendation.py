@@ -25,6 +25,8 @@ def recommendation_section(decision) -> str:
                  f"[95% CI {rate(win.ci_low)}, {rate(win.ci_high)}], n={win.n}.</p>")
     if decision.verdict:
         parts.append(f"<p>{esc(decision.verdict)}.</p>")
+    if decision.placement:
+        parts.append(f"<p>Where the policy runs: {esc(decision.placement)}.</p>")
     if decision.search:
         parts.append(f"<p>Search: {esc(decision.search)}.</p>")
     parts.append(calibration_note(decision))

@@ -124,6 +124,7 @@ class Decision:
     calibration: str = ""
     calibration_s: Optional[float] = None
     uncalibrated: Mapping = None   # adapter -> why its calibration gave no prediction
+    placement: str = ""            # where the winner's policy runs (device, central or in workers), with the figures
 
     def __post_init__(self):
         object.__setattr__(self, "trace", freeze(list(self.trace)))
@@ -144,7 +145,7 @@ class Decision:
                 "interrupted": self.interrupted, "budget_s": self.budget_s, "used_s": self.used_s,
                 "search": self.search, "note": self.note, "rounds": thaw(self.trace),
                 "calibration": self.calibration, "calibration_s": self.calibration_s,
-                "uncalibrated": thaw(self.uncalibrated)}
+                "uncalibrated": thaw(self.uncalibrated), "placement": self.placement}
 
     @classmethod
     def from_json(cls, doc: Mapping) -> Optional["Decision"]:
@@ -163,4 +164,4 @@ class Decision:
                    interrupted=doc.get("interrupted", ""), budget_s=doc.get("budget_s"), used_s=doc.get("used_s"),
                    note=doc.get("note", ""), trace=tuple(doc.get("rounds") or ()),
                    calibration=doc.get("calibration") or "", calibration_s=doc.get("calibration_s"),
-                   uncalibrated=doc.get("uncalibrated") or {})
+                   uncalibrated=doc.get("uncalibrated") or {}, placement=doc.get("placement") or "")

@@ -97,7 +97,7 @@ class Tuning:
             print(f"rlbench tune: profiling {label(workload)} in its own process", file=sys.stderr)
             self.profile = EnvProfile.from_json(profile_env(workload))
         self.max_envs = max_envs or default_max_envs(self.profile)
-        self.space = Space(workload, named, self.max_envs, self.cpus)
+        self.space = Space(workload, named, self.max_envs, self.cpus, self.profile.devices)
         sizes = probe_sizes(self.cpus, self.max_envs, self.profile)
         self.runnable = [a for a in self.space.adapters if any(self.space.settings(a, n) for n in sizes)]
         if not self.runnable:

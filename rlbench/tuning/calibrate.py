@@ -268,21 +268,27 @@ def env_us(profile: EnvProfile) -> float:
     return step / (1 - share)
 
 
-def policy_us_per_step(profile: EnvProfile) -> float:
-    """The policy's cost per env step at its cheapest profiled batch."""
-    per = [us / int(b) for b, us in profile.policy_us_per_batch.items()]
+def policy_us_per_step(profile: EnvProfile, device: str = None) -> float:
+    """The policy's cost per env step at its cheapest profiled batch on `device` (the user's by default)."""
+    per = [us / int(b) for b, us in profile.curve(device).items()]
     return min(per) if per else 0.0
 
 
-def predict(calibration: dict, adapter: str, num_envs: int, profile: EnvProfile, cpus: int):
+def predict(calibration: dict, adapter: str, num_envs: int, profile: EnvProfile, cpus: int, device: str = None,
+            central: bool = True):
     """The most env steps/s (adapter, num_envs) can reach on the profiled env here, or None uncalibrated:
-    no faster than its ceiling, than its cores running the env's own step and the policy with no overhead
-    at all, whichever is lower. An upper bound, not an estimate: it prunes only what cannot win."""
+    no faster than its cores running the env's own step and the policy (at its cheapest per step) with no
+    overhead at all, or than its ceiling. A central policy (one copy, batched on `device`) beside envs stepped
+    elsewhere overlaps their stepping at best (the slower of the two bounds it); in one process, or as workers'
+    own copies, the policy shares the cores with the envs. An upper bound, not an estimate: it prunes only what
+    cannot win."""
     top = ceiling(calibration, adapter)
     if top is None:
         return None
     parallel = max(1, min(cpus, workers_at(calibration, adapter, num_envs, cpus), num_envs))
-    work_us = (env_us(profile) + policy_us_per_step(profile)) / parallel
+    policy_us = policy_us_per_step(profile, device)
+    overlapped = central and parallel > 1
+    work_us = max(env_us(profile) / parallel, policy_us) if overlapped else (env_us(profile) + policy_us) / parallel
     return 1.0 / max(1.0 / top, work_us / 1e6) if work_us > 0 else top
 
 

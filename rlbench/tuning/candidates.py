@@ -9,7 +9,7 @@ from rlbench.envs import refusal
 from rlbench.errors import UsageError
 from rlbench.planning.suite import make_cell
 from rlbench.results.ranking import raced_kinds
-from rlbench.workload import kv_label
+from rlbench.workload import kv_label, placed
 
 
 @dataclass
@@ -22,9 +22,12 @@ class Left:
 
 
 def config(cell) -> str:
-    """How the answer names a configuration: the adapter, num_envs and the settings given."""
+    """How the answer names a configuration: the adapter, num_envs, the settings given and, off the CPU, where
+    the policy runs."""
     opts = f", {kv_label(cell.given_options).replace(',', ', ')}" if cell.given_options else ""
-    return f"{cell.adapter} (num_envs={cell.workload.num_envs}{opts})"
+    device = cell.workload.policy.device_label
+    where = "" if device == "cpu" else f", policy on {device}"
+    return f"{cell.adapter} (num_envs={cell.workload.num_envs}{opts}{where})"
 
 
 def cpus_here() -> int:
@@ -68,11 +71,13 @@ def stepping_adapters(named=None) -> list:
 
 class Space:
     """The configurations tune may race, built on demand: adapter x num_envs (1 to max_envs) x the settings
-    its `tune_space` names at that num_envs. Every adapter or configuration that cannot race is kept in
-    `left` with the reason, once."""
+    its `tune_space` names at that num_envs x the devices the policy may run on (`devices`: the profile's; a
+    policy kept in workers, as rlpyt's CpuSampler keeps it, runs on the CPU only). Every adapter or
+    configuration that cannot race is kept in `left` with the reason, once."""
 
-    def __init__(self, workload, named, max_envs: int, cpus: int):
+    def __init__(self, workload, named, max_envs: int, cpus: int, devices: tuple = None):
         self.workload, self.max_envs, self.cpus = workload, max_envs, cpus
+        self.devices = tuple(devices or (workload.policy.device_label,))
         self.adapters, self.left, self._cells, self._instances = [], [], {}, {}
         self.index = 0
         for name in stepping_adapters(named):
@@ -97,9 +102,15 @@ class Space:
             out, seen = [], set()
             if 1 <= num_envs <= self.max_envs:
                 instance = self._instances[adapter]
-                for variant, given in enumerate(instance.tune_space(num_envs, self.cpus)):
+                placings = [(g, d) for g in instance.tune_space(num_envs, self.cpus) for d in self.devices]
+                for variant, (given, device) in enumerate(placings):
+                    workload = replace(self.workload, num_envs=num_envs)
+                    if device != workload.policy.device_label:
+                        if self.central(adapter, given) is False:
+                            continue   # the workers' own copies: on the CPU whatever the policy's device
+                        workload = replace(workload, policy=placed(workload.policy, device))
                     try:
-                        cell = make_cell(f"tune: {adapter}", adapter, replace(self.workload, num_envs=num_envs), given)
+                        cell = make_cell(f"tune: {adapter}", adapter, workload, given)
                     except UsageError as exc:
                         self.left.append(Left(adapter, "", "unsupported", str(exc)))
                         continue
@@ -114,6 +125,11 @@ class Space:
             self._cells[key] = out
         return self._cells[key]
 
+    def central(self, adapter: str, given: dict) -> bool:
+        """Whether the adapter with these settings acts for its envs with one central copy of the policy."""
+        cls = registry.get(adapter)
+        return self._instances[adapter].policy_placement(cls.resolve_options(given)) == "central"
+
     def numbered(self, cell):
         """The cell with the next index: the report lists cells in the order the search found them."""
         self.index += 1
@@ -126,10 +142,13 @@ class Space:
         defaults = registry.get(adapter).resolve_options({})
         return [next((vc for vc in there if vc[1].options == defaults), there[0])] if there else []
 
-    def neighbours(self, adapter: str, num_envs: int, variant: int, given: dict) -> list:
+    def neighbours(self, adapter: str, num_envs: int, variant: int, given: dict, device: str = None) -> list:
         """[(axis, variant, cell)] one step away along every axis: num_envs doubled (at most to --max-envs)
         and halved (the same settings where that num_envs offers them, else the same place in tune_space,
-        else its first), and each other setting at this num_envs, the axis named by the options that differ."""
+        else its first), and each other setting at this num_envs, the axis named by the options that differ
+        (and "policy device" where the policy's device does)."""
+        device = device or self.workload.policy.device_label
+        here = (given, device)
         out = []
         up = num_envs * 2 if num_envs * 2 <= self.max_envs else self.max_envs  # the last step up: --max-envs itself
         for axis, n in (("num_envs x2", up if up > num_envs else 0),
@@ -137,12 +156,18 @@ class Space:
             there = self.settings(adapter, n)
             if not there:
                 continue
-            same = next((vc for vc in there if vc[1].given_options == given), None)
+            same = next((vc for vc in there if _setting(vc[1]) == here), None)
             same = same or next((vc for vc in there if vc[0] == variant), None) or there[0]
             out.append((axis, *same))
         for v, cell in self.settings(adapter, num_envs):
-            if cell.given_options != given:
+            if _setting(cell) != here:
                 keys = sorted(k for k in set(cell.given_options) | set(given)
                               if cell.given_options.get(k) != given.get(k))
+                keys += ["policy device"] if _setting(cell)[1] != device else []
                 out.append((", ".join(keys), v, cell))
         return out
+
+
+def _setting(cell) -> tuple:
+    """A configuration's place at its num_envs: the settings given and the policy's device."""
+    return cell.given_options, cell.workload.policy.device_label

@@ -14,6 +14,7 @@ from rlbench.results.decision import Decision, Fate, Point, RunnerUp, Speedup, W
 from rlbench.results.stats import ratio_ci, summarize
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import config
+from rlbench.tuning.placement import placement
 from rlbench.workload import kv_label
 
 
@@ -90,7 +91,8 @@ def decide(search, results, profile: dict, max_envs: int = None, **context) -> D
     note = (f"the winner runs the largest num_envs allowed ({max_envs}): more envs may be faster still "
             f"(--max-envs {2 * max_envs})") if max_envs and cell.workload.num_envs >= max_envs > 1 else ""
     return Decision(winner=winner, verdict=v.sentence(), speedup=speedup, runner_up=runner_up,
-                    strategies=strategies(search, win, profile, results), note=note, **trace)
+                    strategies=strategies(search, win, profile, results), note=note,
+                    placement=placement(cell, profile, _cell_rows(results, cell.cell_id)), **trace)
 
 
 def chart_points(search) -> tuple:
@@ -170,6 +172,8 @@ def lines(decision: Decision, profile: dict) -> list:
     out.append(f"\nFastest for {decision.label} on {decision.where}: {win.config}")
     out.append(f"  {rate(win.steps_per_s)} env steps/s [95% CI {rate(win.ci_low)}, {rate(win.ci_high)}], n={win.n}")
     out.append(f"  {decision.verdict}")
+    if decision.placement:
+        out.append(f"  {decision.placement}")
     out.append(f"  search: {decision.search}")
     if decision.note:
         out.append(f"  note: {decision.note}")

@@ -13,7 +13,8 @@ import numpy as np
 
 from rlbench.errors import UsageError
 
-BATCHES = (1, 8, 64)  # policy batch sizes profiled
+BATCHES = (1, 8, 64, 256, 1024)  # policy batch sizes profiled: a latency curve up to the largest num_envs
+CALL_CAP_S = 0.25                 # a call this slow ends the curve: the larger batches would only take longer
 RSS_ENVS = 4          # extra envs built to measure the memory one holds
 
 
@@ -31,6 +32,10 @@ class EnvProfile:
     policy_us_per_batch: Mapping = field(default_factory=dict)   # batch size (str) -> us per call; {} for JAX
     api: str = "gymnasium"              # or the JAX env API (then `adapter` hosted it: its compiled loop)
     adapter: str = ""
+    # device -> its latency curve, where tune may place the policy (the user's device, and cuda where there is
+    # one and the policy can move); why it cannot go to a GPU here, when it cannot
+    policy_curves: Mapping = field(default_factory=dict)
+    no_gpu: str = ""
     doc: Mapping = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -39,10 +44,21 @@ class EnvProfile:
         return cls(step["median_us"], step.get("p99_us", 0.0), step.get("cv", 0.0), doc.get("reset_share") or 0.0,
                    doc.get("obs_bytes") or 0, doc.get("rss_per_env_mb") or 0.0, doc.get("process_rss_mb") or 0.0,
                    dict(doc.get("policy_us_per_batch") or {}), doc.get("api", "gymnasium"), doc.get("adapter") or "",
+                   {d: dict(c) for d, c in (doc.get("policy_curves") or {}).items()}, doc.get("no_gpu") or "",
                    dict(doc))
 
     def to_json(self) -> dict:
         return dict(self.doc)
+
+    @property
+    def devices(self) -> tuple:
+        """The devices tune may place the policy on: those with a curve, else the policy's own."""
+        return tuple(self.policy_curves) or (str(self.doc.get("device") or "cpu"),)
+
+    def curve(self, device: str = None) -> Mapping:
+        """The latency curve (batch size (str) -> us per call) on `device`; the user's device's by default (and
+        from a profile that measured only that one)."""
+        return self.policy_curves.get(device, {}) if device and self.policy_curves else self.policy_us_per_batch
 
     @property
     def jax(self) -> bool:
@@ -101,7 +117,8 @@ def rss_per_env_mb(make, n: int = RSS_ENVS) -> float:
 
 
 def policy_profile(workload, observation_space, action_space, obs, calls_s: float = 0.2) -> dict:
-    """The policy's cost per call at a few batch sizes: median microseconds, as the cells time it."""
+    """The policy's cost per call as the batch grows (BATCHES, up to the first call over CALL_CAP_S): median
+    microseconds, as the cells time it, the copies to its device and back included."""
     from dataclasses import replace
 
     from gymnasium.vector.utils import concatenate, create_empty_array
@@ -111,15 +128,42 @@ def policy_profile(workload, observation_space, action_space, obs, calls_s: floa
     for b in BATCHES:
         batch = concatenate(observation_space, [obs] * b, create_empty_array(observation_space, b))
         policy = make_policy(replace(workload, num_envs=b), observation_space, action_space)
+        t = time.perf_counter_ns()
         policy(batch)  # first call: lazy set-up (torch kernels, caches) is not the steady cost
+        first_s = (time.perf_counter_ns() - t) / 1e9
         times = []
         end = time.perf_counter() + calls_s
-        while time.perf_counter() < end or len(times) < 5:
+        while time.perf_counter() < end or len(times) < (5 if first_s < CALL_CAP_S / 5 else 2):
             t = time.perf_counter_ns()
             policy(batch)
             times.append(time.perf_counter_ns() - t)
         out[str(b)] = float(np.median(times)) / 1e3
+        if out[str(b)] / 1e6 > CALL_CAP_S:
+            break
     return out
+
+
+def placements(workload, observation_space, action_space, obs) -> dict:
+    """The policy's latency curve on each device tune may place it on: its own, and the other of CPU and
+    CUDA where this machine has a CUDA device and the policy can move (rlbench.workload.placed); with why
+    there is no GPU option when there is none."""
+    from dataclasses import replace
+
+    from rlbench.workload import placed
+    from rlbench.errors import Unsupported
+    own = workload.policy.device_label
+    other = "cpu" if own.startswith("cuda") else "cuda"
+    moved = placed(workload.policy, other)
+    curves = {own: policy_profile(workload, observation_space, action_space, obs)}
+    no_gpu = "" if moved is not None else f"policy {workload.policy.label} has no device to place"
+    if moved is not None:
+        try:   # the policy built there says whether it can be (no CUDA device, no torch): the core imports no torch
+            curves[other] = policy_profile(replace(workload, policy=moved), observation_space, action_space, obs)
+        except Unsupported as exc:
+            no_gpu = "no CUDA device here" if str(exc) == "no CUDA device" else str(exc)
+        except Exception as exc:  # a user's factory on the other device: whatever it raises, in one line
+            no_gpu = f"the policy on {other} failed: {type(exc).__name__}: {str(exc)[:200]}"
+    return {"policy_curves": curves, "no_gpu": no_gpu, "device": own}
 
 
 def jax_host(api: str):
@@ -193,7 +237,8 @@ def profile(spec: dict) -> dict:
            "obs_bytes": nbytes(obs), "build_s": build_s, "process_rss_mb": process_rss_mb}
     out.update(step_profile(env, sample, spec.get("seconds", 1.0), workload.seed))
     out["rss_per_env_mb"] = rss_per_env_mb(make)
-    out["policy_us_per_batch"] = policy_profile(workload, env.observation_space, env.action_space, obs)
+    out.update(placements(workload, env.observation_space, env.action_space, obs))
+    out["policy_us_per_batch"] = out["policy_curves"][out["device"]]
     env.close()
     return out
 

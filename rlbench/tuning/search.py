@@ -132,7 +132,7 @@ class Search:
         """A configuration, unless known: racing, or pruned when predicted below reach or past memory."""
         if cell.cell_id in self.by_id:
             return None
-        predicted = calibrate.predict(self.calibration, cell.adapter, cell.workload.num_envs, self.profile, self.cpus)
+        predicted = self.predict(cell, cell.workload.num_envs)
         c = Candidate(self.space.numbered(cell), variant, origin, self.round_no, predicted,
                       source_median=source.median if source is not None else 0.0,
                       source=source.cell.cell_id if source is not None else "")
@@ -158,6 +158,13 @@ class Search:
             self._log("pruned").append(self._brief(c, why=c.why))
         return c
 
+    def predict(self, cell, num_envs: int):
+        """The calibration's bound on the cell's configuration at num_envs (None uncalibrated), its policy on
+        its device, central or in workers as the adapter keeps it."""
+        central = self.space.central(cell.adapter, cell.given_options)
+        return calibrate.predict(self.calibration, cell.adapter, num_envs, self.profile, self.cpus,
+                                 cell.workload.policy.device_label, central)
+
     def probe(self, adapters) -> None:
         for name in adapters:
             for n in probe_sizes(self.cpus, self.space.max_envs, self.profile):
@@ -177,7 +184,7 @@ class Search:
         lead = self.leader()
         if lead is None or best is lead:
             return True
-        predicted = calibrate.predict(self.calibration, best.adapter, 2 * best.num_envs, self.profile, self.cpus)
+        predicted = self.predict(best.cell, 2 * best.num_envs)
         if predicted is not None:
             return predicted >= lead.median
         tried = [c.num_envs for c in self.candidates if c.adapter == best.adapter and c.values]
@@ -222,7 +229,8 @@ class Search:
             self.expanded.add(src.cell.cell_id)
             self._log("expanded").append(self._brief(src, because=why))
             for axis, variant, cell in self.space.neighbours(src.adapter, src.num_envs, src.variant,
-                                                             src.cell.given_options):
+                                                             src.cell.given_options,
+                                                             src.cell.workload.policy.device_label):
                 self.add(variant, cell, f"neighbour of {src.config} along {axis}", src)
 
     # -- measuring -----------------------------------------------------------------------------------
@@ -430,6 +438,7 @@ class Search:
 
 def _prediction(search, c) -> str:
     top = calibrate.ceiling(search.calibration, c.adapter)
-    us = calibrate.env_us(search.profile) + calibrate.policy_us_per_step(search.profile)
+    us = calibrate.env_us(search.profile) + calibrate.policy_us_per_step(search.profile,
+                                                                         c.cell.workload.policy.device_label)
     return (f"its ceiling here {rate(top)} from the calibration, {us:.2f} us of env and policy per step on "
             f"at most {min(search.cpus, c.num_envs)} cores")

@@ -35,7 +35,9 @@ def test_predictions_are_upper_bounds_from_the_ceiling_and_the_work():
            "rlpyt-cpu": {"16": {"steps_per_s": 6e5, "workers": 2}}}
     work_us = 100.0 + 1.0   # the env's step, and the policy at its cheapest batch (64 us / 64)
     assert calibrate.predict(cal, "serial", 8, PROFILE, 2) == pytest.approx(1e6 / work_us)        # one process
-    assert calibrate.predict(cal, "rlpyt-cpu", 8, PROFILE, 2) == pytest.approx(2e6 / work_us)     # two workers
+    assert calibrate.predict(cal, "rlpyt-cpu", 8, PROFILE, 2, central=False) == pytest.approx(2e6 / work_us)  # 2 workers
+    # a central policy beside two workers' envs: at best it overlaps their stepping
+    assert calibrate.predict(cal, "rlpyt-cpu", 8, PROFILE, 2, central=True) == pytest.approx(1e6 / 50.0)
     assert calibrate.predict(cal, "gymnasium-async", 16, PROFILE, 16) == pytest.approx(4e4)       # its ceiling
     assert calibrate.predict(cal, "envpool-sync", 8, PROFILE, 2) is None                          # not calibrated
     assert calibrate.workers_at(cal, "gymnasium-async", 64, 2) == 64 and calibrate.workers_at(cal, "rlpyt-cpu", 64, 2) == 2
