@@ -3,6 +3,10 @@
 Actor processes hand fixed-length trajectories to the learner (the cell process) through shared-memory slots
 and a bounded queue; `lag=one` is Cleanba's variant (a policy lag of exactly one). One unit is one learner
 update; its env steps are the transitions it consumed. How it is built: docs/strategies/learners.md.
+
+With `--policy lstm` the actor-critic is recurrent (the IMPALA paper's LSTM agent): each actor carries its envs'
+LSTM state across trajectories (zeroed where an episode starts) and stores with each trajectory the state at its
+start and the episode-start flags; the learner re-unrolls the trajectory from that state.
 """
 import os
 import queue
@@ -14,7 +18,14 @@ import numpy as np
 from adapters._kit.a2c import ACT, OBS
 from adapters._kit.learner_nets import learner_reason
 from adapters._kit.learner_stats import Episodes, lag_stats, return_mean
-from adapters._kit.nets import actor_critic, actor_critic_params, obs_scale, torso_of
+from adapters._kit.nets import (
+    actor_critic,
+    actor_critic_params,
+    obs_scale,
+    recurrent_actor_critic,
+    recurrent_actor_critic_params,
+    torso_of,
+)
 from adapters._kit.procs import (
     CONTEXT_OPTION,
     ENV_NS,
@@ -101,8 +112,10 @@ class VersionedParams:
         return True
 
 
-def trajectory_specs(slots, unroll, n, obs_space, workers) -> dict:
-    return {
+def trajectory_specs(slots, unroll, n, obs_space, workers, units: int = 0) -> dict:
+    """The shared trajectory slots and counters; `units` > 0 (a recurrent policy) adds per slot the episode-start
+    flags of every observation and the LSTM state (h, c) each env entered the trajectory with."""
+    specs = {
         "obs": ((slots, unroll + 1, n, *obs_space.shape), obs_space.dtype),
         "act": ((slots, unroll, n), np.int64), "rew": ((slots, unroll, n), np.float32),
         "done": ((slots, unroll, n), np.bool_), "logp": ((slots, unroll, n), np.float32),
@@ -111,6 +124,10 @@ def trajectory_specs(slots, unroll, n, obs_space, workers) -> dict:
         "returns": ((workers, RETURNS), np.float32), "episodes": ((workers,), np.int64),
         "stop": ((1,), np.int64),
     }
+    if units:
+        specs.update({"first": ((slots, unroll + 1, n), np.bool_), "h": ((slots, n, units), np.float32),
+                      "c": ((slots, n, units), np.float32)})
+    return specs
 
 
 def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q, cpus, master_pid):
@@ -125,7 +142,10 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
     obs_now = np.empty(buf["obs"].shape[2:], buf["obs"].dtype)
     envs = EnvSlice(workload, lo, hi, obs_now)
     space = envs.envs[0].action_space
-    net = actor_critic(torso_of(workload.policy, envs.envs[0].observation_space), int(space.n))
+    torso = torso_of(workload.policy, envs.envs[0].observation_space)
+    net = (recurrent_actor_critic if torso.lstm else actor_critic)(torso, int(space.n))
+    if torso.lstm:  # the state carried across trajectories; every env starts an episode
+        state, first = net.initial_state(hi - lo), np.ones(hi - lo, dtype=np.bool_)
     gen = torch.Generator().manual_seed(workload.seed + 1000 * (rank + 1))
     scale = obs_scale(obs_now.dtype)
     episodes = Episodes(hi - lo, buf["returns"][rank], buf["episodes"][rank:rank + 1])
@@ -145,11 +165,18 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
                     return
                 time.sleep(PARAM_POLL_S)
             stats[WAIT_NS] += perf_counter_ns() - t0
+            if torso.lstm:  # the state this trajectory starts from (before any reset at its first step)
+                buf["h"][slot], buf["c"][slot] = state[0].numpy(), state[1].numpy()
             for t in range(T):
                 buf["obs"][slot, t] = obs_now
                 t1 = perf_counter_ns()
                 with torch.no_grad():
-                    logits, _ = net(torch.as_tensor(obs_now).reshape(len(obs_now), -1).float() * scale)
+                    x = torch.as_tensor(obs_now).reshape(len(obs_now), -1).float() * scale
+                    if torso.lstm:
+                        buf["first"][slot, t] = first
+                        logits, _, state = net.step(x, torch.from_numpy(first), state)
+                    else:
+                        logits, _ = net(x)
                     logp_all = torch.log_softmax(logits, -1)
                     actions = torch.multinomial(logp_all.exp(), 1, generator=gen).squeeze(1)
                     buf["logp"][slot, t] = logp_all.gather(1, actions[:, None]).squeeze(1).numpy()
@@ -158,9 +185,13 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
                 buf["act"][slot, t] = actions
                 envs.step(actions, buf["rew"][slot, t], buf["done"][slot, t])
                 episodes.add(buf["rew"][slot, t], buf["done"][slot, t])
+                if torso.lstm:
+                    first = buf["done"][slot, t].copy()  # an env that finished is reset: its next step starts one
                 stats[INFER_NS] += t2 - t1
                 stats[ENV_NS] += perf_counter_ns() - t2
             buf["obs"][slot, T] = obs_now
+            if torso.lstm:
+                buf["first"][slot, T] = first
             buf["version"][slot], buf["rollout"][slot] = version, rollout
             buf["steps"][rank] += T * (hi - lo)
             full_q.put((slot, rank))
@@ -192,10 +223,12 @@ class ImpalaSession:
         self.batch = workers if options["lag"] == "one" else options["batch"]
         slots = max(options["queue"], self.batch) + workers
         ctx = mp.get_context(options["context"])
-        self.shared = SharedArrays(ctx, trajectory_specs(slots, T, n, obs_space, workers))
-        self.buf = self.shared.views()
         torso = torso_of(workload.policy, obs_space)
-        self.params = VersionedParams(ctx, actor_critic_params(torso, int(act_space.n)))
+        self.recurrent = bool(torso.lstm)
+        self.shared = SharedArrays(ctx, trajectory_specs(slots, T, n, obs_space, workers, torso.lstm))
+        self.buf = self.shared.views()
+        count = (recurrent_actor_critic_params if self.recurrent else actor_critic_params)(torso, int(act_space.n))
+        self.params = VersionedParams(ctx, count)
         self.params.attach()
         self.free_q, self.full_q = ctx.Queue(), ctx.Queue()
         self.queues = [self.free_q, self.full_q]
@@ -225,7 +258,7 @@ class ImpalaSession:
         self.device = torch.device(spec.device)
         if spec.device.startswith("cuda") and not torch.cuda.is_available():
             raise Unsupported("no CUDA device: policy device=cuda, and torch sees none")
-        self.net = actor_critic(torso, n_actions).to(self.device)
+        self.net = (recurrent_actor_critic if self.recurrent else actor_critic)(torso, n_actions).to(self.device)
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
         self.scale = obs_scale(self.buf["obs"].dtype)
         self.h2d_bytes = 0
@@ -261,8 +294,13 @@ class ImpalaSession:
         batch = {k: torch.from_numpy(buf[k][idx]).to(dev).transpose(0, 1).reshape(T1 - 1, B * n)
                  for k in ("act", "rew", "done", "logp")}
         versions = buf["version"][idx].copy()
+        keys = ("obs", "act", "rew", "done", "logp")
+        if self.recurrent:  # episode starts of every observation, the state each env's trajectory starts from
+            batch["first"] = torch.from_numpy(buf["first"][idx]).to(dev).transpose(0, 1).reshape(T1, B * n)
+            batch["state"] = tuple(torch.from_numpy(buf[k][idx]).to(dev).reshape(B * n, -1) for k in ("h", "c"))
+            keys += ("first", "h", "c")
         if dev.type == "cuda":
-            self.h2d_bytes += sum(buf[k][idx].nbytes for k in ("obs", "act", "rew", "done", "logp"))
+            self.h2d_bytes += sum(buf[k][idx].nbytes for k in keys)
         for s in slots:
             self.free_q.put(s)  # copied out: the slots go back to the actors
         t2 = perf_counter_ns()
@@ -284,8 +322,11 @@ class ImpalaSession:
     def _learn(self, obs, b):
         torch = self.torch
         T, N = b["act"].shape
-        logits, values = self.net(obs.reshape(-1, obs.shape[-1]))
-        logits, values = logits.reshape(T + 1, N, -1), values.reshape(T + 1, N)
+        if self.recurrent:  # re-unrolled from the state the actor started the trajectory with
+            logits, values, _ = self.net.unroll(obs, b["first"], b["state"])
+        else:
+            logits, values = self.net(obs.reshape(-1, obs.shape[-1]))
+            logits, values = logits.reshape(T + 1, N, -1), values.reshape(T + 1, N)
         logp_all = torch.log_softmax(logits[:T], -1)
         target_logp = logp_all.gather(2, b["act"][..., None]).squeeze(2)
         discounts = GAMMA * (~b["done"]).float()

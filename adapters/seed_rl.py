@@ -3,6 +3,10 @@
 Actor processes only step their envs; per time step the learner (the cell process) runs one batched forward pass
 for all of them, and one A2C update every batch_T steps, so the policy lag is 0. One unit is one learner update;
 its env steps are the batch_T x num_envs transitions it consumed.
+
+With `--policy lstm` the network is a recurrent actor-critic (SEED RL's recurrent agents): the central inference
+keeps one LSTM state per env (zeroed where the env's episode starts), and the update re-unrolls the rollout from
+the state at its start.
 """
 import os
 from time import perf_counter_ns
@@ -12,7 +16,7 @@ import numpy as np
 from adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
 from adapters._kit.learner_nets import learner_reason
 from adapters._kit.learner_stats import RETURN_WINDOW, Episodes, return_mean
-from adapters._kit.nets import actor_critic, learner_torch, obs_scale, obs_size, torso_of
+from adapters._kit.nets import actor_critic, learner_torch, obs_scale, obs_size, recurrent_actor_critic, torso_of
 from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
@@ -113,7 +117,9 @@ class SeedSession(WorkerSession):
         self.torch = torch
         self.cuda = self.device.type == "cuda"
         n_actions, size, T, B = int(act_space.n), obs_size(obs_space), self.T, self.B
-        self.net = actor_critic(torso_of(policy, obs_space), n_actions).to(self.device)
+        torso = torso_of(policy, obs_space)
+        self.recurrent = bool(torso.lstm)
+        self.net = (recurrent_actor_critic if self.recurrent else actor_critic)(torso, n_actions).to(self.device)
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
         self.gen = torch.Generator(self.device)
         self.gen.manual_seed(self.workload.seed * 1000 + 1)
@@ -123,6 +129,10 @@ class SeedSession(WorkerSession):
         self.traj_obs = torch.zeros((T + 1, B, size), dtype=torch.float32, device=self.device)
         self.traj_act = torch.zeros((T, B), dtype=torch.int64, device=self.device)
         self.traj_logits = torch.zeros((T, B, n_actions), dtype=torch.float32, device=self.device)
+        if self.recurrent:  # one state per env, carried across rollouts; every env starts an episode
+            self.state = self.net.initial_state(B, self.device)
+            self.first = np.ones(B, dtype=np.bool_)
+            self.traj_first = torch.zeros((T + 1, B), dtype=torch.bool, device=self.device)
 
     def _actors_alive(self):
         raise_if_exited(self.procs, "seed actor")
@@ -146,13 +156,26 @@ class SeedSession(WorkerSession):
         self.stats[H2D_BYTES] += self.obs_bytes if self.cuda else 0
         return x
 
+    def _first(self, t):
+        """The episode-start flags of the observations at step t into the trajectory (on the learner's device)."""
+        first = self.traj_first[t]
+        first.copy_(self.torch.from_numpy(self.first))
+        self.stats[H2D_BYTES] += self.first.nbytes if self.cuda else 0
+        return first
+
     def step(self) -> int:
         torch, stats, act_now = self.torch, self.stats, self.buf["act_now"]
+        if self.recurrent:
+            self.start_state = self.state  # the update unrolls from here (zeroed where first[0] is set)
         for t in range(self.T):
             x = self._observe(t)
             t0 = perf_counter_ns()
             with torch.no_grad():
-                logits, _ = self.net(x)
+                if self.recurrent:
+                    first = self._first(t)
+                    logits, _, self.state = self.net.step(x, first, self.state)
+                else:
+                    logits, _ = self.net(x)
                 actions = sample_actions(torch, logits, self.gen)
             self.traj_logits[t] = logits
             self.traj_act[t] = actions
@@ -166,7 +189,11 @@ class SeedSession(WorkerSession):
             self._wait_all()
             stats[WAIT_NS] += perf_counter_ns() - t1
             self.steps += self.B
+            if self.recurrent:
+                self.first = self.buf["done"][t].copy()  # an env that finished is reset: its next step starts one
         self._observe(self.T)  # bootstraps the returns
+        if self.recurrent:
+            self._first(self.T)
         self._learn()
         self.episodes.add(self.buf["rew"], self.buf["done"])
         self.updates += 1
@@ -178,7 +205,11 @@ class SeedSession(WorkerSession):
         rew = torch.as_tensor(self.buf["rew"]).to(self.device)
         done = torch.as_tensor(self.buf["done"]).to(self.device, torch.float32)
         t1 = perf_counter_ns()
-        logits, values = self.net(self.traj_obs.reshape((T + 1) * B, -1))
+        if self.recurrent:  # re-unrolled from the state the rollout started with
+            logits, values, _ = self.net.unroll(self.traj_obs, self.traj_first, self.start_state)
+            logits = logits.reshape((T + 1) * B, -1)
+        else:
+            logits, values = self.net(self.traj_obs.reshape((T + 1) * B, -1))
         values = values.reshape(T + 1, B)
         loss = a2c_loss(torch, logits[:T * B].reshape(T, B, -1), values[:T], values[T].detach(),
                         self.traj_act, rew, done)

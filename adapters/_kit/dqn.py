@@ -46,7 +46,8 @@ def q_torso(policy, observation_space) -> Torso:
     `cnn:impala` -> that CNN on the frames (adapters._kit.nets.torso_of); Unsupported for `lstm`."""
     torso = torso_of(policy, observation_space)
     if torso.lstm:
-        raise Unsupported("policy lstm: apex trains a feed-forward network (r2d2 is the recurrent learner)")
+        raise Unsupported("policy lstm: apex trains a feed-forward network (impala, seed and r2d2 train "
+                          "recurrent networks)")
     return torso
 
 
@@ -96,7 +97,8 @@ def q_net(torso: Torso, n_actions: int):
     """The torso with a dueling head: [B, inputs] -> Q [B, n_actions]."""
     import torch
     if torso.lstm:
-        raise Unsupported("policy lstm: apex trains a feed-forward network (r2d2 is the recurrent learner)")
+        raise Unsupported("policy lstm: apex trains a feed-forward network (impala, seed and r2d2 train "
+                          "recurrent networks)")
     Dueling = _dueling(torch)
 
     class QNet(torch.nn.Module):

@@ -1,6 +1,7 @@
 """Which policies a torch learner can train as its network, and the one reason it cannot, told in `supports()`
-before any process starts: a feed-forward learner (impala, seed, a3c, ga3c, ddp / rlpyt-sync, apex,
-cleanrl-ppo) trains `mlp`, `cnn` or `cnn:impala`, the recurrent one (r2d2) `mlp` or `lstm`; a CNN policy needs
+before any process starts: an actor-critic learner (impala, seed, a3c, ga3c, ddp / rlpyt-sync, cleanrl-ppo) and
+apex train `mlp`, `cnn` or `cnn:impala`, impala and seed also `lstm` (a recurrent actor-critic,
+adapters._kit.nets.recurrent_actor_critic), the recurrent Q-learner (r2d2) `mlp` or `lstm`; a CNN policy needs
 image observations (adapters._kit.nets.torso_of says why not, after building one env to read its space).
 """
 from adapters._kit.nets import CNN_POLICIES, torso_of
@@ -8,17 +9,20 @@ from rlbench.api import Unsupported, spaces
 
 FEED_FORWARD = ("mlp", *CNN_POLICIES)   # mlp, cnn, cnn:impala
 RECURRENT = ("mlp", "lstm")
+LSTM_ACTOR_CRITICS = ("impala", "seed")   # the actor-critic learners that train `lstm` as a recurrent network
 
 
 def policy_reason(name: str, workload, what: str = "the policy", recurrent: bool = False):
     """The reason learner `name` cannot train the workload's policy, by its name alone (nothing built), or None."""
     policy = workload.policy.name
-    if policy == "lstm" and not recurrent:
-        return f"policy lstm: {name} trains a feed-forward network (r2d2 is the recurrent learner)"
+    if policy == "lstm" and (name in LSTM_ACTOR_CRITICS or recurrent):
+        return None
+    if policy == "lstm":
+        return f"policy lstm: {name} trains a feed-forward network (impala, seed and r2d2 train recurrent networks)"
     if recurrent and policy in CNN_POLICIES:
         return (f"policy {policy}: {name} trains a recurrent network (policy lstm puts its LSTM on the Nature CNN "
                 "for image observations)")
-    allowed = RECURRENT if recurrent else FEED_FORWARD
+    allowed = RECURRENT if recurrent else FEED_FORWARD + (("lstm",) if name in LSTM_ACTOR_CRITICS else ())
     if policy not in allowed:
         return f"{name} trains {what}: needs policy {', '.join(allowed[:-1])} or {allowed[-1]} (got {policy})"
     return None

@@ -255,7 +255,8 @@ def actor_critic(torso: Torso, n_actions: int):
     learner, r2d2, builds its own)."""
     import torch
     if torso.lstm:
-        raise Unsupported("policy lstm: this learner trains a feed-forward network (r2d2 is the recurrent one)")
+        raise Unsupported("policy lstm: this learner trains a feed-forward network (impala, seed and r2d2 train "
+                          "recurrent networks)")
 
     class ActorCritic(torch.nn.Module):
         def __init__(self):
@@ -269,6 +270,63 @@ def actor_critic(torso: Torso, n_actions: int):
             return self.pi(z), self.v(z).squeeze(-1)
 
     return ActorCritic()
+
+
+def recurrent_actor_critic_params(torso: Torso, n_actions: int) -> int:
+    """Parameters of `recurrent_actor_critic(torso, n_actions)`: the torso (its LSTM included) and the two heads
+    on the LSTM's output, which is `actor_critic_params`'s sum for a torso with an LSTM."""
+    return actor_critic_params(torso, n_actions)
+
+
+def recurrent_actor_critic(torso: Torso, n_actions: int):
+    """The recurrent actor-critic impala and seed train for `lstm` (the IMPALA paper's LSTM agent, SEED RL's
+    recurrent agents): the torso's feed-forward part (the Nature CNN on frames, else its tanh MLP), an LSTM cell of
+    torso.lstm units, a policy-logits head and a value head on the cell's output.
+
+    `step(x [B, inputs], first [B] bool, (h, c))` acts: the state of every row whose `first` is set (its episode
+    starts with this observation) is zeroed first; it returns logits [B, A], values [B] and the new state.
+    `unroll(x [T, B, ...], first [T, B], (h, c))` re-runs a stored trajectory from the state at its start, zeroing
+    the state before every step whose `first` is set, and returns logits [T, B, A], values [T, B] and the state
+    after the last step. `initial_state(batch, device)` is the zero state."""
+    import torch
+    if not torso.lstm:
+        raise ValueError("recurrent_actor_critic needs a torso with an LSTM (policy lstm)")
+
+    class RecurrentActorCritic(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.units = torso.lstm
+            self.torso = torso.build()
+            self.cell = torso.recurrent_cell()
+            self.pi = torch.nn.Linear(torso.width, n_actions)
+            self.v = torch.nn.Linear(torso.width, 1)
+
+        def initial_state(self, batch: int, device=None):
+            z = torch.zeros((batch, self.units), device=device)
+            return z, z.clone()
+
+        def step(self, x, first, state):
+            h, c = state
+            keep = (~first).to(h.dtype)[:, None]
+            h, c = self.cell(self.torso(x), (h * keep, c * keep))
+            return self.pi(h), self.v(h).squeeze(-1), (h, c)
+
+        def unroll(self, x, first, state):
+            T, B = first.shape
+            z = self.torso(x.reshape(T * B, -1)).reshape(T, B, -1)  # a CNN takes one batch of frames
+            resets = first.any(1).tolist()
+            h, c = state
+            outs = []
+            for t in range(T):
+                if resets[t]:
+                    keep = (~first[t]).to(z.dtype)[:, None]
+                    h, c = h * keep, c * keep
+                h, c = self.cell(z[t], (h, c))
+                outs.append(h)
+            out = torch.stack(outs)
+            return self.pi(out), self.v(out).squeeze(-1), (h, c)
+
+    return RecurrentActorCritic()
 
 
 def learner_torch(policy, seed: int):

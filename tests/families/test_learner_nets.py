@@ -1,6 +1,7 @@
 """The torch learners train the workload's policy as their network (issue 43): `cnn` (the Nature CNN) and
 `cnn:impala` (the IMPALA ResNet) on stacked uint8 frames (rlbench/Frames-v0) in every feed-forward learner,
-`lstm` (the Nature CNN then an LSTM) in r2d2; the parameter counts each learner sizes its shared memory with
+`lstm` (the Nature CNN then an LSTM) in r2d2, impala and seed (a recurrent actor-critic:
+tests/families/test_recurrent_actor_critic.py); the parameter counts each learner sizes its shared memory with
 before its workers fork are torch's; and what a learner cannot train is refused by `supports()` with the reason."""
 import gymnasium as gym
 import numpy as np
@@ -21,6 +22,7 @@ SMALL_FRAMES = {"size": 36, "episode_len": 12}   # 4x36x36: the smallest frame t
 CNN, IMPALA_CNN = parse_policy("cnn"), parse_policy("cnn:impala")
 LSTM = parse_policy("lstm:hidden=32")
 FEED_FORWARD = ("impala", "seed", "a3c", "ga3c", "ddp", "rlpyt-sync", "apex", "cleanrl-ppo")
+LSTM_ACTOR_CRITICS = ("impala", "seed")   # feed-forward for mlp and the CNNs, a recurrent actor-critic for lstm
 # one learner process or actor each, a few steps per update: a unit costs a few CNN passes
 QUICK = {
     "impala": {"workers": 1, "unroll": 4, "batch": 1, "queue": 1},
@@ -84,6 +86,7 @@ def _nets(adapter, session, workload):
     *((a, CNN, "chw") for a in FEED_FORWARD),
     ("impala", IMPALA_CNN, "hwc"), ("a3c", IMPALA_CNN, "chw"), ("apex", IMPALA_CNN, "hwc"),
     ("cleanrl-ppo", IMPALA_CNN, "hwc"), ("seed", CNN, "hwc"), ("r2d2", LSTM, "chw"), ("r2d2", LSTM, "hwc"),
+    ("impala", LSTM, "chw"), ("seed", LSTM, "hwc"),
 ], ids=lambda v: v.name if isinstance(v, PolicySpec) else v)
 def test_a_learner_trains_the_policys_network_on_frames(adapter, policy, layout):
     workload = frames(policy, layout)
@@ -122,11 +125,19 @@ def test_learners_keep_uint8_frames_compact_between_processes():
         session.close()
 
 
-@pytest.mark.parametrize("adapter", [*FEED_FORWARD])
+@pytest.mark.parametrize("adapter", [a for a in FEED_FORWARD if a not in LSTM_ACTOR_CRITICS])
 def test_a_feed_forward_learner_refuses_lstm(adapter):
     cls = registry.get(adapter)
     got = cls().supports(frames(LSTM), cls.resolve_options(QUICK[adapter]))
-    assert got == f"policy lstm: {adapter} trains a feed-forward network (r2d2 is the recurrent learner)"
+    assert got == f"policy lstm: {adapter} trains a feed-forward network (impala, seed and r2d2 train recurrent networks)"
+    assert cls().supports(Workload("CartPole-v1", 2, LSTM), cls.resolve_options(QUICK[adapter])) == got
+
+
+@pytest.mark.parametrize("adapter", LSTM_ACTOR_CRITICS)
+def test_impala_and_seed_take_lstm(adapter):
+    cls = registry.get(adapter)
+    assert cls().supports(frames(LSTM), cls.resolve_options(QUICK[adapter])) is None
+    assert cls().supports(Workload("CartPole-v1", 2, LSTM), cls.resolve_options(QUICK[adapter])) is None
 
 
 @pytest.mark.parametrize("adapter", FEED_FORWARD)

@@ -156,7 +156,7 @@ def test_actors_exit_when_the_cell_process_is_killed(tmp_path):
 
 
 @pytest.mark.parametrize("adapter, workload, options, reason", [
-    ("seed", Workload("CartPole-v1", 4), {}, "seed trains the policy: needs policy mlp, cnn or cnn:impala (got random)"),
+    ("seed", Workload("CartPole-v1", 4), {}, "seed trains the policy: needs policy mlp, cnn, cnn:impala or lstm (got random)"),
     ("a3c", Workload("CartPole-v1", 6, MLP), {"workers": 4}, "a3c splits num_envs over workers: num_envs=6"),
     ("seed", Workload("HalfCheetah-v4", 4, MLP), {}, "seed samples a categorical policy"),
     ("a3c", Workload("CartPole-v1", 4, PolicySpec("mlp", device="cuda")), {},
