@@ -142,7 +142,7 @@ def sweep(env, kwargs, policy, record, args, out, puffer=None) -> tuple:
     os.makedirs(out, exist_ok=True)
     t = time.monotonic()
     results = run_sweep("check-tune", "check-tune", cells, replace(SETTINGS, repeats=args.repeats), out,
-                        envs=prepare(sorted({c.adapter for c in cells}), {}))
+                        envs=prepare(sorted({c.adapter for c in cells})))
     return results, time.monotonic() - t, len(cells), tune_id, puffer_id
 
 

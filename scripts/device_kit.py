@@ -1,7 +1,7 @@
 """The device kit: rlbench's GPU and 16-core checks, prepared here for a lent GPU machine that is bare (no
 gymnasium, gymnax, envpool or plotly, no network) and lent for minutes, so that its time goes to measuring.
 
-    python scripts/device_kit.py build [--rehearse] [--parts gpu-jax,gpu-torch,cores16] [--out DIR]
+    python scripts/device_kit.py build [--rehearse] [--parts gpu-policy,gpu-jax,gpu-torch,cores16,tune16] [--out DIR]
     python scripts/device_kit.py unpack FILES_AT --kind nvidia-h100-x1      (what came back -> reports/reference)
 
 `build` (`make device-kit`) downloads, for each part, the wheels that machine lacks (pinned by constraints.txt,
@@ -49,6 +49,8 @@ PARTS = {
     "gpu-policy": GYMNASIUM + ("envpool", "dm-env", "dm-tree", "optree", "types-protobuf", "ale-py"),
     "gpu-jax": GYMNASIUM + ("gymnax", "plotly"),
     "gpu-torch": GYMNASIUM + ("plotly",),
+    # suites/device/tune16.sh: check-tune's panel strategies (serial, rlpyt, gymnasium, sb3-subproc)
+    "tune16": GYMNASIUM + ("stable-baselines3",),
     # EnvPool (53 MB) leaves no room for plotly (10 MB): this part's page is made back home
     # (nor for ale-py: EnvPool's Atari rows run on its own emulator and the ROMs of the trimmed assets)
     "cores16": GYMNASIUM + ("stable-baselines3", "envpool", "dm-env", "dm-tree", "optree", "types-protobuf"),
@@ -220,7 +222,9 @@ def build(args) -> int:
         kit_bytes = sum(os.path.getsize(os.path.join(wheels_dir, w)) for w in wheels)
         kit_bytes += trim(part, version, folder)
         carried_mib = (tree + kit_bytes) / 2**20
-        manifest = {"part": part, "suite": f"suites/device/{part}.toml", "python": version,
+        suite = next(f"suites/device/{part}{ext}" for ext in (".toml", ".sh")
+                     if os.path.isfile(os.path.join(ROOT, "suites", "device", part + ext)))
+        manifest = {"part": part, "suite": suite, "python": version,
                     "commit": commit, "dirty": dirty, "source_sha256": source,
                     "wheels": [{"file": w, "bytes": os.path.getsize(os.path.join(wheels_dir, w))} for w in wheels],
                     "trimmed": {k: list(v) for k, v in TRIMMED.get(part, {}).items()},
@@ -365,6 +369,11 @@ def guard(args) -> int:
     return 0
 
 
+def run_folders(folder: str) -> list:
+    """The run folders (results.jsonl beside env.json) in a part's folder: itself, or those under it."""
+    return sorted(d for d, _, files in os.walk(folder) if "results.jsonl" in files and "env.json" in files)
+
+
 def unpack(args) -> int:
     """Each part's run folder that came back -> reports/reference/<kind>/<part>/, its page made here, and the
     kind's README table (what ran, at which commit, on which GPU)."""
@@ -391,7 +400,8 @@ def unpack(args) -> int:
             if os.path.isdir(dest):   # replaced only once the archive has unpacked
                 shutil.rmtree(dest)
             shutil.move(os.path.join(tmp, part), dest)
-        subprocess.run([sys.executable, "-m", "rlbench.cli", "report", dest], check=False)
+        for run in run_folders(dest):   # a script part (tune16) holds several run folders
+            subprocess.run([sys.executable, "-m", "rlbench.cli", "report", run], check=False)
     write_index(dest_root, f"Device kit results: {args.kind}",
                 "Made by `scripts/device_run.sh PART` on a lent machine, unpacked with "
                 "`python scripts/device_kit.py unpack`.")

@@ -2,9 +2,10 @@
 # One part of the device kit, run where it lands: on a lent GPU machine (python3 with CUDA torch and jax, no
 # network), with the part's wheels carried in .device-kit/PART (`make device-kit` made them and printed this call):
 #
-#     bash scripts/device_run.sh PART                  # PART: gpu-policy, gpu-jax, gpu-torch, cores16 (suites/device/)
+#     bash scripts/device_run.sh PART                  # PART: gpu-policy, gpu-jax, gpu-torch, cores16, tune16
 #     bash scripts/device_run.sh PART --rehearse       # here, on CPU, tiny sizes, .device-kit-rehearse/PART
 #     bash scripts/device_run.sh PART --only GLOB      # only the part's cells matching GLOB (rerun what broke)
+#                                                      # (tune16, a script part: --only ENVS, its panel entries)
 #
 # It installs the wheels into a temporary site folder (not the project's pins: rlbench runs on the torch and jax
 # it finds, and env.json records them), puts this checkout's rlbench and adapters there, runs the part's suite
@@ -14,22 +15,23 @@
 # here, not there.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-parts=$(cd "$root/suites/device" && ls -- *.toml | sed 's/\.toml$//' | paste -sd, - | sed 's/,/, /g')
+parts=$(cd "$root/suites/device" && ls -- *.toml *.sh | sed 's/\.\(toml\|sh\)$//' | paste -sd, - | sed 's/,/, /g')
 part=${1:-}
 [ $# -gt 0 ] && shift
 rehearse=0
 only=()
+only_glob=
 while [ $# -gt 0 ]; do
   case $1 in
     --rehearse) rehearse=1 ;;
     --only)
       [ $# -gt 1 ] || { echo "device_run: --only needs a cell glob" >&2; exit 2; }
-      only=(--only "$2"); shift ;;
+      only=(--only "$2"); only_glob=$2; shift ;;
     *) echo "device_run: unknown argument '$1' (valid: --rehearse, --only GLOB)" >&2; exit 2 ;;
   esac
   shift
 done
-if [ -z "$part" ] || [ ! -f "$root/suites/device/$part.toml" ]; then
+if [ -z "$part" ] || { [ ! -f "$root/suites/device/$part.toml" ] && [ ! -f "$root/suites/device/$part.sh" ]; }; then
   echo "device_run: unknown part '$part' (valid: $parts)" >&2
   exit 2
 fi
@@ -66,9 +68,12 @@ cp -r "$root/rlbench/." "$site/rlbench/"
 cp -r "$root/adapters" "$site/adapters"
 eval "$("$py" "$root/scripts/device_kit.py" provenance "$kit")"   # RLBENCH_GIT_*, wall_s
 suite=$root/suites/device/$part.toml
+script=$root/suites/device/$part.sh   # a script part (tune16) runs scripts, not one suite
 if [ $rehearse = 1 ]; then
-  "$py" "$root/scripts/device_kit.py" rehearse-suite "$suite" "$work/$part.toml" || exit 2
-  suite=$work/$part.toml
+  if [ ! -f "$script" ]; then
+    "$py" "$root/scripts/device_kit.py" rehearse-suite "$suite" "$work/$part.toml" || exit 2
+    suite=$work/$part.toml
+  fi
   "$py" "$root/scripts/device_kit.py" guard "$site" "$work/guard" || exit 2
   export PYTHONPATH=$site:$work/guard
 else
@@ -79,6 +84,15 @@ echo "device_run: $part on $(hostname), kit installed in $(( $(date +%s) - t0 ))
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "device_run: no nvidia-smi"
 
 cd "$work" || exit 2   # `python -m` puts the working folder first on the path: not the checkout's rlbench
+if [ -f "$script" ]; then
+  export root py work part rehearse only_glob
+  timeout -s INT -k 30 "$wall_s" bash "$script"
+  rc=$?
+  [ -f "$work/$part/check-tune.csv" ] || { echo "device_run: $part wrote no check-tune.csv (exit $rc)" >&2; exit 1; }
+  tar -czf "$out/$part.tar.gz" -C "$work" "$part"
+  echo "device_run: $out/$part.tar.gz, $(( $(stat -c %s "$out/$part.tar.gz") / 1024 )) KiB, $(( $(date +%s) - t0 )) s in all"
+  exit $rc
+fi
 timeout -s INT -k 30 "$wall_s" "$py" -m rlbench.cli run "$suite" --out "$work/$part" --no-build \
   --allow-errors "${only[@]}"
 rc=$?

@@ -32,13 +32,13 @@ def _statuses(path: str) -> str:
 
 
 def rows(dest_root: str) -> list:
-    """One table row per run folder under dest_root (those with env.json and results.jsonl), sorted by name."""
+    """One table row per run folder under dest_root (those with env.json and results.jsonl, at any depth: a
+    check-tune part holds a tune and a sweep per env), sorted by path."""
     out = []
-    for name in sorted(os.listdir(dest_root)):
+    found = sorted(os.path.relpath(d, dest_root) for d, _, files in os.walk(dest_root)
+                   if "env.json" in files and "results.jsonl" in files)
+    for name in found:
         folder = os.path.join(dest_root, name)
-        if not (os.path.isfile(os.path.join(folder, "env.json"))
-                and os.path.isfile(os.path.join(folder, "results.jsonl"))):
-            continue
         with open(os.path.join(folder, "env.json")) as f:
             env = json.load(f)
         git = env.get("git") or {}

@@ -149,8 +149,8 @@ def placements(workload, observation_space, action_space, obs) -> dict:
     there is no GPU option when there is none."""
     from dataclasses import replace
 
-    from rlbench.workload import placed
     from rlbench.errors import Unsupported
+    from rlbench.workload import placed
     own = workload.policy.device_label
     other = "cpu" if own.startswith("cuda") else "cuda"
     moved = placed(workload.policy, other)

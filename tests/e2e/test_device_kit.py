@@ -17,7 +17,8 @@ from rlbench.planning.suite import load_suite
 sys.path.insert(0, str(REPO / "scripts"))
 import device_kit  # noqa: E402
 
-PARTS = sorted(p[:-5] for p in os.listdir(REPO / "suites" / "device"))
+PARTS = sorted(os.path.splitext(p)[0] for p in os.listdir(REPO / "suites" / "device"))
+SUITE_PARTS = sorted(p[:-5] for p in os.listdir(REPO / "suites" / "device") if p.endswith(".toml"))
 RUN_SH = str(REPO / "scripts" / "device_run.sh")
 
 
@@ -51,7 +52,7 @@ def test_a_packed_wheel_comes_back_with_every_entry(tmp_path):
     assert r.returncode == 2 and "no wheels" in r.stderr
 
 
-@pytest.mark.parametrize("part", PARTS)
+@pytest.mark.parametrize("part", SUITE_PARTS)
 def test_a_rehearsal_keeps_every_kind_of_cell_at_tiny_sizes(tmp_path, part):
     original = load_suite(str(REPO / "suites" / "device" / f"{part}.toml"))
     out = tmp_path / f"{part}.toml"
@@ -204,7 +205,16 @@ def test_each_part_rehearses_here_with_its_gpu_cells_unsupported(tmp_path, part)
     assert archive.stat().st_size < device_kit.FILE_MIB * 2**20
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path / "back", filter="data")
-    rows = [json.loads(line) for line in (tmp_path / "back" / part / "results.jsonl").read_text().splitlines()]
+    back = tmp_path / "back" / part
+    if part not in SUITE_PARTS:   # a script part (tune16): check-tune's table and its tune and sweep runs
+        table = (back / "check-tune.csv").read_text().splitlines()
+        assert table[0].startswith("env,tune_pick,") and len(table) == 4   # trivial, gil, cnn
+        runs = device_kit.run_folders(str(back))   # each env's tune (its sweep has rows, no record)
+        assert sorted(os.path.relpath(r, back) for r in runs) == ["cnn/tune", "gil/tune", "trivial/tune"]
+        assert all(json.loads(open(f"{r}/env.json").read())["git"].get("from") == "device kit" for r in runs)
+        assert all((back / env / "sweep" / "results.jsonl").stat().st_size for env in ("cnn", "gil", "trivial"))
+        return
+    rows = [json.loads(line) for line in (back / "results.jsonl").read_text().splitlines()]
     assert rows
     for row in rows:
         if gpu_cell(row):
