@@ -89,13 +89,14 @@ def test_bad_policies_are_refused_with_the_valid_choices():
         make_policy(Workload("CartPole-v1", 2, parse_policy("cnn")), obs_space, act_space)
 
 
-def test_a_cnn_run_records_its_policy_time_and_device(tmp_path):
-    run = run_cli(["run", "--adapter", "serial", "--env", FRAMES, "--num-envs", "2", "--policy", "cnn", *TINY],
+@pytest.mark.parametrize("adapter, policy", [("serial", "cnn"), ("tianshou-dummy", "lstm"), ("tianshou-subproc", "lstm")])
+def test_a_network_run_records_its_policy_time_and_device(tmp_path, adapter, policy):
+    run = run_cli(["run", "--adapter", adapter, "--env", FRAMES, "--num-envs", "2", "--policy", policy, *TINY],
                   tmp_path / "run")
     [row] = run.rows
     assert row["status"] == "ok", row.get("error")
-    assert row["policy"] == "cnn-cpu-t1" and row["device"] == "cpu"
-    assert 0 < row["policy_s"] < row["seconds"]
+    assert row["policy"] == parse_policy(policy).label and row["device"] == "cpu"
+    assert 0 < row["policy_s"] < row["seconds"] and row["env_steps"] % 2 == 0
 
 
 def _amplify(policy):
@@ -106,7 +107,9 @@ def _amplify(policy):
         head.weight.mul_(200.0)
 
 
-STRATEGIES = [("serial", {}), ("gymnasium-sync", {}), ("gymnasium-async", {}), ("sb3-dummy", {}), ("tianshou-dummy", {}),
+# tianshou is left out here: importing its vector envs loads Ray into this process, whose threads make every
+# later fork of the test runner crash-prone (see conftest's threaded_runtime); it runs in a cell below
+STRATEGIES = [("serial", {}), ("gymnasium-sync", {}), ("gymnasium-async", {}), ("sb3-dummy", {}),
               ("rlpyt-serial", {"batch_T": 3}), ("rlpyt-cpu", {"batch_T": 3, "workers": 2}),
               ("rlpyt-gpu", {"batch_T": 3, "workers": 2}), ("rlpyt-alternating", {"batch_T": 3, "workers": 2})]
 
