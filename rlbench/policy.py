@@ -109,7 +109,8 @@ def make_policy(workload, observation_space, action_space, batch_size: int = Non
     return TimedPolicy(registry.policy(spec.name)(spec, observation_space, action_space, workload.seed))
 
 
-RECURRENT_ADAPTERS = "serial, gymnasium-*, envpool-*, sb3-*, tianshou-*, rlpyt-* (r2d2 among the learners)"
+RECURRENT_ADAPTERS = ("serial, gymnasium-*, envpool-*, sb3-*, tianshou-*, rlpyt-* "
+                      "(impala, seed, r2d2 among the learners)")
 
 
 def stateless_only(policy: TimedPolicy, adapter: str) -> TimedPolicy:

@@ -4,6 +4,7 @@ on the other device the profile measured. The race decided the winner; this says
 import numpy as np
 
 from rlbench import registry
+from rlbench.workload import placed
 
 
 def call_us(curve: dict, batch: int):
@@ -26,7 +27,7 @@ def placement(cell, profile, rows=()) -> str:
     """One sentence: where the cell's policy runs, with the figures; "" for a policy that has no device (random,
     fixed_cost, a user's without one) and no curve."""
     policy = cell.workload.policy
-    if not profile.curve() or (profile.no_gpu.startswith("policy ") and len(profile.devices) < 2):
+    if not profile.curve() or placed(policy, "cpu") is None:   # nothing to place: no device, no network
         return ""
     device, n = policy.device_label, cell.workload.num_envs
     central = registry.get(cell.adapter)().policy_placement(cell.options) == "central"
