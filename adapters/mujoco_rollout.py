@@ -6,7 +6,7 @@ How it is built and counted: docs/strategies/stepping.md, "How the mujoco-rollou
 """
 import os
 
-from rlbench.api import Adapter, Option, env_info, make_env, make_policy, register, stateless_only
+from rlbench.api import Adapter, Option, env_info, make_env, make_policy, register
 
 # The envs this adapter carries: how many leading qpos entries gymnasium's observation leaves out, and the torso
 # height range outside which the env terminates (None: it never terminates), as gymnasium's v4 defaults set them.
@@ -40,8 +40,7 @@ class MujocoRolloutSession:
                 raise RuntimeError(f"gymnasium's {workload.env_id} is not the one this adapter copies (frame_skip "
                                    f"{frameskip}, time limit {env.spec.max_episode_steps}, reset noise "
                                    f"{raw._reset_noise_scale})")
-            self.policy = stateless_only(make_policy(workload, env.observation_space, env.action_space),
-                                         "mujoco-rollout")
+            self.policy = make_policy(workload, env.observation_space, env.action_space)
         finally:
             env.close()
         m, n = self.model, workload.num_envs
@@ -67,6 +66,8 @@ class MujocoRolloutSession:
         self.rollout = rollout.Rollout(nthread=self.threads if self.threads > 1 else 0)
         self.datas = [mujoco.MjData(m) for _ in range(self.threads)]
         self.obs = self.state[:, self.obs_slice].copy()
+        self.recurrent = self.policy.recurrent
+        self.starts = np.ones(n, dtype=np.bool_)   # a recurrent policy's episode starts: the envs reset last call
         self.info = {"workers": self.threads, "batch_size": n}
 
     def _reset_state(self, i):
@@ -78,7 +79,8 @@ class MujocoRolloutSession:
 
     def step(self) -> int:
         np = self.np
-        actions = np.asarray(self.policy(self.obs), dtype=np.float64)
+        acted = self.policy(self.obs, self.starts) if self.recurrent else self.policy(self.obs)
+        actions = np.asarray(acted, dtype=np.float64)
         self.control[:] = actions[:, None, :]            # held for chunk x frameskip physics steps
         self.rollout.rollout(self.models, self.datas, self.state, self.control, control_spec=self.ctrl_spec,
                              skip_checks=True, nstep=self.chunk * self.frameskip, state=self.trajectory,
@@ -98,6 +100,7 @@ class MujocoRolloutSession:
             self.state[i] = self._reset_state(i)
             self.elapsed_steps[i] = 0
         self.obs = self.state[:, self.obs_slice].copy()
+        self.starts = ended
         return int(made.sum())
 
     def close(self):

@@ -12,7 +12,6 @@ from rlbench.api import (
     make_env,
     make_policy,
     register,
-    stateless_only,
     unsupported_leaves,
     unsupported_spaces,
 )
@@ -58,11 +57,16 @@ class PufferSession:
             backend=getattr(pufferlib.vector, backend), num_envs=workload.num_envs, seed=workload.seed, **kwargs)
         try:
             self.vec.async_reset(workload.seed)
-            self.obs, _, term, trunc, *_ = self.vec.recv()
+            self.obs, _, term, trunc, _, _, self.env_ids, _ = self.vec.recv()
             self.resetting = np.logical_or(term, trunc)
-            self.policy = stateless_only(make_policy(workload, self.vec.single_observation_space,
-                                                     self.vec.single_action_space, batch_size=len(self.obs)),
-                                         "pufferlib")
+            self.policy = make_policy(workload, self.vec.single_observation_space, self.vec.single_action_space,
+                                      batch_size=len(self.obs))
+            if self.policy.recurrent:
+                # per env id: does its next observation start an episode? Its first does; after a done, the
+                # next send resets it and the recv after that gives the new episode's first observation
+                self.next_starts = np.ones(workload.num_envs, dtype=np.bool_)
+                self._track_starts()
+                self.step = self._step_recurrent
         except BaseException:
             self.vec.close()
             raise
@@ -74,6 +78,19 @@ class PufferSession:
         self.obs, _, term, trunc, *_ = self.vec.recv()
         self.resetting = self.np.logical_or(term, trunc)
         return made
+
+    def _step_recurrent(self) -> int:
+        """A batch of any envs (an async recv): the policy is told their ids and which start an episode."""
+        made = len(self.obs) - int(self.np.count_nonzero(self.resetting))
+        self.vec.send(self.policy(self.obs, self.starts, self.env_ids))
+        self.obs, _, term, trunc, _, _, self.env_ids, _ = self.vec.recv()
+        self.resetting = self.np.logical_or(term, trunc)
+        self._track_starts()
+        return made
+
+    def _track_starts(self):
+        self.starts = self.next_starts[self.env_ids]
+        self.next_starts[self.env_ids] = self.resetting
 
     def close(self):
         self.vec.close()

@@ -19,7 +19,6 @@ from rlbench.api import (
     make_env,
     make_policy,
     register,
-    stateless_only,
     structured_actions,
 )
 
@@ -27,9 +26,11 @@ STRATEGIES = {"pack": "PACK", "spread": "SPREAD"}
 
 
 class EnvActor:
-    """The body of the Ray actor (wrapped with ray.remote at open): envs lo..lo+M-1 of the workload."""
+    """The body of the Ray actor (wrapped with ray.remote at open): envs lo..lo+M-1 of the workload. For a
+    recurrent policy it tracks which of its observations start an episode (its envs reset in the step that
+    ends one): its own policy is told, or, with `report_starts`, the driver's, beside the observations."""
 
-    def __init__(self, workload_dict, lo, count, policy_in_actor, object_store):
+    def __init__(self, workload_dict, lo, count, policy_in_actor, object_store, report_starts):
         import gymnasium as gym
         workload = Workload.from_dict(workload_dict)
         fns = env_fns(workload)[lo:lo + count]
@@ -41,8 +42,10 @@ class EnvActor:
             spaces = self.envs.single_observation_space, self.envs.single_action_space
             if policy_params(workload.policy, *spaces):
                 own = workload                                # a network: the same weights in every actor
-            self.policy = stateless_only(make_policy(own, *spaces), "ray-actors")
-        self.object_store = object_store
+            self.policy = make_policy(own, *spaces)
+        self.starts = np.ones(count, dtype=np.bool_)  # every env's first observation starts an episode
+        self.track = report_starts or (self.policy is not None and self.policy.recurrent)
+        self.report_starts, self.object_store = report_starts, object_store
 
     def where(self) -> dict:
         import socket
@@ -56,15 +59,18 @@ class EnvActor:
 
     def step(self, actions=None):
         if actions is None:
-            actions = self.policy(self.obs)
-        self.obs, _, _, _, _ = self.envs.step(actions)
+            actions = self.policy(self.obs, self.starts) if self.policy.recurrent else self.policy(self.obs)
+        self.obs, _, terminated, truncated, _ = self.envs.step(actions)
+        if self.track:
+            self.starts = np.logical_or(terminated, truncated)
         return self._out()
 
     def _out(self):
+        obs = self.obs
         if self.object_store:
             import ray
-            return ray.put(self.obs)
-        return self.obs
+            obs = ray.put(obs)
+        return (obs, self.starts) if self.report_starts else obs
 
 
 class RayActorsSession:
@@ -92,25 +98,25 @@ class RayActorsSession:
                               f"{have:g} (valid: fewer actors or a smaller actor_cpus)")
         self.pg = placement_group([{"CPU": o["actor_cpus"]}] * n, strategy=STRATEGIES[o["placement"]])
         ray.get(self.pg.ready(), timeout=o["ready_timeout_s"])
+        obs_space, act_space = self._spaces()
+        self.obs_space = obs_space   # how actors' batches join (a Text part is a tuple, not an array)
+        self.policy = make_policy(workload, obs_space, act_space) if o["policy"] == "driver" else None
+        self.recurrent = self.policy is not None and self.policy.recurrent
         remote = ray.remote(EnvActor)
         object_store = o["transport"] == "object_store"
         for i in range(n):
             strategy = PlacementGroupSchedulingStrategy(placement_group=self.pg, placement_group_bundle_index=i)
             self.actors.append(remote.options(num_cpus=o["actor_cpus"], scheduling_strategy=strategy).remote(
-                self.workload.to_dict(), i * self.per, self.per, o["policy"] == "actor", object_store))
+                self.workload.to_dict(), i * self.per, self.per, o["policy"] == "actor", object_store,
+                self.recurrent))
         placement = ray.get([a.where.remote() for a in self.actors], timeout=o["ready_timeout_s"])
         self.info = {"workers": n, "runtime_init_s": init_s, "cluster": cluster,
                      "placement": [{"actor": i, **p} for i, p in enumerate(placement)],
                      "batch_size": self.per * (o["wait_k"] if o["mode"] == "async" else n)}
-        obs_space, act_space = self._spaces()
-        self.obs_space = obs_space   # how actors' batches join (a Text part is a tuple, not an array)
-        self.policy = stateless_only(make_policy(workload, obs_space, act_space), "ray-actors") \
-            if o["policy"] == "driver" else None
-        self.obs = batch.join([self._fetch(r) for r in ray.get([a.observe.remote() for a in self.actors])],
-                              obs_space)
+        self.obs, self.starts = self._join(ray.get([a.observe.remote() for a in self.actors]))
         self.pending = {}
         if o["mode"] == "async":
-            self._send(range(n), self.obs)
+            self._send(range(n), self.obs, self.starts)
 
     def _spaces(self):
         env = make_env(self.workload.env_id, **self.workload.env_kwargs)
@@ -127,24 +133,40 @@ class RayActorsSession:
             reply = self.ray.get(reply)  # zero-copy view of the object store
         return reply
 
-    def _send(self, indices, obs):
+    def _join(self, replies):
+        """The actors' replies as one batch of observations and, for a recurrent driver policy, their
+        episode-start flags (else None)."""
+        if not self.recurrent:
+            return batch.join([self._fetch(r) for r in replies], self.obs_space), None
+        return (batch.join([self._fetch(obs) for obs, _ in replies], self.obs_space),
+                np.concatenate([starts for _, starts in replies]))
+
+    def _act(self, obs, starts, indices=None):
+        """A driver policy's actions; a recurrent one is told the episode starts and, for a batch of some
+        actors (async), which envs it holds."""
+        if not self.recurrent:
+            return self.policy(obs)
+        ids = None if indices is None else np.concatenate([np.arange(i * self.per, (i + 1) * self.per)
+                                                            for i in indices])
+        return self.policy(obs, starts, ids)
+
+    def _send(self, indices, obs, starts):
         """Start the next step of these actors; with a driver policy, for the observations given."""
-        actions = self.policy(obs) if self.policy is not None else None
+        actions = self._act(obs, starts, indices) if self.policy is not None else None
         for j, i in enumerate(indices):
             act = actions[j * self.per:(j + 1) * self.per] if actions is not None else None
             self.pending[self.actors[i].step.remote(act)] = i
 
     def step(self) -> int:
         if self.opts["mode"] == "sync":
-            actions = self.policy(self.obs) if self.policy is not None else None
+            actions = self._act(self.obs, self.starts) if self.policy is not None else None
             refs = [a.step.remote(actions[i * self.per:(i + 1) * self.per] if actions is not None else None)
                     for i, a in enumerate(self.actors)]
-            self.obs = batch.join([self._fetch(r) for r in self.ray.get(refs)], self.obs_space)
+            self.obs, self.starts = self._join(self.ray.get(refs))
             return self.workload.num_envs
         ready, _ = self.ray.wait(list(self.pending), num_returns=self.opts["wait_k"])
         indices = [self.pending.pop(r) for r in ready]
-        obs = batch.join([self._fetch(r) for r in self.ray.get(ready)], self.obs_space)
-        self._send(indices, obs)
+        self._send(indices, *self._join(self.ray.get(ready)))
         return len(indices) * self.per
 
     def close(self):

@@ -21,7 +21,7 @@ from rlbench.envs import (
                           unsupported_spaces,
 )
 from rlbench.errors import Unsupported
-from rlbench.policy import make_policy, stateless_only
+from rlbench.policy import make_policy
 from rlbench.registry import register, register_policy
 from rlbench.results.metrics import SESSION_METRICS
 from rlbench.running.proctree import become_subreaper  # for adapters whose framework orphans processes
@@ -31,7 +31,7 @@ __all__ = [
     # the contract
     "Adapter", "Option", "Session", "Metrics", "register", "Unsupported", "SESSION_METRICS",
     # the workload and how to build it
-    "Workload", "PolicySpec", "make_env", "env_fns", "env_info", "envpool_kwargs", "make_policy", "stateless_only",
+    "Workload", "PolicySpec", "make_env", "env_fns", "env_info", "envpool_kwargs", "make_policy",
     "register_policy", "become_subreaper",
     # the user's envs (families gymnasium and custom): their spaces, and the reason an adapter cannot carry them
     "USER_FAMILIES", "spaces", "unsupported_spaces", "unsupported_leaves", "structured_actions",

@@ -109,19 +109,6 @@ def make_policy(workload, observation_space, action_space, batch_size: int = Non
     return TimedPolicy(registry.policy(spec.name)(spec, observation_space, action_space, workload.seed))
 
 
-RECURRENT_ADAPTERS = ("serial, gymnasium-*, envpool-*, sb3-*, tianshou-*, rlpyt-* "
-                      "(impala, seed, r2d2 among the learners)")
-
-
-def stateless_only(policy: TimedPolicy, adapter: str) -> TimedPolicy:
-    """The policy, refused if recurrent by an adapter that does not tell it where episodes start."""
-    if policy.recurrent:
-        from rlbench.errors import Unsupported
-        raise Unsupported(f"a recurrent policy needs its state carried per env, which {adapter} does not do here "
-                          f"(valid: {RECURRENT_ADAPTERS})")
-    return policy
-
-
 def _as_numpy(fn):
     """A user's policy may answer with a torch tensor (on any device): made a numpy array inside the
     timed call, since moving it off the device is part of what the policy costs."""

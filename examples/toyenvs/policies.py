@@ -71,3 +71,31 @@ def torch_mlp(observation_space, action_space, batch_size, hidden: int = 256, de
 def _one(space):
     """A batch of one sample of the space, batched as vector envs batch it."""
     return gym.vector.utils.concatenate(space, [space.sample()], gym.vector.utils.create_empty_array(space, 1))
+
+
+def recurrent_linear(observation_space, action_space, batch_size, decay: float = 0.5):
+    """A recurrent policy as a user writes one: `act.recurrent = True`, then rlbench calls it as
+    `act(obs, starts, env_ids)`. Each env's state is a decayed sum of its observations since its episode began:
+    zeroed where `starts` marks an episode's first observation; `env_ids` names the envs an asynchronous batch
+    holds (None: the first len(obs)). An env's action depends on its own history only, to the last bit (products
+    summed, as `linear`), whatever batches and workers its observations come through."""
+    flat = _features(observation_space)
+    outputs, act = _to_actions(action_space)
+    inputs = flat(_one(observation_space)).shape[1]
+    weights = np.random.default_rng(1).standard_normal((inputs, outputs))
+    state = np.zeros((batch_size, inputs))
+
+    def policy(obs, starts, env_ids):
+        nonlocal state
+        x = flat(obs).astype(np.float64)
+        ids = np.arange(len(x)) if env_ids is None else np.asarray(env_ids, dtype=np.int64)
+        if len(ids) and ids.max() >= len(state):   # an env id beyond the batch size: rows as ids are seen
+            state = np.concatenate([state, np.zeros((int(ids.max()) + 1 - len(state), inputs))])
+        h = state[ids]
+        if starts is not None:
+            h[np.asarray(starts, dtype=bool)] = 0.0
+        h = decay * h + x
+        state[ids] = h
+        return act((h[:, :, None] * weights).sum(axis=1))
+    policy.recurrent = True
+    return policy

@@ -193,15 +193,6 @@ def test_envpool_batches_carry_each_envs_lstm_state(adapter):
         assert calls[0][1].all()
 
 
-def test_adapters_that_cannot_carry_a_state_refuse_a_recurrent_policy():
-    from rlbench.policy import stateless_only
-    obs_space, act_space = _spaces("CartPole-v1")
-    policy = make_policy(Workload("CartPole-v1", 2, parse_policy("lstm:hidden=8")), obs_space, act_space)
-    with pytest.raises(Unsupported, match=r"which ray-actors does not do here \(valid: serial, gymnasium-\*"):
-        stateless_only(policy, "ray-actors")
-    assert stateless_only(make_policy(Workload("CartPole-v1", 2, parse_policy("mlp")), obs_space, act_space), "x")
-
-
 def test_frames_env_is_deterministic_given_seed_and_actions():
     a, b = registry_env(FRAMES, episode_len=3), registry_env(FRAMES, episode_len=3)
     oa, ob = a.reset(seed=5)[0], b.reset(seed=5)[0]

@@ -3,13 +3,14 @@ HalfCheetah-v4 transitions under the same actions (same model, frameskip, termin
 counted as gymnasium counts them; more pool threads change nothing but the speed; and a run gives ok rows
 whose env steps are units x num_envs x chunk."""
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 from support import run_cli_subprocess, sweep, write_suite
 
 from rlbench import registry
-from rlbench.workload import Workload
+from rlbench.workload import Workload, parse_policy
 
 NAME = "mujoco-rollout"
 SEED = 3
@@ -145,6 +146,28 @@ def test_terminations_time_limit_and_resets_are_gymnasiums_and_counted_as_it_cou
     else:
         assert resets == num_envs and counts[142] == num_envs * 6
         assert set(counts[:142] + counts[143:]) == {num_envs * chunk}
+
+
+def test_a_recurrent_policy_is_told_which_envs_were_reset(monkeypatch):
+    """A recurrent user policy (a state per env, zeroed where `starts` says) is called with every env starting,
+    then with exactly the envs the last unit reset (their elapsed steps back at 0) starting."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples"))
+    cls = _cls()
+    workload = Workload("Ant-v4", 3, parse_policy("toyenvs.policies:recurrent_linear"), seed=SEED, frameskip=5)
+    session = cls().open(workload, cls.resolve_options({"chunk": 2}))
+    seen, act = [], session.policy.fn
+
+    def spy(obs, starts, env_ids):
+        seen.append((np.array(starts), session.elapsed_steps == 0))
+        return act(obs, starts, env_ids)
+    session.policy.fn = spy
+    try:
+        for _ in range(300):
+            session.step()
+    finally:
+        session.close()
+    assert all(np.array_equal(starts, reset) for starts, reset in seen)
+    assert seen[0][0].all() and sum(starts.sum() for starts, _ in seen[1:]) >= 3   # Ant topples, resets
 
 
 def test_more_pool_threads_give_the_same_states_as_the_calling_thread():

@@ -3,15 +3,21 @@ refuse, raced by tune; in their own environment (adapters/envs/pufferlib.txt), t
 are gymnasium's under the same actions, each counted once (its next-step resets are not), and a run leaves
 ok rows and nothing running."""
 import json
+import os
 import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
+import numpy as np
 import pytest
 from support import run_cli_subprocess, sweep, write_suite
 
 from rlbench import registry
 from rlbench.running.adapter_envs import environment_of
 from rlbench.workload import Workload
+
+EXAMPLES = str(Path(__file__).resolve().parents[2] / "examples")
 
 
 def _supports(adapter, n=8, env="CartPole-v1", **given):
@@ -108,6 +114,61 @@ def test_transitions_are_gymnasiums_under_the_same_actions_and_resets_are_not_co
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["equal"]
     assert got["counts"] == got["made"] and got["resets"] > 0   # random CartPole episodes end within ~20 steps
+
+
+RECURRENT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from rlbench import registry
+    from rlbench.workload import Workload, parse_policy
+    backend, given = sys.argv[1], json.loads(sys.argv[2])
+    spec = parse_policy("toyenvs.policies:recurrent_linear:decay=1.0")
+    cls = registry.get(backend)
+    session = cls().open(Workload("CartPole-v1", 4, spec, seed=3), cls.resolve_options(given))
+    calls, act = [], session.policy.fn
+    def spy(obs, starts, ids):
+        actions = act(obs, starts, ids)
+        calls.append([np.array(obs).tolist(), np.array(starts).tolist(), np.array(ids).tolist(),
+                      np.array(session.resetting).tolist(), np.array(actions).tolist()])
+        return actions
+    session.policy.fn = spy
+    for _ in range(300):
+        session.step()
+    session.close()
+    print(json.dumps(calls))
+""")
+
+
+@pytest.mark.parametrize("backend, given", [("pufferlib-serial", {}),
+                                            ("pufferlib-mp", {"num_workers": 2, "batch_size": 2, "overwork": True})])
+def test_a_recurrent_policy_is_told_each_envs_episode_starts_and_ids(puffer_python, backend, given):
+    """A recurrent user policy (its state sums an env's observations since its episode began): an observation
+    starts an episode where it is the env's first or its last one ended (PufferLib resets on the next send), and
+    replayed one env at a time the same policy gives the same actions, so each env kept its own state, async
+    batches of any envs included."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [EXAMPLES, os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([puffer_python, "-c", RECURRENT, backend, json.dumps(given)], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    calls = json.loads(out.stdout.strip().splitlines()[-1])
+    per_env = {}
+    for obs, starts, ids, resetting, actions in calls:
+        for j, i in enumerate(ids):
+            per_env.setdefault(i, []).append((obs[j], starts[j], resetting[j], actions[j]))
+    assert sorted(per_env) == [0, 1, 2, 3] and any(len(set(ids)) < 4 for _, _, ids, _, _ in calls) == ("mp" in backend)
+    sys.path.insert(0, EXAMPLES)
+    try:
+        from toyenvs.policies import recurrent_linear
+    finally:
+        sys.path.remove(EXAMPLES)
+    import gymnasium as gym
+    space = gym.make("CartPole-v1")
+    for seen in per_env.values():
+        assert [start for _, start, _, _ in seen] == [True] + [done for _, _, done, _ in seen[:-1]]
+        assert sum(start for _, start, _, _ in seen) >= 2      # an episode ended and another began
+        alone = recurrent_linear(space.observation_space, space.action_space, 1, decay=1.0)
+        for obs, start, _, action in seen:
+            assert alone(np.array([obs], np.float32), np.array([start]), None)[0] == action
 
 
 def test_a_run_gives_ok_rows_with_workers_and_batches(tmp_path, puffer_python):

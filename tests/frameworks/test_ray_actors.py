@@ -1,8 +1,10 @@
 """`ray-actors` on a local Ray and on a real two-node cluster (ray.cluster_utils.Cluster): exact step
 counts, serial's transitions, placement by strategy, and a killed actor turning into an error row with
 nothing of Ray left behind."""
+import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -11,6 +13,7 @@ from support import TINY_PROTOCOL, run_cli, write_suite
 
 from rlbench import registry
 from rlbench.api import PolicySpec, Workload
+from rlbench.workload import parse_policy
 
 pytestmark = pytest.mark.threaded_runtime
 RAY_DAEMONS = ("raylet", "gcs_server")
@@ -77,6 +80,63 @@ def test_modes_policies_and_transports_count_exactly(no_ray_left, monkeypatch, o
     try:
         assert [session.step() for _ in range(20)] == [per_unit] * 20
         assert session.obs.shape[1:] == (200_000,) and session.obs.flags.writeable  # a copy, read in full
+    finally:
+        session.close()
+
+
+EXAMPLES = str(Path(__file__).resolve().parents[2] / "examples")
+RECURRENT = "toyenvs.policies:recurrent_linear:decay=1.0"   # an env's state never fades: a missed reset shows
+
+
+def _per_env_calls(session, steps):
+    """{env id: [(observation, start flag, action), ...]} as the session's driver policy was called."""
+    calls, act = {}, session.policy
+
+    def spy(obs, starts, env_ids=None):
+        actions = act(obs, starts, env_ids)
+        ids = np.arange(len(obs)) if env_ids is None else env_ids
+        for j, i in enumerate(ids):
+            calls.setdefault(int(i), []).append((obs[j].copy(), bool(starts[j]), int(actions[j])))
+        return actions
+    spy.recurrent = True
+    session.policy = spy
+    for _ in range(steps):
+        session.step()
+    return calls
+
+
+@pytest.mark.parametrize("options", [{"policy": "driver"}, {"policy": "driver", "mode": "async", "wait_k": 1},
+                                     {"policy": "actor"}])
+def test_a_recurrent_policy_acts_for_each_env_as_in_the_serial_loop(no_ray_left, monkeypatch, options):
+    """A recurrent user policy whose state sums an env's observations since its episode began: under every
+    mode and placement each env sees the observations, start flags and actions the serial loop gives it (CartPole
+    episodes end and reset many times in 150 steps), so its state was carried per env and zeroed where it began."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.syspath_prepend(EXAMPLES)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [EXAMPLES, os.environ.get("PYTHONPATH")])))
+    workload = Workload("CartPole-v1", 4, parse_policy(RECURRENT), seed=0)
+    serial = registry.get("serial")().open(workload, {})
+    try:
+        want = _per_env_calls(serial, 150)
+    finally:
+        serial.close()
+    assert sum(start for calls in want.values() for _, start, _ in calls) > 4 * 3   # episodes ended and began
+    session = _open(workload, actors=2, **options)
+    try:
+        if options["policy"] == "driver":
+            got = _per_env_calls(session, 150)
+            first = 1 if options.get("mode") == "async" else 0   # async: opening sent every actor's first step
+            for i, calls in want.items():
+                k = len(got[i])
+                assert k >= 30   # async: each step is one actor's envs
+                for (o1, s1, a1), (o2, s2, a2) in zip(got[i], calls[first:first + k]):
+                    np.testing.assert_array_equal(o1, o2)
+                    assert (s1, a1) == (s2, a2)
+        else:  # the actors' own copies act: the observations they reply with are the serial loop's
+            seen = [session.obs.copy()] + [session.obs.copy() for _ in range(150) if session.step() == 4]
+            np.testing.assert_array_equal(np.stack(seen)[:150], np.stack([[calls[t][0] for i, calls in
+                                                                          sorted(want.items())]
+                                                                         for t in range(150)]))
     finally:
         session.close()
 
