@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras browser bench bench-cluster check-cluster lint test test-slow envzoo report compare ci-report check-overhead check-tune \
+.PHONY: install install-extras browser bench bench-cluster check-cluster lint test test-slow envzoo report compare ci-report check-overhead check-tune check-history \
 	device-kit device-rehearse reference docs clean
 
 install: $(STAMP)
@@ -88,6 +88,11 @@ ci-report: install
 # The harness against a bare hand-written loop of the same library calls, side by side.
 check-overhead: install
 	$(PY) scripts/check_overhead.py
+
+# Does `rlbench history check` tell a regression from this machine's noise? 20 A/A runs of suites/history.toml
+# and runs with one cell slowed 5% and 10%: recall and false alarms against `rlbench compare` (~15 min here).
+check-history: install
+	$(PY) scripts/check_history.py $(ARGS)
 
 # Is `rlbench tune` right? Its pick against an exhaustive sweep of the same candidates on a panel of synthetic
 # envs (a benchmark, not a test: ARGS="--budget 60s --sizes 2,4,8,16,32" and more, see the script).

@@ -4,12 +4,14 @@ import os
 import sys
 from dataclasses import MISSING, fields
 
+import rlbench
 from rlbench import commands
 from rlbench.commands import VALIDATE_SUITE
 from rlbench.errors import UsageError
 from rlbench.machine.limits import DEFAULTS as LIMIT_DEFAULTS
 from rlbench.machine.limits import positive_int
 from rlbench.planning.request import RunRequest, TuneRequest, flag_of
+from rlbench.results.history import DEFAULT_DB
 from rlbench.running.rundir import REPORTS
 
 
@@ -93,14 +95,58 @@ def parse_args(argv):
     lim.add_argument("--memcpy-mb", type=positive_int, default=LIMIT_DEFAULTS["memcpy_mb"], help="MiB per copy buffer")
     lim.add_argument("--disk-mb", type=positive_int, default=LIMIT_DEFAULTS["disk_mb"], help="MiB of the scratch file")
     lim.add_argument("--repeats", type=positive_int, default=LIMIT_DEFAULTS["repeats"], help="runs per figure (median)")
+    _history_parser(sub)
+    bis = sub.add_parser("bisect", help="the first commit between --good and --bad at which CELL got slower (each "
+                                        "measured in a git worktree, every run added to the history)")
+    bis.add_argument("suite", metavar="SUITE")
+    bis.add_argument("cell", metavar="CELL", help="the cell's id (rlbench run --only)")
+    bis.add_argument("--good", required=True, help="a commit at which the cell was fast")
+    bis.add_argument("--bad", required=True, help="a later commit at which it is slow")
+    bis.add_argument("--repo", default=rlbench.ROOT, help="the project checkout whose commits are measured "
+                                                          "(default: this rlbench's)")
+    bis.add_argument("--repeats", type=positive_int, help="repeats per run (default: the suite's)")
+    bis.add_argument("--duration", type=float, help="timed seconds per repeat (default: the suite's)")
+    bis.add_argument("--alpha", type=float, default=0.05, help="the ends must differ at this level (default 0.05)")
+    bis.add_argument("--out", help="where the runs go (default reports/bisect)")
+    bis.add_argument("--db", default=os.environ.get("RLBENCH_HISTORY", DEFAULT_DB), help="the history file")
     return p.parse_args(argv)
+
+
+def _history_parser(sub) -> None:
+    his = sub.add_parser("history", help="the benchmark history across commits and machines: add runs, show "
+                                         "each cell's series and change points, gate a new run on it")
+    verbs = his.add_subparsers(dest="history_command", required=True)
+    db = _Parser(add_help=False)
+    db.add_argument("--db", default=os.environ.get("RLBENCH_HISTORY", DEFAULT_DB),
+                    help=f"the history file (default $RLBENCH_HISTORY, else {DEFAULT_DB})")
+    add = verbs.add_parser("add", parents=[db], help="add run folders (and every run under a folder); idempotent")
+    add.add_argument("dirs", nargs="+", metavar="RUN_DIR")
+    add.add_argument("--tag", help="a label kept with these runs (an A/A series, an injected slowdown)")
+    show = verbs.add_parser("show", parents=[db], help="history-SUITE.html and .csv: each cell's series over "
+                                                      "commits, its change points and the open regressions")
+    show.add_argument("--suite", help="only this suite (default: every suite in the history)")
+    show.add_argument("--machine", help="only this machine class (its id, or a part of its label)")
+    show.add_argument("--alpha", type=float, default=0.05, help="significance of a change point (default 0.05)")
+    show.add_argument("--out", default=os.path.join(REPORTS, "history"), help="where the pages go")
+    chk = verbs.add_parser("check", parents=[db], help="is RUN_DIR a significant change against the history? "
+                                                      "exit 1 when a cell is slower")
+    chk.add_argument("dir", metavar="RUN_DIR")
+    chk.add_argument("--threshold", default="2%", help="smallest slowdown that counts (default 2%%)")
+    chk.add_argument("--alpha", type=float, default=0.05, help="false-alarm rate over the run's cells (default 0.05)")
+    chk.add_argument("--window", type=positive_int, default=20, help="runs since the last change that set the "
+                                                                     "level (default 20)")
+    chk.add_argument("--confirm", action="store_true", help="run the cells found slower again (RUN_DIR's plan, "
+                                                            "only them) and keep only those slower twice")
+    chk.add_argument("--add", action="store_true", help="add RUN_DIR to the history after checking it")
+    chk.add_argument("--out", help="where history-check.csv goes (default RUN_DIR)")
 
 
 COMMANDS = {"run": commands.cmd_run, "resume": commands.cmd_resume, "rerun": commands.cmd_rerun,
             "tune": commands.cmd_tune, "calibrate": commands.cmd_calibrate, "list": commands.cmd_list,
             "report": commands.cmd_report,
             "compare": commands.cmd_compare, "validate": commands.cmd_validate, "envs": commands.cmd_envs,
-            "env": commands.cmd_env, "limits": commands.cmd_limits}
+            "env": commands.cmd_env, "limits": commands.cmd_limits, "history": commands.cmd_history,
+            "bisect": commands.cmd_bisect}
 
 
 def main(argv=None) -> int:

@@ -2,6 +2,7 @@
 `rlbench run` itself is rlbench.pipeline, `rlbench tune` rlbench.tuning; the others are short enough to
 live together."""
 import json
+import math
 import os
 import sys
 from dataclasses import replace
@@ -208,3 +209,172 @@ def cmd_env(args) -> int:
     from rlbench.machine.fingerprint import fingerprint
     print(json.dumps(fingerprint(), indent=2))
     return 0
+
+
+def cmd_history(args) -> int:
+    return {"add": _history_add, "show": _history_show, "check": _history_check}[args.history_command](args)
+
+
+def _history_add(args) -> int:
+    from rlbench.results.history import History, run_folders
+    folders = run_folders(args.dirs)
+    counts = {}
+    with History(args.db) as history:
+        for path in folders:
+            added = history.add(path, tag=args.tag)
+            counts[added.outcome] = counts.get(added.outcome, 0) + 1
+            print(f"{added.outcome:<9} {path}" + (f" ({added.repeats} repeats)" if added.repeats else "")
+                  + (f": {added.why}" if added.why else ""))
+    outcomes = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    print(f"{len(folders)} run(s): {outcomes}; history: {args.db}")
+    return 0
+
+
+def _series(history, suite, machine_class, alpha):
+    """The history's points and, per series, its noise and change points."""
+    from rlbench.results.changes import SERIES, change_points, noise, points
+    pts = points(history.repeats(suite, machine_class))
+    noises = noise(pts)
+    changes = {key: change_points(series.reset_index(drop=True), noises[key].sd, alpha)
+               for key, series in pts.groupby(list(SERIES), sort=False)}
+    return pts, noises, changes
+
+
+def _history_show(args) -> int:
+    from rlbench.report.history_page import export_history, open_regressions
+    from rlbench.report.writer import write_files
+    from rlbench.results.history import History
+    with History(args.db, create=False) as history:
+        suites, machines = history.suites(), history.machines()
+        if args.suite and args.suite not in suites:
+            raise UsageError(f"history show: no suite {args.suite!r} in {args.db} (valid: {', '.join(suites)})")
+        cls = _machine_class(args.machine, machines) if args.machine else None
+        pts, noises, changes = _series(history, args.suite, cls, args.alpha)
+    os.makedirs(args.out, exist_ok=True)
+    for suite in sorted(pts["suite"].unique()):
+        mine = {k: v for k, v in changes.items() if k[0] == suite}
+        paths = write_files(args.out, export_history(suite, pts[pts["suite"] == suite], mine, noises))
+        found = open_regressions(mine, machines)
+        print(f"{suite}: {pts[pts['suite'] == suite]['cell_id'].nunique()} cells, "
+              f"{sum(len(c) for c in mine.values())} change point(s), {len(found)} open regression(s): {paths[-1]}")
+    return 0
+
+
+def _machine_class(given: str, machines: dict) -> str:
+    """A machine class by its id or a part of its label that names one class."""
+    if given in machines:
+        return given
+    hits = [c for c, label in machines.items() if given.lower() in label.lower()]
+    if len(hits) != 1:
+        valid = "; ".join(f"{c} ({label})" for c, label in machines.items())
+        raise UsageError(f"history: --machine {given!r} names {len(hits)} machine classes (valid: {valid})")
+    return hits[0]
+
+
+def _confirm(args, folder, rows, slow, past, threshold) -> None:
+    """The cells found slower run again (the run's own plan, only those cells, into a confirm-N folder beside it)
+    and checked again: a cell stays slower only where its second run is too, as a host's passing hiccup (these
+    VMs lose 20-30% for a minute now and then) does not last into the next run. The second run's rows are
+    matched to the first's by their place in the plan (cell_index)."""
+    import glob
+
+    from rlbench.results.changes import check, noise, points
+    from rlbench.results.history import History
+    from rlbench.results.store import RESULTS, read_rows
+    plan = rundir.read_plan(folder)
+    index = {r["cell_id"]: r["cell_index"] for r in read_rows(os.path.join(folder, RESULTS)) if r["cell_id"] in slow}
+    planned = {plan["cells"][i]: cell for cell, i in index.items()}
+    base = args.out or folder
+    out = next(os.path.join(base, f"confirm-{k}") for k in range(1, 1000)
+               if not os.path.exists(os.path.join(base, f"confirm-{k}")))
+    print(f"confirming {len(slow)} slower cell(s) in a second run: {out}")
+    run(RunRequest.from_plan(plan, out=out, only=tuple(glob.escape(c) for c in planned), allow_errors=True))
+    with History(":memory:") as scratch:
+        scratch.add(out)
+        again = points(scratch.repeats())
+    again["cell_id"] = again["cell_id"].map(lambda c: planned.get(c, c))
+    second = {r["cell_id"]: r for r in check(past, again, noise(past), args.alpha, threshold, args.window)}
+    for r in rows:
+        if r["verdict"] != "slower":
+            continue
+        c = second.get(r["cell_id"])
+        r["confirm_ratio"] = c["ratio"] if c else None
+        if c is None or c["verdict"] != "slower":
+            again_text = f"{c['ratio'] - 1:+.1%}" if c and c["ratio"] is not None else "no ok repeat"
+            r["verdict"], r["reason"] = "same", f"{r['reason']}; not in its confirmation run ({again_text})"
+
+
+def _history_check(args) -> int:
+    from rlbench.report.csv_reporter import to_csv
+    from rlbench.report.writer import write_files
+    from rlbench.results.changes import CHECK_COLUMNS, VERDICTS, check, noise, points
+    from rlbench.results.compare import parse_threshold
+    from rlbench.results.history import History, run_folders
+    threshold = parse_threshold(args.threshold)
+    if not 0 < args.alpha < 1:
+        raise UsageError(f"--alpha {args.alpha:g} must be between 0 and 1")
+    folders = run_folders([args.dir])
+    if len(folders) != 1:
+        raise UsageError(f"history check: {args.dir!r} holds {len(folders)} runs (valid: one run folder)")
+    folder = folders[0]
+    with History(":memory:") as scratch:
+        scratch.add(folder)
+        new = points(scratch.repeats())
+        statuses = scratch.db.execute("SELECT cell_id, max(status = 'ok') FROM repeats GROUP BY cell_id").fetchall()
+    if new.empty:
+        raise UsageError(f"history check: {folder!r} has no ok repeat to check")
+    suite, cls = new["suite"].iloc[0], new["machine_class"].iloc[0]
+    with History(args.db, create=False) as history:
+        past = points(history.repeats(suite, cls))
+    past = past[past["run_key"] != new["run_key"].iloc[0]]
+    rows = check(past, new, noise(past), args.alpha, threshold, args.window,
+                 failed=tuple(c for c, ok in statuses if not ok))
+    for r in rows:
+        r["first_verdict"] = r["verdict"]
+    slow = [r["cell_id"] for r in rows if r["verdict"] == "slower"]
+    if args.confirm and slow:
+        _confirm(args, folder, rows, slow, past, threshold)
+    os.makedirs(args.out or folder, exist_ok=True)
+    path = write_files(args.out or folder, {"history-check.csv": to_csv(rows, CHECK_COLUMNS).encode()})[0]
+    for r in rows:
+        if r["verdict"] != "same":
+            print(f"{r['verdict']:<11} {r['cell_id']}  {r['reason']}")
+    counts = {}
+    for r in rows:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    failed = [r for r in rows if VERDICTS[r["verdict"]]]
+    print(f"{len(rows)} cells against the history of {suite} on this machine class: "
+          + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+          + f"; suite: {'REGRESSED' if failed else 'ok'} (alpha {args.alpha:g} over the cells, Holm)")
+    print(f"check: {path}")
+    if args.add:
+        with History(args.db) as history:
+            history.add(folder)
+    return 1 if failed else 0
+
+
+def cmd_bisect(args) -> int:
+    """The first commit between --good and --bad at which CELL got slower; every run into the history."""
+    from rlbench.bisect import Bisect, path_between
+    from rlbench.results.history import History
+    if not os.path.isfile(args.suite):
+        raise UsageError(f"bisect: no suite file {args.suite!r} (valid: a suite file, e.g. suites/quick.toml)")
+    commits = path_between(args.repo, args.good, args.bad)
+    limit = math.ceil(math.log2(max(len(commits) - 1, 1))) + 2
+    print(f"bisect: {len(commits) - 1} commit(s) after {commits[0][:12]} up to {commits[-1][:12]}: at most {limit} "
+          f"runs of {args.cell}")
+    run_args = [a for k, v in (("--repeats", args.repeats), ("--duration", args.duration)) if v is not None
+                for a in (k, str(v))]
+    out = args.out or os.path.join(rundir.REPORTS, "bisect")
+    with History(args.db) as history:
+        found, points, midpoint = Bisect(args.repo, args.suite, args.cell, out, run_args, history.add).run(
+            commits, args.alpha)
+    subject = git_subject(args.repo, found)
+    print(f"bisect: first slow commit {found[:12]} ({subject}) after {len(points)} runs; slow below "
+          f"{midpoint:,.0f} steps/s; runs in {out}, added to {args.db}")
+    return 0
+
+
+def git_subject(repo: str, commit: str) -> str:
+    from rlbench.bisect import git
+    return git(repo, "show", "-s", "--format=%s", commit)

@@ -140,6 +140,10 @@ def sweep(env, kwargs, policy, record, args, out, puffer=None) -> tuple:
     puffer_id = add(*pufferlib_autotune.cell_args(puffer["pick"]["config"])) if puffer else None
     cells = [replace(c, index=i) for i, c in enumerate(cells.values())]
     os.makedirs(out, exist_ok=True)
+    from rlbench.machine.fingerprint import fingerprint, now
+    started = now()   # the machine and start beside the rows, as a run's env.json: `rlbench history add` reads it
+    with open(os.path.join(out, "env.json"), "w") as f:
+        json.dump({**fingerprint(), "run_id": f"check-tune-sweep-{started}", "started_at": started}, f, indent=1)
     t = time.monotonic()
     results = run_sweep("check-tune", "check-tune", cells, replace(SETTINGS, repeats=args.repeats), out,
                         envs=prepare(sorted({c.adapter for c in cells})))

@@ -188,6 +188,37 @@ def stacked_bars(items, parts, *, x_title: str = "share of the time", height: in
     return fig
 
 
+def history(points, changes=(), *, y_title: str = "env steps/s", height: int = 340) -> go.Figure:
+    """One cell's series over runs: a line per machine class through each run's median with its 95% CI (band
+    and bars; hover: median, CI, n, CV), and each change point a dashed line labelled with its size and
+    significance (red: slower). points: rows with x (the run's place among every run shown), x_label (its
+    commit), label (what the run is), series (the machine class's label), median, ci_low, ci_high, n, cv;
+    changes: [(x, text, slower)]."""
+    rows = [r for r in _records(points) if _positive(r.get("median"))]
+    fig = go.Figure()
+    names = {r["x"]: r["x_label"] for r in rows}
+    by_series = {}
+    for r in rows:
+        by_series.setdefault(str(r["series"]), []).append(r)
+    for i, (name, pts) in enumerate(sorted(by_series.items())):
+        _line(fig, sorted(pts, key=lambda r: r["x"]), name, PALETTE[i % len(PALETTE)], "solid", x="x", y="median",
+              lo="ci_low", hi="ci_high", n="n", cv="cv", label="label", x_title="commit", y_fmt=si,
+              x_fmt=lambda v: names.get(v, str(v)))
+    for x, text, slower in changes:
+        fig.add_vline(x=x - 0.5, line=dict(color=PALETTE[1] if slower else PALETTE[2], dash="dash", width=1.5),
+                      annotation=dict(text=esc(text), font=dict(size=11), textangle=0),
+                      annotation_position="top left")
+    ticks = sorted(names.items())
+    ticks = ticks[::max(1, math.ceil(len(ticks) / 16))]   # at most 16 commit labels under a long series
+    _layout(fig, height, showlegend=True,
+            xaxis=dict(title=dict(text="runs, in commit order"), tickmode="array", showline=True, linecolor="#999",
+                       tickvals=[x for x, _ in ticks], ticktext=[esc(t) for _, t in ticks], mirror=True),
+            yaxis=dict(title=dict(text=esc(y_title)), exponentformat="SI", showline=True, linecolor="#999",
+                       mirror=True, rangemode="tozero"),
+            legend=dict(orientation="h", x=0, y=-0.25, yanchor="top"), margin=dict(l=70, r=20, t=30, b=90))
+    return fig
+
+
 def to_html(fig, div_id: str) -> str:
     """The chart's <div> and the script that draws it (plotly.js itself comes once per page, from
     plotlyjs_for); data-traces holds how many traces it should draw (scripts/check_report.py counts them)."""

@@ -36,6 +36,27 @@ def test_comparison_renders_in_chromium(tmp_path):
     assert check_report.check(str(tmp_path / "compare.html"), require_charts=False) == []
 
 
+def test_history_page_renders_in_chromium(tmp_path, capsys):
+    """12 A/A runs, then 6 runs of a commit with one cell 15% slower: a chart per cell, the change point drawn,
+    the open regression listed."""
+    import numpy as np
+    from support import run_cli
+    from support.history_runs import CELLS, aa_runs, make_run, quick_cells
+    runs = aa_runs(tmp_path / "runs", 12)
+    rng = np.random.default_rng(1)
+    runs += [make_run(tmp_path / "runs", f"b{i}", np.exp(rng.normal(0, 0.02, CELLS)), commit="b" * 40,
+                      slow_cell=quick_cells()[1], slow=0.85, started=f"2026-11-27T05:{i:02d}:00+00:00")[0]
+             for i in range(6)]
+    db = str(tmp_path / "h.sqlite")
+    assert run_cli(["history", "add", str(tmp_path / "runs"), "--db", db]).rc == 0
+    assert run_cli(["history", "show", "--db", db, "--out", str(tmp_path / "pages")]).rc == 0
+    assert "1 change point(s), 1 open regression(s)" in capsys.readouterr().out
+    page = tmp_path / "pages" / "history-quick.html"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert check_report.check(str(page), str(ARTIFACTS / "history.png")) == []
+    assert page.read_text().count("-15.") >= 1   # the change's size, on the chart and in the regressions table
+
+
 def test_a_broken_page_is_caught(tmp_path):
     page = tmp_path / "bad.html"
     page.write_text("<html><body><div class='chart' data-traces='2'><div id='c' class='plotly-graph-div'></div>"

@@ -1,0 +1,82 @@
+"""`rlbench bisect` over 8 commits of a clone of this project, one of which makes the synthetic env's step 60%
+slower: it names that commit after at most log2(8) + 2 = 5 runs, each added to the history, leaves no worktree
+behind, and refuses ends that do not differ."""
+import subprocess
+
+import pytest
+from support import REPO, run_cli
+
+from rlbench.results.history import History
+
+SUITE = """name = "bisect"
+[protocol]
+repeats = 3
+warmup_s = 0.05
+warmup_units = 2
+duration_s = 0.2
+min_units = 5
+timeout_s = 60
+[[sweep]]
+adapters = ["serial"]
+envs = ["rlbench/Synthetic-v0"]
+num_envs = [1]
+env_kwargs = { step_cost_us = 200 }
+"""
+SLOW_AT = 5
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def history_of_commits(tmp_path_factory):
+    """A clone of this project with 8 more commits; the 6th slows the synthetic env's step."""
+    repo = tmp_path_factory.mktemp("bisect") / "repo"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(repo)], check=True)
+    _git(repo, "config", "user.email", "t@example.com")
+    _git(repo, "config", "user.name", "t")
+    shas = [_git(repo, "rev-parse", "HEAD")]
+    for k in range(8):
+        if k == SLOW_AT:
+            path = repo / "rlbench" / "synthetic.py"
+            text = path.read_text()
+            assert "        self.step_cost_us = float(step_cost_us)\n" in text
+            path.write_text(text.replace("        self.step_cost_us = float(step_cost_us)\n",
+                                         "        self.step_cost_us = float(step_cost_us) * 1.6\n", 1))
+        else:
+            (repo / "BISECT.txt").write_text(f"commit {k}\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"step {k}")
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    return repo, shas
+
+
+@pytest.mark.slow
+def test_bisect_names_the_commit_that_slowed_the_cell(tmp_path, capsys, history_of_commits):
+    repo, shas = history_of_commits
+    suite = tmp_path / "bisect.toml"
+    suite.write_text(SUITE)
+    db = tmp_path / "h.sqlite"
+    run = run_cli(["bisect", str(suite), "serial/*", "--good", shas[0], "--bad", shas[-1], "--repo", str(repo),
+                   "--db", str(db), "--out", str(tmp_path / "runs")])
+    out = capsys.readouterr().out
+    assert run.rc == 0, out
+    assert f"first slow commit {shas[SLOW_AT + 1][:12]}" in out
+    with History(str(db), create=False) as h:
+        commits = [c for (c,) in h.db.execute("SELECT git_commit FROM runs")]
+    assert 3 <= len(commits) <= 5 and set(commits) <= set(shas) and {shas[0], shas[-1]} <= set(commits)
+    assert _git(repo, "worktree", "list").count("\n") == 0          # only the clone itself
+
+
+@pytest.mark.slow
+def test_ends_that_do_not_differ_are_refused(tmp_path, capsys, history_of_commits):
+    repo, shas = history_of_commits
+    suite = tmp_path / "bisect.toml"
+    suite.write_text(SUITE)
+    run = run_cli(["bisect", str(suite), "serial/*", "--good", shas[0], "--bad", shas[SLOW_AT], "--repo", str(repo),
+                   "--db", str(tmp_path / "h.sqlite"), "--out", str(tmp_path / "runs")])
+    assert run.rc == 2 and "is not significantly slower at --bad" in capsys.readouterr().err
+    assert run_cli(["bisect", str(suite), "serial/*", "--good", shas[-1], "--bad", shas[0], "--repo", str(repo),
+                    "--db", str(tmp_path / "h.sqlite")]).rc == 2
+    assert "is not an ancestor" in capsys.readouterr().err
