@@ -77,13 +77,17 @@ THRESHOLD ?= 10%
 compare: install
 	$(VENV)/bin/rlbench compare $(BASE) $(NEW) --threshold $(THRESHOLD)
 
-# For a CI job: run SUITE into CI_OUT (CSV, HTML) and, given BASE=<an earlier run dir>, gate on the comparison.
+# For a CI job: run SUITE into CI_OUT (CSV, HTML) and, given BASE=<an earlier run dir>, gate on the comparison;
+# given HISTORY=<a history file>, gate on the history instead or beside it (rlbench history check --confirm), then
+# add the run to it.
 CI_OUT ?= reports/ci
 REPEATS ?=
+HISTORY ?=
 ci-report: install
 	rm -rf $(CI_OUT)
 	$(VENV)/bin/rlbench run $(SUITE) --out $(CI_OUT) $(if $(REPEATS),--repeats $(REPEATS))
 	$(if $(BASE),$(VENV)/bin/rlbench compare $(BASE) $(CI_OUT) --threshold $(THRESHOLD))
+	$(if $(HISTORY),$(VENV)/bin/rlbench history check $(CI_OUT) --db $(HISTORY) --confirm --add)
 
 # The harness against a bare hand-written loop of the same library calls, side by side.
 check-overhead: install
