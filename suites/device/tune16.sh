@@ -9,7 +9,7 @@
 # $work/$part/check-tune.csv and, per env, the tune and sweep run folders.
 envs=${only_glob:-trivial,gil,cnn}
 if [ "$rehearse" = 1 ]; then   # here, on CPU: one tiny pass of each env asked for
-  args=(--budget 10s --sizes 1,2 --repeats 1 --max-cells 8)
+  args=(--budget 20s --sizes 1,2 --repeats 1 --max-cells 8)   # 20 s: a CNN tune spawns torch in each cell
 else
   args=(--budget 2m --repeats 2 --max-cells 60)
 fi

@@ -209,8 +209,9 @@ def test_each_part_rehearses_here_with_its_gpu_cells_unsupported(tmp_path, part)
     if part not in SUITE_PARTS:   # a script part (tune16): check-tune's table and its tune and sweep runs
         table = (back / "check-tune.csv").read_text().splitlines()
         assert table[0].startswith("env,tune_pick,") and len(table) == 4   # trivial, gil, cnn
-        runs = device_kit.run_folders(str(back))   # each env's tune (its sweep has rows, no record)
-        assert sorted(os.path.relpath(r, back) for r in runs) == ["cnn/tune", "gil/tune", "trivial/tune"]
+        runs = device_kit.run_folders(str(back))   # each env's tune and its sweep (env.json beside its rows)
+        assert sorted(os.path.relpath(r, back) for r in runs) == [f"{env}/{stage}" for env in ("cnn", "gil", "trivial")
+                                                                  for stage in ("sweep", "tune")]
         assert all(json.loads(open(f"{r}/env.json").read())["git"].get("from") == "device kit" for r in runs)
         assert all((back / env / "sweep" / "results.jsonl").stat().st_size for env in ("cnn", "gil", "trivial"))
         return
