@@ -108,7 +108,8 @@ class History:
         if not create and not os.path.exists(path):
             raise UsageError(f"no history at {path!r} (valid: an existing file; `rlbench history add RUN_DIR` "
                              "makes one)")
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        if path != ":memory:":   # a scratch history (history check reads a new run through one) has no folder
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.path = path
         self.db = sqlite3.connect(path, timeout=60)
         self.db.execute("PRAGMA foreign_keys = ON")
