@@ -96,18 +96,23 @@ def parse_args(argv):
     lim.add_argument("--disk-mb", type=positive_int, default=LIMIT_DEFAULTS["disk_mb"], help="MiB of the scratch file")
     lim.add_argument("--repeats", type=positive_int, default=LIMIT_DEFAULTS["repeats"], help="runs per figure (median)")
     _history_parser(sub)
-    bis = sub.add_parser("bisect", help="the first commit between --good and --bad at which CELL got slower (each "
-                                        "measured in a git worktree, every run added to the history)")
+    bis = sub.add_parser("bisect", help="the first commit between --good and --bad, or the first released version "
+                                        "of --package, at which CELL got slower (each commit measured in a git "
+                                        "worktree, each version in its own environment; every run added to the "
+                                        "history)")
     bis.add_argument("suite", metavar="SUITE")
     bis.add_argument("cell", metavar="CELL", help="the cell's id (rlbench run --only)")
-    bis.add_argument("--good", required=True, help="a commit at which the cell was fast")
-    bis.add_argument("--bad", required=True, help="a later commit at which it is slow")
+    bis.add_argument("--good", help="a commit at which the cell was fast")
+    bis.add_argument("--bad", help="a later commit at which it is slow")
+    bis.add_argument("--package", help="bisect this library's released versions instead of commits")
+    bis.add_argument("--versions", metavar="FIRST..LAST", help="with --package: the fast version and a later slow "
+                                                               "one, e.g. 1.0.0..1.3.0")
     bis.add_argument("--repo", default=rlbench.ROOT, help="the project checkout whose commits are measured "
                                                           "(default: this rlbench's)")
     bis.add_argument("--repeats", type=positive_int, help="repeats per run (default: the suite's)")
     bis.add_argument("--duration", type=float, help="timed seconds per repeat (default: the suite's)")
     bis.add_argument("--alpha", type=float, default=0.05, help="the ends must differ at this level (default 0.05)")
-    bis.add_argument("--out", help="where the runs go (default reports/bisect)")
+    bis.add_argument("--out", help="where the runs go, a new or empty folder (default reports/bisect/<time>)")
     bis.add_argument("--db", default=os.environ.get("RLBENCH_HISTORY", DEFAULT_DB), help="the history file")
     return p.parse_args(argv)
 

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import sys
+import time
 from dataclasses import replace
 
 import rlbench
@@ -354,24 +355,37 @@ def _history_check(args) -> int:
 
 
 def cmd_bisect(args) -> int:
-    """The first commit between --good and --bad at which CELL got slower; every run into the history."""
-    from rlbench.bisect import Bisect, path_between
+    """The first commit between --good and --bad, or the first released version of --package in --versions, at
+    which CELL got slower; every run into the history."""
+    from rlbench.bisect import Bisect, CommitRuns, VersionRuns, path_between
     from rlbench.results.history import History
     if not os.path.isfile(args.suite):
         raise UsageError(f"bisect: no suite file {args.suite!r} (valid: a suite file, e.g. suites/quick.toml)")
-    commits = path_between(args.repo, args.good, args.bad)
-    limit = math.ceil(math.log2(max(len(commits) - 1, 1))) + 2
-    print(f"bisect: {len(commits) - 1} commit(s) after {commits[0][:12]} up to {commits[-1][:12]}: at most {limit} "
-          f"runs of {args.cell}")
     run_args = [a for k, v in (("--repeats", args.repeats), ("--duration", args.duration)) if v is not None
                 for a in (k, str(v))]
-    out = args.out or os.path.join(rundir.REPORTS, "bisect")
+    out = args.out or os.path.join(rundir.REPORTS, "bisect", time.strftime("%Y%m%d-%H%M%S"))
+    if os.path.isdir(out) and os.listdir(out):
+        raise UsageError(f"bisect: --out {out} is not empty (valid: a new or empty folder; each bisect measures anew)")
+    if args.package:
+        from rlbench.running.version_envs import released
+        if args.good or args.bad or not args.versions or ".." not in args.versions:
+            raise UsageError(f"bisect: --package {args.package} takes --versions FIRST..LAST (e.g. 1.0.0..1.3.0), "
+                             "not --good/--bad")
+        measure, what = VersionRuns(args.package, args.suite, args.cell, out, run_args), f"{args.package} version"
+        points = released(args.package, *args.versions.split("..", 1))
+    else:
+        if not (args.good and args.bad) or args.versions:
+            raise UsageError("bisect: give --good REV --bad REV (commits), or --package NAME --versions FIRST..LAST")
+        points = path_between(args.repo, args.good, args.bad)
+        measure, what = CommitRuns(args.repo, args.suite, args.cell, out, run_args), "commit"
+    limit = math.ceil(math.log2(max(len(points) - 1, 1))) + 2
+    print(f"bisect: {len(points) - 1} {what}(s) after {points[0][:12]} up to {points[-1][:12]}: at most {limit} "
+          f"runs of {args.cell}")
     with History(args.db) as history:
-        found, points, midpoint = Bisect(args.repo, args.suite, args.cell, out, run_args, history.add).run(
-            commits, args.alpha)
-    subject = git_subject(args.repo, found)
-    print(f"bisect: first slow commit {found[:12]} ({subject}) after {len(points)} runs; slow below "
-          f"{midpoint:,.0f} steps/s; runs in {out}, added to {args.db}")
+        found, measured, midpoint = Bisect(args.cell, measure, history.add).run(points, args.alpha)
+    named = f"{args.package} {found}" if args.package else f"commit {found[:12]} ({git_subject(args.repo, found)})"
+    print(f"bisect: first slow {named} after {len(measured)} runs; slow below {midpoint:,.0f} steps/s; runs in "
+          f"{out}, added to {args.db}")
     return 0
 
 

@@ -82,12 +82,13 @@ def noise(pts) -> dict:
     a step moves one difference only); floored at RUN_SD_FLOOR."""
     # one clean commit is the same code; a tag declares a dirty tree's runs one group (make check-history's)
     clean = pts[pts["git_commit"].notna() & ((pts["git_dirty"] == 0) | pts["tag"].notna())]
-    per_cell, per_suite = {}, {}
+    per_cell, per_suite, groups = {}, {}, {}
     for key, group in clean.groupby([*SERIES, "git_commit", clean["tag"].fillna("")], sort=False):
         x = group["log_median"].to_numpy(float)
         if len(x) < 2:
             continue
         ss, dof = float(((x - x.mean()) ** 2).sum()), len(x) - 1
+        groups[key[:3]] = groups.get(key[:3], 0) + 1
         for bucket, k in ((per_cell, key[:3]), (per_suite, (key[0], key[2]))):
             a, b = bucket.get(k, (0.0, 0))
             bucket[k] = (a + ss, b + dof)
@@ -96,7 +97,7 @@ def noise(pts) -> dict:
         suite, _, cls = key
         if per_cell.get(key, (0, 0))[1] >= MIN_AA_DOF:
             ss, dof = per_cell[key]
-            sd, source = math.sqrt(ss / dof), f"A/A: {dof + _groups(clean, key)} runs of this cell"
+            sd, source = math.sqrt(ss / dof), f"A/A: {dof + groups[key]} runs of this cell"
         elif per_suite.get((suite, cls), (0, 0))[1] >= MIN_AA_DOF:
             ss, dof = per_suite[(suite, cls)]
             sd, source = math.sqrt(ss / dof), "A/A of the suite's cells on this machine"
@@ -111,13 +112,6 @@ def noise(pts) -> dict:
                 (RUN_SD_FLOOR, "the floor (no A/A history, too few points)")
         out[key] = Noise(sd, dof, source)
     return out
-
-
-def _groups(clean, key) -> int:
-    """How many A/A groups a cell's degrees of freedom came from (runs = dof + groups)."""
-    mine = clean[(clean["suite"] == key[0]) & (clean["cell_id"] == key[1]) & (clean["machine_class"] == key[2])]
-    sizes = mine.groupby([mine["git_commit"], mine["tag"].fillna("")]).size()
-    return int((sizes >= 2).sum())
 
 
 def change_points(series, sd: float, alpha: float = 0.05) -> list:

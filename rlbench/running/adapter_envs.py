@@ -171,12 +171,19 @@ def venvs_dir() -> str:
 
 
 def environment_of(adapter_cls):
-    """The adapter's own environment, or None when it runs in the main one."""
+    """The adapter's own environment, or None when it runs in the main one. $RLBENCH_ENV_PINS
+    (`name=file;...`, what `rlbench bisect --package` sets) builds a named environment from another pin file."""
     name = getattr(adapter_cls, "environment", "")
     if not name:
         return None
-    path = os.path.join(os.path.dirname(inspect.getfile(adapter_cls)), "envs", f"{name}.txt")
+    path = pin_overrides().get(name) or os.path.join(os.path.dirname(inspect.getfile(adapter_cls)), "envs",
+                                                       f"{name}.txt")
     return AdapterEnv(name, path, [adapter_cls.name])
+
+
+def pin_overrides() -> dict:
+    pairs = (item.partition("=") for item in os.environ.get("RLBENCH_ENV_PINS", "").split(";") if item.strip())
+    return {name.strip(): path.strip() for name, _, path in pairs}
 
 
 def needed(adapter_classes) -> dict:

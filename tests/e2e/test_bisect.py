@@ -1,10 +1,12 @@
 """`rlbench bisect` over 8 commits of a clone of this project, one of which makes the synthetic env's step 60%
 slower: it names that commit after at most log2(8) + 2 = 5 runs, each added to the history, leaves no worktree
-behind, and refuses ends that do not differ."""
+behind, and refuses ends that do not differ. And over 8 released versions of a package (hand-written wheels in a
+local index) on which a user's env depends, the 6th of which makes it 60% slower: it names that version."""
 import subprocess
 
 import pytest
 from support import REPO, run_cli
+from support.wheels import write_wheel
 
 from rlbench.results.history import History
 
@@ -76,7 +78,47 @@ def test_ends_that_do_not_differ_are_refused(tmp_path, capsys, history_of_commit
     suite.write_text(SUITE)
     run = run_cli(["bisect", str(suite), "serial/*", "--good", shas[0], "--bad", shas[SLOW_AT], "--repo", str(repo),
                    "--db", str(tmp_path / "h.sqlite"), "--out", str(tmp_path / "runs")])
-    assert run.rc == 2 and "is not significantly slower at --bad" in capsys.readouterr().err
+    assert run.rc == 2 and "is not significantly slower at the bad end" in capsys.readouterr().err
     assert run_cli(["bisect", str(suite), "serial/*", "--good", shas[-1], "--bad", shas[0], "--repo", str(repo),
                     "--db", str(tmp_path / "h.sqlite")]).rc == 2
     assert "is not an ancestor" in capsys.readouterr().err
+
+
+USER_ENV = """from rlbench.synthetic import SyntheticEnv
+
+def make(step_cost_us=200.0):
+    try:
+        from rlbench_toyslow import COST_FACTOR
+    except ImportError:     # planning, in the main environment: the package is only in the versions' overlays
+        COST_FACTOR = 1.0
+    return SyntheticEnv(step_cost_us=step_cost_us * COST_FACTOR)
+"""
+
+
+@pytest.mark.slow
+def test_bisect_names_the_release_that_slowed_the_cell(tmp_path, capsys, monkeypatch):
+    versions = [f"1.{k}.0" for k in range(8)]
+    for k, v in enumerate(versions):
+        write_wheel(tmp_path / "wheels", "rlbench-toyslow", v,
+                    {"rlbench_toyslow/__init__.py": f"COST_FACTOR = {1.6 if k >= SLOW_AT else 1.0}\n"})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
+    monkeypatch.setenv("RLBENCH_VENVS", str(tmp_path / "venvs"))
+    monkeypatch.chdir(tmp_path)                       # the user's env module, imported from where rlbench runs
+    (tmp_path / "slowenv.py").write_text(USER_ENV)
+    suite = tmp_path / "bisect.toml"
+    suite.write_text(SUITE.replace('"rlbench/Synthetic-v0"', '"slowenv:make"'))
+    db = tmp_path / "h.sqlite"
+    run = run_cli(["bisect", str(suite), "serial/*", "--package", "rlbench-toyslow", "--versions",
+                   f"{versions[0]}..{versions[-1]}", "--db", str(db), "--out", str(tmp_path / "runs")])
+    said = capsys.readouterr()
+    out = said.out
+    assert run.rc == 0, said.err
+    assert f"first slow rlbench-toyslow {versions[SLOW_AT]} after" in out
+    with History(str(db), create=False) as h:
+        tags = [t for (t,) in h.db.execute("SELECT tag FROM runs")]
+    assert 3 <= len(tags) <= 5 and {f"rlbench-toyslow=={versions[0]}", f"rlbench-toyslow=={versions[-1]}"} <= set(tags)
+    assert run_cli(["bisect", str(suite), "serial/*", "--package", "rlbench-toyslow", "--versions", "1.0.0..1.9.0",
+                    "--db", str(db), "--out", str(tmp_path / "more")]).rc == 2
+    assert "1.9.0 is not a released version (valid: 1.0.0, 1.1.0" in capsys.readouterr().err
+    assert not (tmp_path / "more").exists()
