@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras browser bench bench-cluster check-cluster lint test test-slow envzoo report compare ci-report check-overhead check-tune check-history \
+.PHONY: install install-extras browser bench bench-cluster check-cluster lint test test-slow envzoo report compare ci-report check-overhead check-tune check-history claims \
 	device-kit device-rehearse reference docs clean
 
 install: $(STAMP)
@@ -102,6 +102,10 @@ check-history: install
 # envs (a benchmark, not a test: ARGS="--budget 60s --sizes 2,4,8,16,32" and more, see the script).
 check-tune: install
 	$(PY) scripts/check_tune.py $(ARGS)
+
+# The claims matrix of every committed reference set (its claims.csv and claims.md) and docs/claims.md from them.
+claims: install
+	$(PY) scripts/claims_doc.py $(ARGS)
 
 # The device kit: the wheels a lent GPU machine lacks, per part (suites/device/), in .device-kit/, and the calls to
 # make there (scripts/device_run.sh PART runs on that machine). REHEARSE=1: the same for this machine's Python.

@@ -87,7 +87,11 @@ def parse_args(argv):
     envs.add_argument("names", nargs="*", metavar="NAME", help="environment names (default: all)")
     envs.add_argument("--build", action="store_true", help="build the ones not built yet (make install-extras)")
     val = sub.add_parser("validate", parents=[common], help=f"run {VALIDATE_SUITE} and compare with published figures")
-    val.add_argument("--from", dest="from_dir", metavar="DIR", help="compare an existing run instead of running")
+    val.add_argument("--from", dest="from_dir", metavar="DIR", nargs="+",
+                     help="judge existing runs instead of running (several runs of one machine: the claims matrix "
+                          "over all of them)")
+    val.add_argument("--claims-out", metavar="DIR", help="where claims.csv and claims.md go (default: the run's "
+                                                          "folder, the first of --from)")
     lim = sub.add_parser("limits", help="measure memory-copy and cold disk-read limits (what replay figures are "
                                         "fractions of)")
     lim.add_argument("--out-dir", default=REPORTS, help="measure reads on this directory's filesystem "

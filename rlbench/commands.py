@@ -115,20 +115,37 @@ def cmd_report(args) -> int:
 
 
 def cmd_validate(args) -> int:
+    """Run suites/validate.toml (or read --from runs): the checks against published tables, and the claims matrix
+    of the source papers over the runs (claims.csv and claims.md)."""
+    from rlbench.families.validation import claims
     from rlbench.families.validation.checks import validation_rows
-    from rlbench.families.validation.report import validation_text
+    from rlbench.families.validation.report import claims_markdown, claims_text, validation_text
+    from rlbench.report.csv_reporter import to_csv
+    from rlbench.report.writer import write_atomic
     from rlbench.results.model import ResultSet
     if args.from_dir:
-        if not os.path.isdir(args.from_dir):
-            raise UsageError(f"validate --from {args.from_dir}: not a directory")
-        rc, out_dir = 0, args.from_dir
-        rundir.rebuild_report(out_dir)
+        for d in args.from_dir:
+            if not os.path.isfile(os.path.join(d, "results.jsonl")):
+                raise UsageError(f"validate --from {d}: not a run folder (valid: folders holding results.jsonl)")
+        rc, dirs = 0, args.from_dir
+        if len(dirs) == 1:
+            rundir.rebuild_report(dirs[0])
     else:
         rc, out_dir = run(replace(RunRequest.from_flags(args), suite=VALIDATE_SUITE, adapter=()))
-    results = ResultSet.load(out_dir)
-    rows = validation_rows(results)
-    print("\n" + (validation_text(rows) if rows else "no cell of this run matches a validation check"))
-    print(f"validation: {os.path.join(out_dir, 'validation.csv')}")
+        dirs = [out_dir]
+    runs = [ResultSet.load(d) for d in dirs]
+    for d, results in zip(dirs, runs):
+        rows = validation_rows(results)
+        if rows:
+            print(f"\n{d}:\n{validation_text(rows)}")
+    matrix = claims.matrix(runs)
+    print("\n" + claims_text(matrix))
+    out = args.claims_out or dirs[0]
+    os.makedirs(out, exist_ok=True)
+    files = {"claims.csv": to_csv(matrix, claims.COLUMNS), "claims.md": claims_markdown(matrix, runs, dirs)}
+    for name, text in files.items():
+        write_atomic(os.path.join(out, name), text)
+    print(f"claims: {os.path.join(out, 'claims.md')} (and claims.csv)")
     return rc
 
 

@@ -191,7 +191,7 @@ def _help(capsys, command) -> str:
 
 
 REQUIRED = {"tune": (["--env", "E"], {"env": "E"})}  # what a command cannot go without, as flags and as fields
-OWN = {"validate": {"from_dir"}}  # flags of a command that fill no request field
+OWN = {"validate": {"from_dir", "claims_out"}}  # flags of a command that fill no request field
 
 
 @pytest.mark.parametrize("command, request_type, validate_only", [

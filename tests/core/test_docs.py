@@ -10,6 +10,7 @@ from support import REPO
 
 README = REPO / "README.md"
 README_MAX_BYTES = 12 * 1024
+SHARED = b"../" + b"shared/"   # spelled apart, so that this file does not cite it
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -43,3 +44,12 @@ def test_readme_links_lead_somewhere():
         assert (REPO / path).exists(), f"README.md links to {path}, which does not exist"
         if anchor and path.endswith(".md"):
             assert anchor in _anchors(REPO / path), f"README.md links to {target}: {path} has no such heading"
+
+
+def test_nothing_cites_a_file_outside_the_repository():
+    """A user's clone has only the repository: the published figures live in docs/published.md, and no tracked
+    file points at the workspace's shared folder (where the project's source articles once lay)."""
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True).stdout
+    outside = [name for name in files.decode().split("\0") if name and (REPO / name).is_file()
+               and SHARED in (REPO / name).read_bytes()]
+    assert not outside, f"files citing {SHARED.decode()}: {outside}"

@@ -149,6 +149,7 @@ def test_a_strategy_whose_calibration_timed_out_is_raced_without_a_prediction_an
     assert "calibration: cached from" in text and "raced without a prediction" in text
 
 
+@pytest.mark.slow
 def test_a_first_tune_calibrates_apart_from_its_budget_and_races_what_timed_out(tmp_path, monkeypatch, capsys):
     """A real tune on an empty cache: its calibration (slowed here by 6 s) is not charged to the 10 s budget, its
     time is reported, and gymnasium-async, whose calibration cell outlives a 0.05 s bound, is named with the

@@ -512,6 +512,7 @@ def test_a_run_started_under_nohup_rides_out_a_hangup(scene):
     scene.assert_clean()
 
 
+@pytest.mark.slow
 def test_a_killed_harness_leaves_nothing_behind(scene):
     """SIGKILL: the cell dies with the harness (PR_SET_PDEATHSIG), the reaper kills the rest of its tree,
     removes the segment it held and its TMPDIR, and exits. The reaper knows only what the tree watch has
@@ -590,6 +591,7 @@ def _one_disk_error(rc, err, out) -> None:
                                                    "No space left on device"), err
 
 
+@pytest.mark.slow
 def test_disk_full_keeps_every_earlier_row_whole(scene, monkeypatch, capsys):
     repeats = 8
     cell = "serial/CartPole-v1/n=1/random"
@@ -644,6 +646,7 @@ options.gymnasium-async = { context = ["spawn"] }
 """
 
 
+@pytest.mark.slow
 def test_runs_side_by_side_leave_each_other_alone(scene):
     """Two gymnasium-async runs (spawn, forkserver: semaphores and shared memory their workers hold) while
     short sweeps beside them leak segments and daemons that their runner removes and kills."""
@@ -734,6 +737,7 @@ def test_a_second_run_into_a_held_folder_names_the_holder(scene):
 
 # -- resume after an interrupted run -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_resume_after_an_interrupted_run_completes_it(scene):
     out = scene.root / "out"
     pairs = [(f"serial/CartPole-v1/n={n}/random", r) for r in range(3) for n in (1, 2)]
@@ -885,6 +889,7 @@ def _searching(scene, proc, out: Path, rows: int = 2) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_an_interrupted_tune_decides_on_what_it_measured(scene, sig):
     """A signal mid-search: every row whole, and a decision on them in tune.json, env.json and the page, marked
@@ -911,6 +916,7 @@ def test_an_interrupted_tune_decides_on_what_it_measured(scene, sig):
     scene.assert_clean()
 
 
+@pytest.mark.slow
 def test_a_tune_resumed_goes_on_with_the_budget_left(scene):
     out = scene.root / "tune"
     proc = scene.start("tune", [*TUNE, "--out", out])
@@ -933,6 +939,7 @@ def test_a_tune_resumed_goes_on_with_the_budget_left(scene):
     scene.assert_clean()
 
 
+@pytest.mark.slow
 def test_a_tune_whose_disk_fills_keeps_its_rows(scene, monkeypatch, capsys):
     """The store's writes fail mid-search (a real 32 MiB tmpfs filled under it, or, not root, a short write):
     exit 1, one line naming the write, every earlier row whole."""

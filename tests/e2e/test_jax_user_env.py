@@ -43,6 +43,7 @@ def test_gymnasium_adapters_are_dropped_before_anything_runs_with_the_api_named(
             "gymnax, purejaxrl-ppo") in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env", [GYMNAX_API, JUMANJI_API])
 def test_both_apis_run_on_gymnax_and_purejaxrl_with_exact_counts(tmp_path, env):
     suite = write_suite(tmp_path, (

@@ -8,10 +8,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 TUNE = ["tune", "--env", "rlbench/Synthetic-v0", "--adapters", "serial,gymnasium-sync,gymnasium-async",
         "--max-envs", "4", "--budget", "15s"]
 
 
+@pytest.mark.slow
 def test_a_tune_stopped_while_calibrating_resumes_and_keeps_the_calibration_apart(tmp_path):
     env = {**os.environ, "RLBENCH_CACHE": str(tmp_path / "cache")}
     out, err_path = tmp_path / "tune", tmp_path / "first.stderr"

@@ -90,6 +90,7 @@ def test_measure_reports_queues_batches_and_lag_with_consistent_counts(workload,
     assert _threads() == []
 
 
+@pytest.mark.slow
 def test_learns_cartpole():
     """Asynchronous (the lag varies run to run), so the budget leaves room: ~1500-4000 updates usually."""
     session, _ = _open(CARTPOLE)

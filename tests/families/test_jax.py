@@ -229,6 +229,7 @@ def test_more_devices_than_jax_sees_is_unsupported_with_the_fix(jax):
     assert "xla_force_host_platform_device_count" in reason
 
 
+@pytest.mark.slow
 def test_ppo_agents_are_independent_runs_in_one_program(jax):
     made, iterations, m, first_layers, info = jax(_in_jax_ppo_agents)
     assert made == [8 * 2 * 3 * 2] * 3 and iterations == 6
@@ -264,6 +265,7 @@ def test_envpool_xla_makes_envpools_own_transitions(jax):
     np.testing.assert_allclose(obs[np.argsort(ids)], xla_obs[np.argsort(xla_ids)], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_jax_adapters_shard_over_forced_host_devices_in_a_cell(tmp_path):
     """A cell is a fresh process: devices=2 forces two CPU devices before JAX starts, and it is recorded."""
     suite = write_suite(tmp_path, sweep(["gymnax", "purejaxrl-ppo"], num_envs=[8]) + (

@@ -339,6 +339,7 @@ def test_bad_replay_suites_name_the_bad_value(tmp_path, body, words):
         assert w in str(exc.value)
 
 
+@pytest.mark.slow
 def test_replay_suite_runs_end_to_end(cli_run, tmp_path):
     body = (sweep(["numpy-ring", "shm-ring"], envs=["replay/SAC-Hopper"])
             + 'env_kwargs = { mode = ["max-sample", "target"], item_bytes = 256, max_mb = 1.0 }\n'

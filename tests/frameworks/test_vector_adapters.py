@@ -46,6 +46,7 @@ def test_sync_adapters_step_every_env_per_unit(sync_run, adapter):
     assert row["options"] == {}
 
 
+@pytest.mark.slow
 def test_tianshou_async_mode_returns_the_envs_that_finished(tmp_path):
     run = _cli(tmp_path, "async", *[f for name in ASYNC for f in ("--adapter", name)], "--opt", "wait_num=2")
     assert run.rc == 0

@@ -24,7 +24,7 @@ LAG_TOLERANCE_S = 0.05
 
 @dataclass(frozen=True)
 class ReplayWorkload:
-    """One row of the storage survey (../shared/REFERENCE.md); batch sizes are the algorithms' usual ones."""
+    """One row of the storage survey (docs/published.md); batch sizes are the algorithms' usual ones."""
     algorithm: str
     env: str
     capacity_items: int

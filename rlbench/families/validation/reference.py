@@ -1,9 +1,9 @@
-"""Published figures rlbench validates against (../shared/REFERENCE.md), with their conditions: EnvPool's
+"""Published figures rlbench validates against (docs/published.md), with their conditions: EnvPool's
 benchmark table (its laptop's frames per second at 1 and 2 workers; conditions in docs/validate.md),
 openai/baselines#608 and the gymnax README's seconds per 1M CartPole steps.
 """
 
-# EnvPool's async figure, as published (../shared/REFERENCE.md); rlbench runs {2.5, 3, 4} x batch_size of it
+# EnvPool's async figure, as published (docs/published.md); rlbench runs {2.5, 3, 4} x batch_size of it
 # (1 x batch_size is the sync figure), num_envs rounded down (suites/validate.toml)
 ENVPOOL_ASYNC_SETTING = "the best over num_envs in {1, 2.5, 3, 4} x batch_size"
 ENVPOOL_CONDITIONS = ("EnvPool benchmark README, laptop i7-8750H; envpool 0.6, gym 0.23.1, ale-py 0.7.5; "

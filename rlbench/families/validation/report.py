@@ -1,6 +1,9 @@
-"""validation.csv and its console and HTML views: measured vs published, with a verdict per check; a
-measured ratio with its bootstrap 95% CI."""
+"""validation.csv and claims.csv, and their console and HTML views: measured vs published, with a verdict per
+check (a measured ratio with its bootstrap 95% CI), and the claims matrix (rlbench.families.validation.claims)."""
 
+import os
+
+from rlbench.families.validation import claims
 from rlbench.families.validation.checks import COLUMNS, validation_rows
 from rlbench.report.csv_reporter import to_csv
 from rlbench.report.format import esc, si, with_ci
@@ -8,13 +11,21 @@ from rlbench.report.table import Column, bad_if, table
 
 
 def validation_csv(results) -> dict:
-    rows = validation_rows(results)
-    return {"validation.csv": to_csv(rows, COLUMNS)} if rows else {}
+    rows, matrix = validation_rows(results), judged_claims([results])
+    out = {"validation.csv": to_csv(rows, COLUMNS)} if rows else {}
+    return {**out, **({"claims.csv": to_csv(matrix, claims.COLUMNS)} if matrix else {})}
 
 
 def validation_section(results) -> str:
-    rows = validation_rows(results)
-    return "<h2>Validation: measured vs published</h2>" + validation_table(rows) if rows else ""
+    rows, matrix = validation_rows(results), judged_claims([results])
+    out = "<h2>Validation: measured vs published</h2>" + validation_table(rows) if rows else ""
+    return out + ("<h2>Claims of the source papers</h2>" + claims_table(matrix) if matrix else "")
+
+
+def judged_claims(results_list) -> list:
+    """The claims matrix over these runs, or [] when no claim could be judged on them (a run of another suite)."""
+    rows = claims.matrix(results_list)
+    return rows if any(r["verdict"] in (claims.REPRODUCED, claims.NOT_REPRODUCED) for r in rows) else []
 
 
 def _is_ratio(row) -> bool:
@@ -61,3 +72,50 @@ def validation_text(rows) -> str:
         lines.append(f"{r['check']:<14} {r['env'][:34]:<34} {r['workers']:>2}  {r['quantity'][:52]:<52} "
                      f"{measured(r):>24} {si(r['published']):>9}  {r['verdict']}")
     return "\n".join(lines)
+
+
+CLAIMS_TABLE = (_text_column("claim", "claim"), _text_column("source", "source"), _text_column("says", "says"),
+                _text_column("published", "published"), _text_column("rule", "rule"),
+                _text_column("verdict", "verdict"), _text_column("measured", "measured"),
+                Column("why", lambda r: r["why"] or r["own"], html=lambda r: f"<small>{esc(r['why'])}"
+                       f"{'<br>' if r['why'] and r['own'] else ''}{esc(r['own'])}</small>"))
+
+
+def claims_table(rows) -> str:
+    return table(CLAIMS_TABLE, rows, bad_if(lambda r: r["verdict"] == claims.NOT_REPRODUCED))
+
+
+def claims_text(rows) -> str:
+    tally = ", ".join(f"{n} {v}" for v, n in claims.counts(rows).items())
+    lines = [f"claims of the source papers: {len(rows)} ({tally})",
+             f"{'claim':<26} {'verdict':<20} measured / why"]
+    for r in rows:
+        said = "; ".join(x for x in (r["measured"], r["why"], r["own"]) if x)
+        lines.append(f"{r['claim']:<26} {r['verdict']:<20} {said}")
+    return "\n".join(lines)
+
+
+def _shown(path: str) -> str:
+    """A folder as the reader finds it: relative to where rlbench ran when it lies below, else as given."""
+    rel = os.path.relpath(os.path.abspath(path))
+    return path if rel.startswith("..") else rel
+
+
+def claims_markdown(rows, runs, dirs) -> str:
+    """claims.md: the matrix over these runs as a Markdown page (a reference set's, docs/claims.md's source)."""
+    machine = runs[0].record.machine if runs else {}
+    gpus = ", ".join(g.get("name", "?") for g in machine.get("gpus") or []) or "no GPU"
+    commits = sorted({(r.record.machine.get("git") or {}).get("commit", "?")[:7] for r in runs})
+    tally = ", ".join(f"{n} {v}" for v, n in claims.counts(rows).items())
+    lines = ["# Claims of the source papers on this machine", "",
+             f"{machine.get('cpu_model', '?')}, {machine.get('cpu_logical_cores', '?')} cores, "
+             f"{machine.get('ram_gb', 0):.0f} GB, {gpus}. Judged by `rlbench validate --from` over "
+             f"{len(dirs)} run(s) at commit(s) {', '.join(commits)}: {', '.join(f'`{_shown(d)}`' for d in dirs)}. "
+             f"{len(rows)} claims: {tally}. The claims and their sources: docs/published.md; the rules: "
+             "rlbench/families/validation/claims.py.", "",
+             "| claim | says | published | rule | verdict | measured | why |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        why = "; ".join(x for x in (r["why"], r["own"]) if x)
+        cells = [r["claim"], r["says"], r["published"], r["rule"], f"**{r['verdict']}**", r["measured"], why]
+        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines) + "\n"

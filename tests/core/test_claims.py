@@ -1,0 +1,86 @@
+"""The claims matrix: every headline of the source papers with a rule and a verdict. A rule judges the cells it
+names (reproduced or not, from the measured ratio), a claim whose hardware the machine lacks is not comparable
+there, one without its cells is not measured; docs/claims.md and each reference set's matrix are current."""
+import csv
+import subprocess
+import sys
+
+import pytest
+from support import REPO, run_cli
+from support.result_rows import _row
+
+from rlbench.families.validation import claims
+from rlbench.results.model import ResultSet
+
+CPU_2CORE = {"cpu_model": "x", "cpu_logical_cores": 2, "ram_gb": 24.0, "gpus": []}
+ONE_GPU = {**CPU_2CORE, "cpu_logical_cores": 16, "ram_gb": 126.0, "gpus": [{"name": "H100"}]}
+
+
+def _ppo(jax_rate: float, torch_rate: float) -> list:
+    rows = []
+    for rep in range(3):
+        rows.append(_row("purejaxrl-ppo", 4, rep, jax_rate, kind="learner", options={"updates_per_unit": 10},
+                         cell_id="purejaxrl-ppo/CartPole-v1/n=4/mlp/updates_per_unit=10"))
+        rows.append(_row("cleanrl-ppo", 4, rep, torch_rate, kind="learner", options={"vec": "dummy"},
+                         cell_id="cleanrl-ppo/CartPole-v1/n=4/mlp/vec=dummy"))
+    return rows
+
+
+def _by_id(rows) -> dict:
+    return {r["claim"]: r for r in rows}
+
+
+def test_every_claim_has_a_source_a_figure_and_a_rule():
+    assert len(claims.CLAIMS) >= 15
+    assert len({c.id for c in claims.CLAIMS}) == len(claims.CLAIMS)
+    for c in claims.CLAIMS:
+        assert c.source and c.says and c.published and c.rule, c.id
+        assert c.judge is not None or c.needs is not None, f"{c.id}: neither a rule on cells nor hardware it needs"
+
+
+@pytest.mark.parametrize("jax_rate, verdict", [(150000.0, claims.REPRODUCED), (60000.0, claims.NOT_REPRODUCED)])
+def test_a_rule_judges_the_cells_it_names(jax_rate, verdict):
+    rows = _by_id(claims.matrix([ResultSet.from_rows(_ppo(jax_rate, 10000.0), CPU_2CORE)]))
+    got = rows["purejaxrl-10x"]
+    assert got["verdict"] == verdict
+    assert got["measured"].startswith(f"{jax_rate / 10000.0:.2f}x [")          # the ratio and its bootstrap CI
+    assert "purejaxrl-ppo/CartPole-v1/n=4" in got["cells"] and "cleanrl-ppo" in got["cells"]
+    assert got["own"] == "rlbench's own implementations"
+    assert rows["baselines-608"]["verdict"] == claims.NOT_MEASURED and "suites/validate.toml" in \
+        rows["baselines-608"]["why"]
+
+
+def test_hardware_decides_what_is_comparable():
+    on_cpu = _by_id(claims.matrix([ResultSet.from_rows(_ppo(150000.0, 10000.0), CPU_2CORE)]))
+    assert on_cpu["gymnax-a100-1000x"]["verdict"] == claims.NOT_COMPARABLE
+    assert "needs a GPU; this machine: 2 cores, no GPU" in on_cpu["gymnax-a100-1000x"]["why"]
+    assert on_cpu["survey-capacity"]["verdict"] == claims.NOT_COMPARABLE
+    gpu_rows = [_row("gymnax", 2048, rep, 1.2e8, kind="jax", device="gpu", options={"platform": "gpu"},
+                     cell_id="gymnax/CartPole-v1/n=2048/random/platform=gpu") for rep in range(3)]
+    on_gpu = _by_id(claims.matrix([ResultSet.from_rows(gpu_rows, ONE_GPU)]))
+    assert on_gpu["gymnax-a100-1000x"]["verdict"] == claims.REPRODUCED          # 1e6 / 1.2e8 s <= 0.05 s
+    assert on_gpu["survey-capacity"]["verdict"] == claims.NOT_COMPARABLE       # 126 GB < 300 GB
+    assert on_gpu["purejaxrl-10x"]["verdict"] == claims.NOT_MEASURED
+
+
+def test_validate_from_several_runs_writes_the_matrix(tmp_path, capsys):
+    base = REPO / "reports" / "reference" / "cpu-2core-epyc"
+    run = run_cli(["validate", "--from", base / "validate", base / "train", "--claims-out", tmp_path])
+    out = capsys.readouterr().out
+    assert run.rc == 0, out
+    assert f"claims of the source papers: {len(claims.CLAIMS)}" in out
+    with open(tmp_path / "claims.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["claim"] for r in rows] == [c.id for c in claims.CLAIMS]
+    assert _by_id(rows)["purejaxrl-10x"]["verdict"] in (claims.REPRODUCED, claims.NOT_REPRODUCED)   # train's cells
+    assert (tmp_path / "claims.md").read_text().startswith("# Claims of the source papers")
+    assert run_cli(["validate", "--from", tmp_path / "nothing"]).rc == 2
+
+
+def test_the_reference_sets_and_the_docs_carry_the_current_matrix():
+    for machine in ("cpu-2core-epyc", "cpu-2core-xeon", "nvidia-h100-x1", "nvidia-h200"):
+        with open(REPO / "reports" / "reference" / machine / "claims.csv", newline="") as f:
+            assert [r["claim"] for r in csv.DictReader(f)] == [c.id for c in claims.CLAIMS], machine
+    check = subprocess.run([sys.executable, str(REPO / "scripts" / "claims_doc.py"), "--check"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
