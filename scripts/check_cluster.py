@@ -3,7 +3,10 @@
 cluster cell is), on 1 node and on N nodes; prints each one's wall time (cluster start not counted) and each
 cell's median env steps/s beside the local one. A benchmark, not a test:
 
-    python scripts/check_cluster.py [--nodes 2] [--repeats 3] [--duration 0.5] [--sizes 1,4,16]
+    python scripts/check_cluster.py [--nodes 2] [--repeats 3] [--duration 0.5] [--sizes 1,4,16] [--out DIR]
+
+With --out, the three runs (here/, 1-node/, N-nodes/) and what it printed (check-cluster.txt) stay in DIR, as
+reports/reference/cpu-2core-epyc/check-cluster/ keeps them for docs/clusters.md.
 """
 import argparse
 import json
@@ -61,9 +64,19 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--duration", type=float, default=0.5)
     p.add_argument("--sizes", default="1,4,16")
+    p.add_argument("--out", help="keep the runs and the printed table here (a new folder; default: a temporary one)")
     args = p.parse_args()
     from rlbench.running.cluster.simulated import SimulatedCluster
-    tmp = tempfile.mkdtemp(prefix="rlbench-check-cluster-")
+    if args.out and os.path.exists(args.out):
+        print(f"check-cluster: --out {args.out} exists (valid: a new folder)", file=sys.stderr)
+        return 2
+    tmp = args.out or tempfile.mkdtemp(prefix="rlbench-check-cluster-")
+    os.makedirs(tmp, exist_ok=True)
+    printed = []
+
+    def say(line: str = "") -> None:
+        print(line)
+        printed.append(line)
     core = sorted(os.sched_getaffinity(0))[0]
     suite = os.path.join(tmp, "suite.toml")
     with open(suite, "w") as f:
@@ -79,7 +92,7 @@ def main() -> int:
             figures[name] = medians(os.path.join(tmp, name.replace(" ", "-")))
     one, many = "1 node", f"{args.nodes} nodes"
     width = max(map(len, figures["here"]), default=4)
-    print(f"{'cell':<{width}} {'here':>10} " + " ".join(f"{k:>14}" for k in (one, many)))
+    say(f"{'cell':<{width}} {'here':>10} " + " ".join(f"{k:>14}" for k in (one, many)))
     ratios = {one: [], many: []}
     for cell, here in figures["here"].items():
         cols = []
@@ -88,14 +101,16 @@ def main() -> int:
             if v:
                 ratios[k].append(v / here)
             cols.append(f"{v / here:>13.3f}x" if v else f"{'-':>14}")
-        print(f"{cell:<{width}} {here:>10.0f} " + " ".join(cols))
+        say(f"{cell:<{width}} {here:>10.0f} " + " ".join(cols))
     for k in (one, many):
         r = np.array(ratios[k])
-        print(f"{k}: cluster/here steps/s, geometric mean {np.exp(np.log(r).mean()):.3f} "
-              f"(min {r.min():.3f}, max {r.max():.3f}, {len(r)} cells)")
-    print("wall s: " + ", ".join(f"{k} {v:.1f}" for k, v in walls.items()))
-    print(f"wall {many} / {one}: {walls[many] / walls[one]:.2f}; {many} / here: {walls[many] / walls['here']:.2f}")
-    print(f"runs: {tmp}")
+        say(f"{k}: cluster/here steps/s, geometric mean {np.exp(np.log(r).mean()):.3f} "
+            f"(min {r.min():.3f}, max {r.max():.3f}, {len(r)} cells)")
+    say("wall s: " + ", ".join(f"{k} {v:.1f}" for k, v in walls.items()))
+    say(f"wall {many} / {one}: {walls[many] / walls[one]:.2f}; {many} / here: {walls[many] / walls['here']:.2f}")
+    say(f"runs: {os.path.relpath(tmp)}")
+    with open(os.path.join(tmp, "check-cluster.txt"), "w") as f:
+        f.write("\n".join(printed) + "\n")
     return 0
 
 

@@ -22,12 +22,13 @@ from filelock import FileLock, Timeout
 from reference_index import write_index
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# suite -> extra `rlbench run` arguments, shortest first: every suite that fits a 2-core machine in hours (`cpu`,
-# num_envs to 256 at 5 repeats, and the GPU suites do not). On 2 cores the set but `train` takes ~2.5 hours, `train`
-# (CartPole and Pong to a return) one more, so it runs only when named (SUITES=train, or with the others).
+# suite -> extra `rlbench run` arguments, shortest first: every suite that fits a 2-core machine in hours (the GPU
+# suites do not). On 2 cores the set but `train` takes ~3.5 hours (`cpu` about one of them), `train` (CartPole and
+# Pong to a return) one more, so it runs only when named (SUITES=train, or with the others).
 SUITES = {
     "replay-quick": [], "train-cpu": [], "jax-cpu": [], "rlpyt-targets": [], "quick": [], "mujoco": [],
-    "brax": [], "validate": [], "learners": [], "ray": [], "replay": ["--repeats", "1"], "rlpyt": [], "train": [],
+    "brax": [], "replay-reuse": [], "validate": [], "learners": [], "ray": [], "replay": ["--repeats", "1"],
+    "rlpyt": [], "cpu": [], "train": [],
 }
 DEFAULT = [s for s in SUITES if s != "train"]
 

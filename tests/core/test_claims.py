@@ -84,3 +84,25 @@ def test_the_reference_sets_and_the_docs_carry_the_current_matrix():
     check = subprocess.run([sys.executable, str(REPO / "scripts" / "claims_doc.py"), "--check"],
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
+
+
+def _reuse_rows(ppo_bounded_max: float) -> list:
+    rows = []
+    for env, bound, bounded_max, free_max in (("replay/PPO-Qbert", 2, ppo_bounded_max, 6.0),
+                                              ("replay/IMPALA-Qbert", 64, 64.0, 91.0)):
+        for adapter, reuse, most in (("numpy-ring", bound, bounded_max), ("shm-ring", bound, bounded_max),
+                                     ("numpy-ring", -1, free_max)):
+            kwargs = {"mode": "target", "max_reuse": reuse}
+            for rep in range(2):
+                rows.append(_row(adapter, 1, rep, 87.0, kind="replay", env=env, env_kwargs=kwargs,
+                                 reuse_max=most, reuse_mean=most / 2,
+                                 cell_id=f"{adapter}/{env}(max_reuse={reuse},mode=target)/n=1/random"))
+    return rows
+
+
+@pytest.mark.parametrize("ppo_max, verdict", [(2.0, claims.REPRODUCED), (3.0, claims.NOT_REPRODUCED)])
+def test_bounded_reuse_holds_where_the_store_enforces_it_and_binds(ppo_max, verdict):
+    got = _by_id(claims.matrix([ResultSet.from_rows(_reuse_rows(ppo_max), CPU_2CORE)]))["survey-bounded-reuse"]
+    assert got["verdict"] == verdict
+    assert got["measured"].startswith(f"PPO-Qbert bound 2: numpy-ring {ppo_max:.0f}, shm-ring {ppo_max:.0f}; "
+                                      "unbounded up to 6")

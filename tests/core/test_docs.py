@@ -53,3 +53,14 @@ def test_nothing_cites_a_file_outside_the_repository():
     outside = [name for name in files.decode().split("\0") if name and (REPO / name).is_file()
                and SHARED in (REPO / name).read_bytes()]
     assert not outside, f"files citing {SHARED.decode()}: {outside}"
+
+
+def test_every_run_folder_the_docs_name_exists():
+    """A figure in the docs names the committed run it comes from; that folder must be in the repository."""
+    named = set()
+    for page in [README, *sorted((REPO / "docs").rglob("*.md"))]:
+        named |= set(re.findall(r"reports/reference/[A-Za-z0-9_./*-]+", page.read_text()))
+    assert named, "the docs cite committed runs"
+    placeholders = ("reports/reference/NAME", "reports/reference/KIND/PART")     # how-to text, not a citation
+    missing = [p for p in sorted(named) if p.rstrip("/") not in placeholders and not list(REPO.glob(p.rstrip("/.")))]
+    assert not missing, f"run folders named in the docs but not committed: {missing}"

@@ -167,6 +167,31 @@ def sample_bandwidth(workloads: dict):
     return judge
 
 
+def reuse_held(bounds: dict):
+    """A judge: at each workload's bound (replay/NAME -> max_reuse), every store that enforces it serves no item
+    more often (reuse_max over the repeats), and the same workload unbounded (max_reuse -1) goes past it: the
+    bound binds and holds."""
+    def judge(ev: Evidence):
+        parts, used, holds = [], [], True
+        for env, bound in bounds.items():
+            def most(c):
+                return max(v for v in ev.values(c, "reuse_max") if v is not None)
+            mine = [c for c in ev.cells if c.env == env and (c.env_kwargs or {}).get("mode") == "target"]
+            bounded = [c for c in mine if (c.env_kwargs or {}).get("max_reuse") == bound]
+            free = [c for c in mine if (c.env_kwargs or {}).get("max_reuse") == -1]
+            if not (bounded and free):
+                return None
+            kept = all(most(c) <= bound for c in bounded)
+            passed = max(most(c) for c in free)
+            holds &= kept and passed > bound
+            parts.append(f"{env.split('/')[1]} bound {bound}: " + ", ".join(f"{c.adapter} {most(c):.0f}"
+                                                                             for c in bounded)
+                         + f"; unbounded up to {passed:.0f}")
+            used += [c.cell_id for c in bounded + free]
+        return Measured(holds, "; ".join(parts), tuple(used))
+    return judge
+
+
 GPU = Needs("a GPU", gpus=1)
 BEYOND_CACHE_MB = 256      # a buffer this large is served from memory, not from the last-level cache
 PONG_ANT = ("Pong-v5", "Ant-v4")
@@ -293,6 +318,11 @@ CLAIMS = (
           "sample up to 759 MB/s", "IMPALA 759 MB/s, R2D2 450 MB/s, DQN 181 MB/s of sampling",
           "the fastest in-memory store's max-sample MB/s below the workload's, buffers beyond the cache",
           sample_bandwidth({"replay/IMPALA-Qbert": 759.0, "replay/R2D2-Qbert": 450.0, "replay/DQN-Qbert": 181.0})),
+    Claim("survey-bounded-reuse", "storage survey", "PPO's and IMPALA's items must be sampled a bounded number of "
+          "times", "bounded reuse; the rates imply 87/50 = 1.74 (PPO) and 253/4 = 63.25 (IMPALA) samples per item",
+          "at the survey's rates with the bound they imply (2, 64) and items living their whole life in the window: "
+          "every enforcing store's reuse_max <= the bound, the same workload unbounded past it",
+          reuse_held({"replay/PPO-Qbert": 2, "replay/IMPALA-Qbert": 64}), suite="suites/replay-reuse.toml"),
     Claim("survey-capacity", "storage survey", "full replay buffers take 44 GB (DQN) to 300 GB (IMPALA)",
           "400k x 110 KB = 44 GB ... 100k x 3 MB = 300 GB", "a store holding the full IMPALA buffer",
           needs=Needs("300 GB of memory", ram_gb=300), suite="suites/replay.toml"),
