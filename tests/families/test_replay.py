@@ -493,3 +493,17 @@ def test_batches_sent_to_a_gpu_are_read_by_the_copy_and_still_count_their_reuse(
     finally:
         session.close()
     assert r["sample_items_per_s"] > 0 and 1 <= r["reuse_mean"] <= r["reuse_max"]
+
+
+def test_reuse_counts_every_item_of_a_batch_whatever_its_layout():
+    """A store's batch is one [n, item_bytes] array, a list of one array per item (Ray's object store), or a
+    list of [n, item_bytes] arrays, one per field of the same items (SB3's and tianshou's obs and next obs): each
+    gives the n items' ids, so every store's reuse_mean and reuse_max count the same thing."""
+    from rlbench.families.replay.driver import batch_ids
+    items = np.random.default_rng(1).integers(0, 256, (5, 64), dtype=np.uint8)
+    for k in range(5):
+        stamp(items[k], 0, 10 + k)
+    want = [10, 11, 12, 13, 14]
+    assert list(batch_ids(items)) == want
+    assert list(batch_ids([items[k] for k in range(5)])) == want
+    assert list(batch_ids([items, np.roll(items, 1, axis=0)])) == want

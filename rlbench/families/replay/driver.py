@@ -199,9 +199,13 @@ class OnDevice:
 
 def batch_ids(batch):
     """The ids of a sampled batch's items (int64 array; None for a batch that is not host memory), for the
-    session's reuse count: one strided read of each item's header."""
+    session's reuse count: one strided read of each item's header. A batch is one array [n, item_bytes], a
+    sequence of item arrays (one per item), or a sequence of such [n, item_bytes] arrays, one per field of the
+    same n items (SB3's and tianshou's observations and next observations): the first field's rows are the items."""
     if isinstance(batch, OnDevice):
         return batch.ids
+    if isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], np.ndarray) and batch[0].ndim == 2:
+        batch = batch[0]
     try:
         if isinstance(batch, np.ndarray) and batch.ndim == 2:
             if batch.shape[1] % 8 == 0 and batch.flags.c_contiguous:
