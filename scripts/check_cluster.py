@@ -6,7 +6,7 @@ cell's median env steps/s beside the local one. A benchmark, not a test:
     python scripts/check_cluster.py [--nodes 2] [--repeats 3] [--duration 0.5] [--sizes 1,4,16] [--out DIR]
 
 With --out, the three runs (here/, 1-node/, N-nodes/) and what it printed (check-cluster.txt) stay in DIR, as
-reports/reference/cpu-2core-epyc/check-cluster/ keeps them for docs/clusters.md.
+reports/reference/cpu-2core-xeon/check-cluster/ keeps them for docs/clusters.md.
 """
 import argparse
 import json
