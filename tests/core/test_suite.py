@@ -132,15 +132,16 @@ def test_quick_suite_expands():
 def test_cpu_suite_expands():
     suite = load_suite(str(REPO / "suites" / "cpu.toml"))
     assert suite.name == "cpu"
-    assert len(suite.cells) == (3 * 9 * 3      # serial, gymnasium-sync, envpool-sync x sizes x policies
-                                + 7 * 2 * 2    # gymnasium-async x sizes x shared_memory x context
-                                + 3 * 5 * 2    # envpool-sync x sizes x num_threads x thread_affinity
-                                + 7 * 6 * 5    # envpool-async x sizes x batch_size x num_threads
-                                + 3 * 7 * 7 * 3    # Synthetic-v0: adapters x sizes x step costs x obs sizes
-                                + 3 * 3 * 2 * 2 * 2  # CPU axes: adapters x sizes x torch threads x omp x pinning
-                                + 3 * 4 + 3 * 4 * 4  # sb3/tianshou: 3 adapters x sizes, 3 x sizes x wait_num
+    assert len(suite.cells) == (3 * 5 * 3      # serial, gymnasium-sync, envpool-sync x sizes x policies
+                                + 4 * 2 * 2    # gymnasium-async x sizes x shared_memory x context
+                                + 2 * 3 * 2    # envpool-sync x sizes x num_threads x thread_affinity
+                                + 4 * 3 * 3    # envpool-async x sizes x batch_size x num_threads
+                                + 3 * 4 * 4 * 2    # Synthetic-v0: adapters x sizes x step costs x obs sizes
+                                + 3 * 1 * 2 * 2 * 2  # CPU axes: adapters x sizes x torch threads x omp x pinning
+                                + 3 * 4 + 2 * 4 * 2  # sb3 x2, tianshou-dummy x sizes; subproc, shmem x sizes x wait_num
+                                + 3                  # tianshou-ray x sizes (to 16)
                                 + 3 + 3 * 3 * 2      # pufferlib-serial x sizes; pufferlib-mp x workers x zero_copy
-                                + 4 * 2 * 4 + 2 * 4 * 4)  # MuJoCo: 4 adapters x envs x sizes; rollout x threads
+                                + 4 * 2 * 4 + 2 * 4 * 2)  # MuJoCo: 4 adapters x envs x sizes; rollout x threads
     assert any(c.workload.policy.name == "mlp" for c in suite.cells)
 
 
