@@ -57,7 +57,7 @@ def run_cell(python: str, suite: str, cell: str, run_dir: str, run_args, cwd: st
     values = tuple(r[METRIC] for r in rows if r["status"] == "ok" and not r.get("profiled")
                    and r.get(METRIC) is not None)
     if not values:
-        reasons = sorted({r.get("reason") or r["status"] for r in rows if r["status"] != "ok"})
+        reasons = sorted({r.get("error") or r["status"] for r in rows if r["status"] != "ok"})
         raise UsageError(f"bisect: {cell!r} gave no ok repeat at {at} (exit {done.returncode}: "
                          f"{'; '.join(reasons)[:300] or (done.stderr or done.stdout).strip()[-300:]}); valid: a "
                          "cell id of the suite that runs at both ends")
@@ -98,20 +98,23 @@ class VersionRuns:
         from rlbench.running.adapter_envs import environment_of
         self.package, self.suite, self.cell, self.out, self.run_args = package, os.path.abspath(suite), cell, out, \
             run_args
-        cells = [c for c in load_suite(suite).cells if fnmatch.fnmatchcase(c.cell_id, cell)]
+        planned = load_suite(suite).cells
+        cells = [c for c in planned if fnmatch.fnmatchcase(c.cell_id, cell)]
         if not cells:
             raise UsageError(f"bisect: cell {cell!r} matches no cell of {suite} (valid: a cell id, e.g. "
-                             f"{load_suite(suite).cells[0].cell_id})")
-        envs = {environment_of(registry.get(c.adapter)) for c in cells}
-        names = {e.name if e else "main" for e in envs}
-        if len(names) > 1:
-            raise UsageError(f"bisect: {cell!r} matches cells of several environments ({', '.join(sorted(names))}); "
+                             f"{planned[0].cell_id})")
+        envs = {}   # environment name ('main' for the main one) -> its AdapterEnv or None
+        for c in cells:
+            own = environment_of(registry.get(c.adapter))
+            envs.setdefault(own.name if own else "main", own)
+        if len(envs) > 1:
+            raise UsageError(f"bisect: {cell!r} matches cells of several environments ({', '.join(sorted(envs))}); "
                              "valid: a cell id whose cells share one")
-        self.adapter_env = envs.pop()
+        self.adapter_env = next(iter(envs.values()))
 
     def __call__(self, version: str) -> tuple:
-        from rlbench.running.adapter_envs import EnvBuildError, venvs_dir
-        from rlbench.running.version_envs import PINS_VAR, OverlayEnv, pins_with
+        from rlbench.running.adapter_envs import PINS_VAR, EnvBuildError, venvs_dir
+        from rlbench.running.version_envs import OverlayEnv, pins_with
         env, python = dict(os.environ), sys.executable
         if self.adapter_env is None:
             overlay = OverlayEnv(self.package, version)

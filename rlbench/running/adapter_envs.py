@@ -19,6 +19,7 @@ import rlbench
 
 ROOT = rlbench.ROOT
 READY = "rlbench-env.json"     # written last: the build finished and what it holds
+PINS_VAR = "RLBENCH_ENV_PINS"   # "name=file;...": a named environment built from another pin file (bisect --package)
 SHOWN = ("Collecting", "Downloading", "Installing", "Successfully", "ERROR", "error:")  # pip lines shown live
 
 
@@ -182,7 +183,7 @@ def environment_of(adapter_cls):
 
 
 def pin_overrides() -> dict:
-    pairs = (item.partition("=") for item in os.environ.get("RLBENCH_ENV_PINS", "").split(";") if item.strip())
+    pairs = (item.partition("=") for item in os.environ.get(PINS_VAR, "").split(";") if item.strip())
     return {name.strip(): path.strip() for name, _, path in pairs}
 
 

@@ -6,7 +6,8 @@ version (and any dependency it cannot share with the main pins), whose site-pack
 environment's after its own (a `.pth` that calls site.addsitedir, so the main env's editable rlbench comes too).
 Building one takes seconds, not the gigabytes of a copy of the main pins. A cell of an adapter with its own
 environment runs in that environment built from its pin file with the package's line swapped
-(`RLBENCH_ENV_PINS`, read by rlbench.running.adapter_envs). Both are cached under $RLBENCH_VENVS by what they hold.
+(adapter_envs.PINS_VAR, read by adapter_envs.environment_of). Both are cached under $RLBENCH_VENVS by what
+they hold.
 """
 import hashlib
 import os
@@ -21,8 +22,6 @@ from packaging.version import InvalidVersion, Version
 
 from rlbench.errors import UsageError
 from rlbench.running.adapter_envs import READY, ROOT, AdapterEnv, _packages, _write_json, install_id, venvs_dir
-
-PINS_VAR = "RLBENCH_ENV_PINS"   # read by rlbench.running.adapter_envs.pin_overrides
 
 
 def released(package: str, first: str, last: str) -> list:
@@ -70,13 +69,7 @@ def pins_with(requirements: str, package: str, version: str, out_dir: str) -> st
                 lines.append(line)
     if not swapped:
         lines.append(f"{package}=={version}\n")
-    text = "".join(lines)
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, f"{os.path.basename(requirements).rsplit('.', 1)[0]}-{name}-{version}-"
-                                 f"{hashlib.sha256(text.encode()).hexdigest()[:8]}.txt")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+    return _write_pins(out_dir, f"{os.path.basename(requirements).rsplit('.', 1)[0]}-{name}-{version}", lines)
 
 
 def main_constraints_without(package: str, out_dir: str) -> str:
@@ -87,14 +80,23 @@ def main_constraints_without(package: str, out_dir: str) -> str:
     kept = []
     if os.path.exists(source):
         with open(source) as f:
-            kept = [line for line in f
-                    if not (m := re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)) or canonicalize_name(m.group(1))
-                    != name]
+            kept = [line for line in f if _name(line) != name]
+    return _write_pins(out_dir, f"constraints-without-{name}", kept)
+
+
+def _name(line: str) -> str:
+    """The canonical name a requirement line pins, or '' for a comment or blank line."""
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+    return canonicalize_name(m.group(1)) if m else ""
+
+
+def _write_pins(out_dir: str, stem: str, lines: list) -> str:
+    """The lines as a pin file named by what it holds (a changed file is a new environment); its path."""
+    text = "".join(lines)
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, f"constraints-without-{name}-{hashlib.sha256(''.join(kept).encode()).hexdigest()[:8]}"
-                                 ".txt")
+    path = os.path.join(out_dir, f"{stem}-{hashlib.sha256(text.encode()).hexdigest()[:8]}.txt")
     with open(path, "w") as f:
-        f.writelines(kept)
+        f.write(text)
     return path
 
 
@@ -114,13 +116,8 @@ class OverlayEnv(AdapterEnv):
             text = f.read()
         return hashlib.sha256(text + f"{self.base}|{sys.version.split()[0]}".encode()).hexdigest()[:12]
 
-    def ensure(self, stream=None) -> dict:
-        """Build unless built (the overlay's rlbench is the main env's: nothing to point anywhere)."""
-        import fcntl
-        os.makedirs(venvs_dir(), exist_ok=True)
-        with open(self.dir + ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            return self.record() or self._build(stream or sys.stderr)
+    def _install_rlbench(self, stream):
+        """Nothing: the overlay's rlbench is the main environment's, reached through its site-packages."""
 
     def _build(self, stream) -> dict:
         import shutil

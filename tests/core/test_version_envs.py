@@ -77,3 +77,16 @@ def test_env_pins_points_an_adapter_environment_at_another_pin_file(tmp_path, mo
     monkeypatch.setenv("RLBENCH_ENV_PINS", f"pufferlib=/x.txt; brax={other}")
     moved = adapter_envs.environment_of(brax)
     assert moved.name == "brax" and moved.requirements == str(other) and moved.key != default.key
+
+
+def test_a_cell_of_an_adapter_environment_bisects_in_that_environment(tmp_path):
+    """A version of a package an adapter environment pins runs in that environment rebuilt with the pin swapped;
+    cells of two environments under one pattern are refused."""
+    from rlbench.bisect import VersionRuns
+    suite = tmp_path / "s.toml"
+    suite.write_text('name = "s"\n[[sweep]]\nadapters = ["pufferlib-serial", "serial"]\nenvs = ["CartPole-v1"]\n'
+                     'num_envs = [4]\n')
+    assert VersionRuns("numpy", str(suite), "pufferlib-serial/*", str(tmp_path / "o")).adapter_env.name == "pufferlib"
+    assert VersionRuns("numpy", str(suite), "serial/*", str(tmp_path / "o")).adapter_env is None
+    with pytest.raises(UsageError, match=r"several environments \(main, pufferlib\)"):
+        VersionRuns("numpy", str(suite), "*", str(tmp_path / "o"))

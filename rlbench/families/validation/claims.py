@@ -10,6 +10,7 @@ its verdict is one of:
 Ratios are measured inside one run, with the bootstrap 95% CI of rlbench.results.stats.ratio_ci. Where rlbench
 compares two of its own implementations (its PureJaxRL-style PPO against its CleanRL-style PPO), `own` says so.
 """
+from collections import Counter
 from dataclasses import dataclass, field
 
 from rlbench.families.validation import checks
@@ -372,7 +373,5 @@ def matrix(results_list, machine: dict = None) -> list:
 
 
 def counts(rows) -> dict:
-    out = {}
-    for r in rows:
-        out[r["verdict"]] = out.get(r["verdict"], 0) + 1
-    return out
+    """verdict -> how many claims have it."""
+    return dict(Counter(r["verdict"] for r in rows))
