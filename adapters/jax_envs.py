@@ -9,7 +9,7 @@ import os
 from time import perf_counter
 
 from adapters._kit.jax_env import GYMNAX_NAMES, action_kind, flat, load
-from adapters._kit.jax_policy import make_actor, mlp_apply, mlp_init
+from adapters._kit.jax_policy import make_actor, masked, mlp_apply, mlp_init
 from adapters._kit.jax_runtime import (
     JAX_OPTIONS,
     CompiledScan,
@@ -19,6 +19,7 @@ from adapters._kit.jax_runtime import (
     place,
     sharded,
     start_jax,
+    unaliased,
 )
 from adapters._kit.native import envpool_native, gymnax_native
 from adapters._kit.ppo import (
@@ -76,7 +77,7 @@ def _gymnax_supports(workload, adapter, options, actions=("Discrete", "Box")):
     if info.family == "custom":
         if env_api(workload.env_id, workload.env_kwargs) == "gymnasium":
             return (f"{adapter} runs JAX envs: {workload.env_id} builds a gymnasium.Env (a factory returning a JAX "
-                    f"env with gymnax's or Jumanji's API runs here)")
+                    f"env with one of the APIs {', '.join(JAX_APIS)} runs here)")
         declared = options["env_api"]
         if declared != "auto" and declared != env_api(workload.env_id, workload.env_kwargs) and \
                 not _offers(workload, declared):
@@ -122,12 +123,13 @@ class GymnaxSession(CompiledScan):
         T, n = options["scan_T"], workload.num_envs
         params, act = make_actor(jax, workload, (env.obs_dim,), env.action)
         step_env = jax.vmap(env.step)
+        legal = jax.vmap(env.legal) if env.legal else lambda obs, state: None
 
         def unit(carry, params):  # one device's envs
             def body(c, _):
                 state, obs, key, ret = c
                 key, k_act, k_env = jax.random.split(key[0], 3)
-                actions = act(params, flat(jax, obs), k_act)
+                actions = act(params, flat(jax, obs), k_act, legal(obs, state))
                 obs, state, reward, _ = step_env(jax.random.split(k_env, ret.shape[0]), state, actions)
                 return (state, obs, key[None], ret + reward), None
             return jax.lax.scan(body, carry, None, length=T)[0]
@@ -169,8 +171,8 @@ class GymnaxSession(CompiledScan):
 class Gymnax(Adapter):
     name = "gymnax"
     kind = "vector_env"
-    description = ("JAX envs (gymnax's, or yours with gymnax's or Jumanji's API): vmap over num_envs, lax.scan "
-                   "over scan_T steps, policy inside, AOT-compiled")
+    description = ("JAX envs (gymnax's, or yours with gymnax's, Jumanji's, Pgx's or XLand-MiniGrid's API): vmap "
+                   "over num_envs, lax.scan over scan_T steps, policy inside, AOT-compiled")
     requires = ("jax", "gymnax")
     jax_env_apis = JAX_APIS
     options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)", low=1),
@@ -196,7 +198,7 @@ CLIP_EPS = CLIP_COEF["vector"]  # CleanRL's hyperparameters (PureJaxRL's CartPol
 
 def build_ppo(jax, workload, options):
     """(init(key) -> train state, update(train state) -> (train state, mean return of the agent's last
-    HISTORY finished episodes, 0 before the first)) for one agent,
+    HISTORY finished episodes, 0 before the first), the env's API) for one agent,
     PureJaxRL's CartPole recipe: separate tanh MLP actor and critic, Adam with a clipped global norm,
     GAE, clipped policy and value losses, epochs of shuffled minibatches; gymnax auto-resets."""
     import jax.numpy as jnp
@@ -219,6 +221,7 @@ def build_ppo(jax, workload, options):
 
     tx = optax.chain(optax.clip_by_global_norm(MAX_GRAD_NORM), optax.adam(lr, eps=1e-5))
     step_env = jax.vmap(env.step)
+    legal = jax.vmap(env.legal) if env.legal else lambda obs, state: None
 
     def net(params, obs):
         obs = flat(jax, obs)
@@ -237,6 +240,8 @@ def build_ppo(jax, workload, options):
         params, state, obs, key, (ep_ret, hist, episodes) = c
         key, k_act, k_env = jax.random.split(key, 3)
         logits, value = net(params, obs)
+        mask = legal(obs, state)
+        logits = masked(jax, logits, mask)
         action = jax.random.categorical(k_act, logits)
         logp = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], 1)[:, 0]
         next_obs, state, reward, done = step_env(jax.random.split(k_env, n), state, action)
@@ -245,10 +250,11 @@ def build_ppo(jax, workload, options):
         hist = hist.at[jnp.where(done, slot, HISTORY)].set(ep_ret, mode="drop")
         episodes = episodes + done.sum(dtype=jnp.int32)
         ep_ret = jnp.where(done, 0.0, ep_ret)
-        return (params, state, next_obs, key, (ep_ret, hist, episodes)), (obs, action, logp, value, reward, done)
+        return (params, state, next_obs, key, (ep_ret, hist, episodes)), (obs, mask, action, logp, value, reward,
+                                                                          done)
 
     def gae(traj, last_value):
-        _, _, _, value, reward, done = traj
+        _, _, _, _, value, reward, done = traj
 
         def back(c, x):
             adv, next_value = c
@@ -262,9 +268,9 @@ def build_ppo(jax, workload, options):
         return advantages, advantages + value
 
     def loss_fn(params, mb):
-        obs, action, logp_old, value_old, adv, target = mb
+        obs, mask, action, logp_old, value_old, adv, target = mb
         logits, value = net(params, obs)
-        logp_all = jax.nn.log_softmax(logits)
+        logp_all = jax.nn.log_softmax(masked(jax, logits, mask))
         logp = jnp.take_along_axis(logp_all, action[:, None], 1)[:, 0]
         v_clipped = value_old + jnp.clip(value - value_old, -CLIP_EPS, CLIP_EPS)
         v_loss = 0.5 * jnp.maximum((value - target) ** 2, (v_clipped - target) ** 2).mean()
@@ -279,8 +285,8 @@ def build_ppo(jax, workload, options):
         (params, state, obs, key, (ep_ret, hist, episodes)), traj = jax.lax.scan(rollout_step, carry, None,
                                                                                  length=T)
         advantages, targets = gae(traj, net(params, obs)[1])
-        obs_t, action, logp, value, _, _ = traj
-        data = (obs_t, action, logp, value, advantages, targets)
+        obs_t, mask, action, logp, value, _, _ = traj
+        data = (obs_t, mask, action, logp, value, advantages, targets)
         data = jax.tree.map(lambda x: x.reshape(batch, *x.shape[2:]), data)
 
         def epoch(c, _):
@@ -303,7 +309,7 @@ def build_ppo(jax, workload, options):
         mean_return = jnp.where(jnp.arange(HISTORY) < kept, hist, 0.0).sum() / jnp.maximum(kept, 1)
         return new, mean_return
 
-    return init, update
+    return init, update, env.api
 
 
 def greedy_return(jax, workload, params, num_envs=32, seed=12345, steps=None, api="auto"):
@@ -316,7 +322,8 @@ def greedy_return(jax, workload, params, num_envs=32, seed=12345, steps=None, ap
 
     def body(c, key):
         state, obs, ret, alive = c
-        action = jnp.argmax(mlp_apply(jax, params["actor"], flat(jax, obs)), -1)
+        legal = jax.vmap(env.legal)(obs, state) if env.legal else None
+        action = jnp.argmax(masked(jax, mlp_apply(jax, params["actor"], flat(jax, obs)), legal), -1)
         obs, state, r, done = jax.vmap(env.step)(jax.random.split(key, num_envs), state, action)
         ret = ret + r * alive
         return (state, obs, ret, alive * (1.0 - done)), None
@@ -336,7 +343,7 @@ class PPOSession:
         self.jax, self.workload, self.options = jax, workload, options
         agents = options["num_agents"]
         devices = pick_devices(jax, workload, options, agents, "num_agents")
-        init, update = build_ppo(jax, workload, options)
+        init, update, api = build_ppo(jax, workload, options)
         K = options["updates_per_unit"]
 
         def unit(ts):  # one device's agents, K iterations
@@ -345,7 +352,7 @@ class PPOSession:
             return jax.lax.scan(body, ts, None, length=K)  # returns: [K, agents]
 
         ts = jax.vmap(init)(jax.random.split(jax.random.PRNGKey(workload.seed), agents))
-        self.ts = place(jax, ts, devices, split=True)
+        self.ts = unaliased(jax, place(jax, ts, devices, split=True))
         fn = sharded(jax, unit, devices, (P("d"),), (P("d"), P(None, "d")))
         self.run, compile_s = compile_ahead(jax, fn, self.ts)
         self.agents, self.K = agents, K
@@ -359,7 +366,7 @@ class PPOSession:
         self.time_to_target = self.steps_to_target = None
         self.metrics = self
         self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": len(devices),
-                     "batch_size": workload.num_envs * options["num_steps"],
+                     "batch_size": workload.num_envs * options["num_steps"], "env_api": api,
                      "device_settings": {**settings, "devices": len(devices)}}
 
     def step(self) -> int:

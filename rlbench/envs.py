@@ -64,9 +64,14 @@ ENVS = {
 }
 USER_FAMILIES = ("gymnasium", "custom")  # envs rlbench did not write: kwargs as given, spaces probed
 SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")  # what adapters may carry
-JAX_APIS = ("gymnax", "jumanji")  # the functional APIs of JAX envs a user's factory may return
+JAX_APIS = ("gymnax", "jumanji", "pgx", "xminigrid")  # the functional APIs of JAX envs a user's factory may return
 _GYMNAX_API = ("reset", "step", "action_space", "observation_space")
 _JUMANJI_API = ("reset", "step")
+_PGX_API = ("init", "step", "observe")
+_XMINIGRID_API = ("reset", "step", "num_actions", "default_params")
+_API_NAMES = ("gymnax's (reset, step, action_space, observation_space, default_params), Jumanji's (reset(key), "
+              "step(state, action), action_spec, observation_spec), Pgx's (init, step, observe, num_actions) or "
+              "XLand-MiniGrid's (reset(params, key), step(params, timestep, action), num_actions, default_params)")
 _cell = False  # set in a cell's process: there the adapter, not planning, decides how JAX starts
 
 
@@ -185,17 +190,22 @@ def _jax_for_planning():
 
 
 def jax_api(env) -> str:
-    """Which JAX functional API `env` offers ("" for none): gymnax's (its params-taking reset, step and
-    spaces, and default_params) or Jumanji's (reset(key), step(state, action) and its specs)."""
-    if all(callable(getattr(env, m, None)) for m in _GYMNAX_API) and hasattr(env, "default_params"):
+    """Which JAX functional API `env` offers ("" for none), by its methods (_API_NAMES): the packages' envs
+    and a user's env written to one of them alike."""
+    def has(*methods):
+        return all(callable(getattr(env, m, None)) for m in methods)
+    if has(*_GYMNAX_API) and hasattr(env, "default_params"):
         return "gymnax"
-    if all(callable(getattr(env, m, None)) for m in _JUMANJI_API) and all(
-            hasattr(env, m) for m in ("action_spec", "observation_spec")):
+    if has(*_JUMANJI_API) and all(hasattr(env, m) for m in ("action_spec", "observation_spec")):
         return "jumanji"
+    if has(*_PGX_API) and all(hasattr(env, m) for m in ("num_actions", "observation_shape")):
+        return "pgx"
+    if has(*_XMINIGRID_API):
+        return "xminigrid"
     return ""
 
 
-def build_user_env(env_id: str, **kwargs):
+def build_user_env(env_id: str, /, **kwargs):
     """What the user's `module:name` builds: a gymnasium.Env, or a JAX env (a factory may return
     gymnax.make's (env, params) pair too; the env is then the first)."""
     import gymnasium as gym
@@ -204,13 +214,12 @@ def build_user_env(env_id: str, **kwargs):
         env = target(**kwargs) if how == "factory" else gym.make(target, **kwargs)
     if isinstance(env, gym.Env):
         return env
-    if isinstance(env, tuple) and len(env) == 2 and jax_api(env[0]) == "gymnax":
-        return env
+    if isinstance(env, tuple) and len(env) == 2 and jax_api(env[0]) in ("gymnax", "xminigrid"):
+        return env    # gymnax.make's and xminigrid.make's (env, params)
     if jax_api(env):
         return env
     raise UsageError(f"env '{env_id}': the factory returned {type(env).__name__}, not a gymnasium.Env nor a JAX "
-                     f"env with gymnax's API ({', '.join(_GYMNAX_API)}, default_params) or Jumanji's "
-                     f"(reset(key), step(state, action), action_spec, observation_spec)")
+                     f"env with {_API_NAMES}")
 
 
 def env_api(env_id: str, env_kwargs: dict = None) -> str:
@@ -256,6 +265,16 @@ def frameskip_of(info: EnvInfo, env_kwargs: dict) -> int:
 
 
 @functools.lru_cache(maxsize=None)
+def _box(shape):
+    """The observation space of an API that states only a shape, or a dict of them (Pgx, XLand-MiniGrid):
+    planning reads its size."""
+    import gymnasium as gym
+    import numpy as np
+    if isinstance(shape, dict):
+        return gym.spaces.Dict({k: _box(v) for k, v in shape.items()})
+    return gym.spaces.Box(-np.inf, np.inf, tuple(shape), np.float32)
+
+
 def _probe(env_id: str, frozen_kwargs: tuple):
     """(API, observation space, action space) of one env built with these arguments."""
     import gymnasium as gym
@@ -275,6 +294,10 @@ def _probe(env_id: str, frozen_kwargs: tuple):
         with _jax_for_planning():  # the spaces of a gymnax env are built from its params
             if api == "gymnax":
                 return api, env.observation_space(params), env.action_space(params)
+            if api == "pgx":
+                return api, _box(env.observation_shape), gym.spaces.Discrete(env.num_actions)
+            if api == "xminigrid":
+                return api, _box(env.observation_shape(params)), gym.spaces.Discrete(env.num_actions(params))
             return api, *(s() if inspect.ismethod(s) else s for s in (env.observation_spec, env.action_spec))
     try:
         return "gymnasium", env.observation_space, env.action_space
@@ -420,7 +443,7 @@ def env_call(workload) -> str:
     return f"gymnasium.make({workload.env_id!r}{args})"
 
 
-def make_env(env_id: str, **kwargs):
+def make_env(env_id: str, /, **kwargs):
     """Build one gymnasium env; module-level so subprocess vector envs can pickle it."""
     import gymnasium as gym
     if WRAP in env_id:

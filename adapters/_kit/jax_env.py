@@ -1,7 +1,9 @@
-"""One functional interface over the JAX envs rlbench runs (gymnax's own registry, a user's env with gymnax's API,
-a user's env with Jumanji's), so the compiled loops (gymnax's vmap + scan, PureJaxRL's PPO) are written once.
-Both calls take and return one env (callers vmap them); `step` resets a finished env inside the step that
-finished it, so every step is one counted transition; `flat` makes the observation the policy's input.
+"""One functional interface over the JAX envs rlbench runs (gymnax's own registry, a user's env with gymnax's,
+Jumanji's, Pgx's or XLand-MiniGrid's API), so the compiled loops (gymnax's vmap + scan, PureJaxRL's PPO) are
+written once. Both calls take and return one env (callers vmap them); `step` resets a finished env inside the
+step that finished it, so every step is one counted transition; `flat` makes the observation the policy's input;
+`legal` is the env's own mask of legal actions where it has one (board games end a game on an illegal move, so a
+policy blind to it would measure resets), which the policies sample within, as these packages' users do.
 """
 import inspect
 import math
@@ -22,7 +24,8 @@ class FunctionalEnv:
     obs_dim: int           # length of flat(obs) of one env
     obs_bytes: int         # bytes of one env's observation as the env gives it
     episode_steps: int     # the env's own episode limit (evaluation horizon)
-    api: str               # gymnax | jumanji
+    api: str               # one of rlbench.api.JAX_APIS
+    legal: Callable = None  # (obs, state) -> bool[n actions] of one env, or None: every action is legal
 
 
 def flat(jax, obs):
@@ -41,10 +44,10 @@ def load(jax, workload, api: str = "auto") -> FunctionalEnv:
     built = build_user_env(workload.env_id, **workload.env_kwargs)
     env, params = built if isinstance(built, tuple) else (built, getattr(built, "default_params", None))
     api = jax_api(env) if api == "auto" else api
-    if api == "gymnax":
-        return _gymnax(jax, env, params)
-    if api == "jumanji":
-        return _jumanji(jax, env)
+    readers = {"gymnax": lambda: _gymnax(jax, env, params), "jumanji": lambda: _jumanji(jax, env),
+               "pgx": lambda: _pgx(jax, env), "xminigrid": lambda: _xminigrid(jax, env, params)}
+    if api in readers:
+        return readers[api]()
     raise Unsupported(f"{workload.env_id}: the factory's {type(env).__name__} has no {api} API")
 
 
@@ -66,6 +69,12 @@ def _gymnax(jax, env, params) -> FunctionalEnv:
     return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "gymnax")
 
 
+def _restart(jax, done, fresh, current):
+    """`fresh` where the env finished, `current` where not, leaf by leaf (as Jumanji's AutoResetWrapper)."""
+    import jax.numpy as jnp
+    return jax.tree.map(lambda new, old: jnp.where(done, new, old), fresh, current)
+
+
 def _jumanji(jax, env) -> FunctionalEnv:
     import jax.numpy as jnp
 
@@ -77,14 +86,59 @@ def _jumanji(jax, env) -> FunctionalEnv:
         state, timestep = env.step(state, action)
         done = jnp.asarray(timestep.last(), bool)
         fresh_state, fresh = env.reset(key)
-        keep = lambda new, old: jnp.where(done, new, old)  # noqa: E731  (leaf by leaf, as AutoResetWrapper)
-        return (jax.tree.map(keep, fresh.observation, timestep.observation), jax.tree.map(keep, fresh_state, state),
+        return (_restart(jax, done, fresh.observation, timestep.observation), _restart(jax, done, fresh_state, state),
                 jnp.asarray(timestep.reward, jnp.float32), done)
 
     spec = env.action_spec() if inspect.ismethod(env.action_spec) else env.action_spec  # a method before 1.0
     action = _action(spec, "num_values", "minimum", "maximum")
     steps = int(getattr(env, "time_limit", 0) or DEFAULT_EPISODE_STEPS)
-    return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "jumanji")
+    obs = jax.eval_shape(reset, jax.random.PRNGKey(0))[0]
+    mask = getattr(obs, "action_mask", None)   # Snake's, Game2048's, ...: one flag per action
+    legal = (lambda obs, state: obs.action_mask) if action[0] == "discrete" and mask is not None and \
+        mask.shape == (action[1],) else None
+    return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "jumanji", legal)
+
+
+def _pgx(jax, env) -> FunctionalEnv:
+    """Pgx's games: the reward is the moving player's (state.rewards holds every player's), a finished game
+    starts again inside the step; its legal_action_mask is `legal`."""
+    import jax.numpy as jnp
+
+    def reset(key):
+        state = env.init(key)
+        return state.observation, state
+
+    def step(key, state, action):
+        k_step, k_init = jax.random.split(key)
+        new = env.step(state, action, k_step)
+        done = jnp.logical_or(new.terminated, new.truncated)
+        reward = jnp.asarray(new.rewards[state.current_player], jnp.float32)
+        new = _restart(jax, done, env.init(k_init), new)
+        return new.observation, new, reward, done
+
+    action = ("discrete", int(env.num_actions))
+    return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), DEFAULT_EPISODE_STEPS, "pgx",
+                         lambda obs, state: state.legal_action_mask)
+
+
+def _xminigrid(jax, env, params) -> FunctionalEnv:
+    """XLand-MiniGrid: the state is its TimeStep (step takes the last one); params come from xminigrid.make."""
+    import jax.numpy as jnp
+
+    def reset(key):
+        timestep = env.reset(params, key)
+        return timestep.observation, timestep
+
+    def step(key, timestep, action):
+        new = env.step(params, timestep, action)
+        done = jnp.asarray(new.last(), bool)
+        reward = jnp.asarray(new.reward, jnp.float32)
+        new = _restart(jax, done, env.reset(params, key), new)
+        return new.observation, new, reward, done
+
+    action = ("discrete", int(env.num_actions(params)))
+    steps = int(getattr(params, "max_steps", 0) or DEFAULT_EPISODE_STEPS)
+    return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "xminigrid")
 
 
 def _action(space, count: str, low: str, high: str) -> tuple:

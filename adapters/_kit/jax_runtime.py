@@ -120,6 +120,21 @@ def place(jax, tree, devices, split: bool):
     return jax.device_put(tree, sharding)
 
 
+def unaliased(jax, tree):
+    """The tree with every leaf that shares a buffer with an earlier leaf copied: a carry is donated, and XLA
+    refuses to donate one buffer twice. Real envs build such carries: a state holding the observation it returns
+    (Jumanji's action masks, XLand-MiniGrid's TimeStep) is, unjitted, one array in two places."""
+    seen = set()
+
+    def own(leaf):
+        buffers = tuple(shard.data.unsafe_buffer_pointer() for shard in leaf.addressable_shards)
+        if id(leaf) in seen or (buffers and buffers in seen):
+            return leaf.copy()
+        seen.update((id(leaf), buffers))
+        return leaf
+    return jax.tree.map(own, tree)
+
+
 class CompiledScan:
     """A session whose unit is one compiled call on a carry (set by the subclass with jax, run, params and
     per_unit): dispatched, then waited for; drain() waits for whatever is still queued."""
@@ -132,7 +147,7 @@ class CompiledScan:
         from jax.sharding import PartitionSpec as P
         jax = self.jax
         fn = sharded(jax, unit, devices, (P("d"), P()), P("d"))
-        self.carry = place(jax, carry, devices, split=True)
+        self.carry = unaliased(jax, place(jax, carry, devices, split=True))
         self.params = place(jax, params, devices, split=False)
         self.run, compile_s = compile_ahead(jax, fn, self.carry, self.params)
         return compile_s
