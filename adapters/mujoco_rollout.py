@@ -6,14 +6,8 @@ How it is built and counted: docs/strategies/stepping.md, "How the mujoco-rollou
 """
 import os
 
-from rlbench.api import Adapter, Option, env_info, make_env, make_policy, register
-
-# The envs this adapter carries: how many leading qpos entries gymnasium's observation leaves out, and the torso
-# height range outside which the env terminates (None: it never terminates), as gymnasium's v4 defaults set them.
-ENVS = {"Ant-v4": {"obs_skip_qpos": 2, "healthy_z": (0.2, 1.0)},
-        "HalfCheetah-v4": {"obs_skip_qpos": 1, "healthy_z": None}}
-TIME_LIMIT_STEPS = 1000       # gymnasium's TimeLimit for both (env.spec.max_episode_steps, checked in open())
-RESET_NOISE = 0.1             # gymnasium's reset_noise_scale for both (checked in open())
+from adapters._kit.mujoco_envs import ENVS, RESET_NOISE, TIME_LIMIT_STEPS, gymnasium_model
+from rlbench.api import Adapter, Option, env_info, make_policy, register
 
 
 def cores() -> int:
@@ -31,18 +25,8 @@ class MujocoRolloutSession:
         import numpy as np
         from mujoco import rollout
         self.np, spec = np, ENVS[workload.env_id]
-        env = make_env(workload.env_id, **workload.env_kwargs)
-        try:
-            raw = env.unwrapped
-            self.model, frameskip = raw.model, raw.frame_skip
-            if (frameskip != env_info(workload.env_id).frameskip or env.spec.max_episode_steps != TIME_LIMIT_STEPS
-                    or raw._reset_noise_scale != RESET_NOISE):
-                raise RuntimeError(f"gymnasium's {workload.env_id} is not the one this adapter copies (frame_skip "
-                                   f"{frameskip}, time limit {env.spec.max_episode_steps}, reset noise "
-                                   f"{raw._reset_noise_scale})")
-            self.policy = make_policy(workload, env.observation_space, env.action_space)
-        finally:
-            env.close()
+        self.model, frameskip, obs_space, action_space = gymnasium_model(workload)
+        self.policy = make_policy(workload, obs_space, action_space)
         m, n = self.model, workload.num_envs
         self.n, self.chunk, self.frameskip = n, options["chunk"], frameskip
         self.nq, self.nv = m.nq, m.nv
