@@ -86,6 +86,9 @@ def parse_args(argv):
                                        "or build")
     envs.add_argument("names", nargs="*", metavar="NAME", help="environment names (default: all)")
     envs.add_argument("--build", action="store_true", help="build the ones not built yet (make install-extras)")
+    envs.add_argument("--jobs", type=int, default=0, metavar="N",
+                      help="builds at once (default: one per environment, at most the CPUs + 1: pip waits on the "
+                           "network and the disk as much as on a core)")
     val = sub.add_parser("validate", parents=[common], help=f"run {VALIDATE_SUITE} and compare with published figures")
     val.add_argument("--from", dest="from_dir", metavar="DIR", nargs="+",
                      help="judge existing runs instead of running (several runs of one machine: the claims matrix "

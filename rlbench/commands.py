@@ -211,14 +211,13 @@ def cmd_envs(args) -> int:
     if unknown:
         raise UsageError(f"unknown environment '{unknown[0]}' (valid: {', '.join(sorted(known))})")
     chosen = {n: e for n, e in known.items() if not args.names or n in args.names}
-    failed = 0
+    if args.jobs < 0:
+        raise UsageError(f"--jobs {args.jobs}: a count of builds at once, >= 1 (0: one per environment)")
+    failed = []
+    if args.build:
+        todo = [e for _, e in sorted(chosen.items()) if os.path.exists(e.requirements)]
+        failed = adapter_envs.build_all(todo, args.jobs or min(len(todo), (os.cpu_count() or 1) + 1) or 1)
     for name, env in sorted(chosen.items()):
-        if args.build and os.path.exists(env.requirements):
-            try:
-                env.ensure()
-            except adapter_envs.EnvBuildError as exc:
-                print(f"rlbench: {exc}", file=sys.stderr)
-                failed += 1
         print(f"{name:<15} {', '.join(env.adapters):<28} {env.state()}  ({env.dir})")
     return 1 if failed else 0
 

@@ -260,3 +260,20 @@ def _write_json(path: str, data: dict) -> None:
     with open(tmp, "w") as f:
         json.dump(data, f, indent=2)
     os.replace(tmp, path)
+
+
+def build_all(envs, jobs: int) -> list:
+    """Build the environments not built yet, `jobs` at a time (each build is its own pip processes; the lock
+    in ensure() keeps two builders of one environment from racing); returns the names that failed, each said
+    on stderr."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def build(env):
+        try:
+            env.ensure()
+            return None
+        except EnvBuildError as exc:
+            print(f"rlbench: {exc}", file=sys.stderr, flush=True)
+            return env.name
+    with ThreadPoolExecutor(max(jobs, 1)) as pool:
+        return [name for name in pool.map(build, envs) if name]

@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 from support import REPO, SUPPORT, read_run, write_suite
+from support.procs import matching
 
 pytestmark = [pytest.mark.slow, pytest.mark.threaded_runtime]
 
@@ -53,8 +53,12 @@ def probes(log_dir: Path) -> list:
             for e in seen.values()]
 
 
+STARTED = time.time()
+
+
 def cells_running() -> list:
-    return [p for p in psutil.process_iter(["cmdline"]) if "rlbench.running.child" in " ".join(p.info["cmdline"] or [])]
+    """This module's cells still alive (another run's beside it are not its business)."""
+    return matching(("rlbench.running.child",), STARTED)
 
 
 @pytest.fixture
@@ -69,8 +73,7 @@ def simulated():
     yield start
     for cluster in made:
         cluster.shutdown()
-    assert not [p for p in psutil.process_iter(["name", "status", "ppid"]) if p.info["name"] in ("raylet", "gcs_server")
-                and p.info["ppid"] == os.getpid() and p.info["status"] != psutil.STATUS_ZOMBIE], \
+    assert not [p for p in matching(("raylet", "gcs_server")) if p.ppid() == os.getpid()], \
         "a raylet of the test's cluster outlived it"
 
 

@@ -32,7 +32,9 @@ def runs(tmp_path_factory):
     second = run_cli_subprocess(["run", str(suite), "--no-build"], base / "second", env=env, cwd=base)
     listing = run_cli_subprocess(["envs"], env=env, cwd=base)
     bad = run_cli_subprocess(["envs", "--build", "no-such-env"], env=env, cwd=base)
-    return base, first, second, listing, bad
+    both = run_cli_subprocess(["envs", "--build", "--jobs", "2", "test-core", "test-broken"],
+                              env={**env, "RLBENCH_VENVS": str(base / "venvs-at-once")}, cwd=base, timeout=600)
+    return base, first, second, listing, bad, both
 
 
 def test_cell_runs_on_the_adapters_own_interpreter(runs):
@@ -77,7 +79,7 @@ def test_built_environment_is_reused_and_no_build_leaves_unbuilt_ones_unsupporte
 
 
 def test_envs_command_lists_state_and_rejects_unknown_names(runs):
-    *_, listing, bad = runs
+    *_, listing, bad, _ = runs
     assert listing.rc == 0
     lines = {ln.split()[0]: ln for ln in listing.stdout.splitlines()}
     assert "built in" in lines["test-core"] and "not built" in lines["test-broken"]
@@ -96,3 +98,16 @@ def test_a_no_deps_line_is_installed_after_the_rest_without_its_dependencies(tmp
     pinned, bare = env._requirements()
     assert bare == ["pufferlib-core==3.0.23"]
     assert open(pinned).read() == "# the x environment\ntorch==2.13.0\nnumpy==2.4.6  # the project's\n"
+
+
+def test_envs_build_two_at_once_and_name_the_one_that_failed(runs):
+    both = runs[-1]
+    assert both.rc == 1, both.stderr
+    assert "rlbench-no-such-package" in both.stderr and "test-broken" in both.stderr
+    listing = {line.split()[0]: line for line in both.stdout.splitlines() if line.strip()}
+    assert "built in" in listing["test-core"] and "built in" not in listing["test-broken"], both.stdout
+
+
+def test_jobs_below_one_is_a_usage_error(tmp_path):
+    bad = run_cli_subprocess(["envs", "--build", "--jobs", "-1"], cwd=tmp_path)
+    assert bad.rc == 2 and "--jobs -1" in bad.stderr

@@ -10,6 +10,7 @@ import numpy as np
 import psutil
 import pytest
 from support import TINY_PROTOCOL, run_cli, write_suite
+from support.procs import matching, ours, text
 
 from rlbench import registry
 from rlbench.api import PolicySpec, Workload
@@ -26,26 +27,19 @@ def _open(workload, **options):
     return cls().open(workload, opts)
 
 
-def _ray_daemons() -> set:
-    out = set()
-    for p in psutil.process_iter(["name", "cmdline"]):
-        try:
-            text = " ".join([p.info["name"] or ""] + (p.info["cmdline"] or []))
-        except psutil.Error:
-            continue
-        if any(d in text for d in RAY_DAEMONS):
-            out.add(p.pid)
-    return out
+def _ray_daemons(since) -> set:
+    return {p.pid for p in matching(RAY_DAEMONS, since)}
 
 
 @pytest.fixture
 def no_ray_left():
-    before = _ray_daemons()
+    since = time.time()
+    before = _ray_daemons(since)
     yield
     deadline = time.monotonic() + 10
-    while _ray_daemons() - before and time.monotonic() < deadline:
+    while _ray_daemons(since) - before and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _ray_daemons() - before == set(), "a Ray daemon outlived the test"
+    assert _ray_daemons(since) - before == set(), "a Ray daemon outlived the test"
 
 
 def test_sync_driver_policy_collects_serials_transitions(no_ray_left, monkeypatch):
@@ -191,9 +185,9 @@ num_envs = [1]
     def kill_an_actor():
         deadline = time.monotonic() + 60
         while not killed and time.monotonic() < deadline:
-            for p in psutil.process_iter(["cmdline"]):
+            for p in ours():   # the actors of this test's run, never another run's
                 try:
-                    if any("ray::EnvActor" in part for part in p.info["cmdline"] or []):
+                    if "ray::EnvActor" in text(p):
                         time.sleep(0.5)  # let the cell start measuring (killed earlier, open() fails: also an error)
                         p.kill()
                         killed.append(p.pid)

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 from support import REPO, TINY_PROTOCOL, run_cli, write_suite
+from support.procs import matching, ours, text
 
 from rlbench import registry
 from rlbench.api import PolicySpec, Unsupported, Workload
@@ -125,16 +126,8 @@ def test_snippet_is_rllibs_own_api():
 
 # -- real cells in the rllib environment (slow) -------------------------------------------------------------
 
-def _ray_daemons() -> set:
-    out = set()
-    for p in psutil.process_iter(["name", "cmdline"]):
-        try:
-            text = " ".join([p.info["name"] or ""] + (p.info["cmdline"] or []))
-        except psutil.Error:
-            continue
-        if any(d in text for d in RAY_DAEMONS):
-            out.add(p.pid)
-    return out
+def _ray_daemons(since) -> set:
+    return {p.pid for p in matching(RAY_DAEMONS, since)}
 
 
 @pytest.fixture(scope="module")
@@ -156,13 +149,14 @@ def nothing_of_ray_left(monkeypatch, rllib_env):
     monkeypatch.setenv("RAY_TMPDIR", root)
     results = Path.home() / "ray_results"
     results_before = set(os.listdir(results)) if results.is_dir() else set()
-    daemons = _ray_daemons()
+    since = time.time()
+    daemons = _ray_daemons(since)
     yield root
     deadline = time.monotonic() + 10
-    while _ray_daemons() - daemons and time.monotonic() < deadline:
+    while _ray_daemons(since) - daemons and time.monotonic() < deadline:
         time.sleep(0.2)
     try:
-        assert _ray_daemons() - daemons == set(), "a Ray daemon outlived the cell"
+        assert _ray_daemons(since) - daemons == set(), "a Ray daemon outlived the cell"
         sessions = [p for p in Path(root).glob("ray/session_*") if p.is_dir() and not p.is_symlink()]
         assert sessions == [], f"Ray session directories left: {sessions}"
         left = (set(os.listdir(results)) if results.is_dir() else set()) - results_before
@@ -273,8 +267,8 @@ def _kill_a_runner(killed, sampled_cpu_s=1.0, deadline_s=240):
     while not killed and time.monotonic() < deadline:
         try:
             if runner is None:
-                for p in psutil.process_iter(["cmdline"]):
-                    title = " ".join(p.info["cmdline"] or [])
+                for p in ours():   # this test's cell's runners, never another run's
+                    title = text(p)
                     if "ray::SingleAgentEnvRunner" in title and "__init__" not in title:
                         runner, base = p, _cpu_s(p)
                         break
