@@ -96,7 +96,7 @@ def _jumanji(jax, env) -> FunctionalEnv:
     mask = getattr(obs, "action_mask", None)   # Snake's, Game2048's, ...: one flag per action
     legal = (lambda obs, state: obs.action_mask) if action[0] == "discrete" and mask is not None and \
         mask.shape == (action[1],) else None
-    return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "jumanji", legal)
+    return FunctionalEnv(reset, step, action, *_obs_size(jax, reset, obs), steps, "jumanji", legal)
 
 
 def _pgx(jax, env) -> FunctionalEnv:
@@ -164,10 +164,11 @@ def action_kind(space) -> str:
     return "Discrete" if kind[0] == "discrete" else "Box"
 
 
-def _obs_size(jax, reset) -> tuple:
-    """(length of one env's flattened observation, its bytes as the env gives it), from shapes alone."""
+def _obs_size(jax, reset, obs=None) -> tuple:
+    """(length of one env's flattened observation, its bytes as the env gives it), from shapes alone (`obs`: the
+    observation's shapes where the caller has traced reset already)."""
     import numpy as np
-    obs, _ = jax.eval_shape(reset, jax.random.PRNGKey(0))
+    obs = jax.eval_shape(reset, jax.random.PRNGKey(0))[0] if obs is None else obs
     leaves = jax.tree.leaves(obs)
     return (sum(int(math.prod(leaf.shape)) for leaf in leaves),
             sum(int(math.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize for leaf in leaves))
