@@ -24,6 +24,7 @@ from rlbench.errors import Unsupported
 from rlbench.policy import make_policy
 from rlbench.registry import register, register_policy
 from rlbench.results.metrics import SESSION_METRICS
+from rlbench.running.forking import freeze_gc_across_forks
 from rlbench.running.proctree import become_subreaper  # for adapters whose framework orphans processes
 from rlbench.workload import PolicySpec, Workload
 
@@ -39,3 +40,6 @@ __all__ = [
     # a user's JAX env (family custom, built by its factory): its API, and the env itself
     "JAX_APIS", "env_api", "jax_api", "build_user_env",
 ]
+
+# every process that runs an adapter forks safely: a forked worker never frees its parent's objects
+freeze_gc_across_forks()
