@@ -42,8 +42,12 @@ lint: install
 	$(VENV)/bin/ruff check rlbench adapters tests scripts
 	$(PY) scripts/lint_imports.py
 
+# make test runs the tests on TEST_WORKERS workers, one per core by default (pytest-xdist: each test in one worker, as
+# they must pass with another run beside them); make test-slow one at a time (trainings, clusters and
+# timing-sensitive faults want the machine).
+TEST_WORKERS ?= auto
 test: install install-extras browser lint
-	$(PY) -m pytest -q -m "not slow" --durations=15
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --durations=15
 
 test-slow: install install-extras browser envzoo
 	$(PY) -m pytest -q -m slow --durations=15
