@@ -27,8 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Pong to a return) one more, so it runs only when named (SUITES=train, or with the others).
 SUITES = {
     "replay-quick": [], "train-cpu": [], "jax-cpu": [], "rlpyt-targets": [], "quick": [], "mujoco": [],
-    "brax": [], "replay-reuse": [], "validate": [], "learners": [], "ray": [], "replay": ["--repeats", "1"],
-    "rlpyt": [], "cpu": [], "train": [],
+    "brax": [], "physics": [], "replay-reuse": [], "validate": [], "learners": [], "ray": [],
+    "replay": ["--repeats", "1"], "rlpyt": [], "cpu": [], "train": [],
 }
 DEFAULT = [s for s in SUITES if s != "train"]
 
