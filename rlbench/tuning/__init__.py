@@ -75,7 +75,8 @@ def tune(request, resume: str = None) -> tuple:
         print(f"\nreport: {os.path.join(s.path, 'index.html')}  decision: {os.path.join(s.path, TUNE_JSON)}")
     apart = t.clock.apart_s()
     print(f"rlbench tune: {t.elapsed():.0f} s of the {budget_s:.0f} s budget used"
-          + (f" (and {apart:.0f} s calibrating this machine, apart from it)" if apart >= 0.5 else ""), file=sys.stderr)
+          + (f" (and {apart:.0f} s apart from it: building adapter environments, calibrating this machine)"
+             if apart >= 0.5 else ""), file=sys.stderr)
     return s.exit_code(allow_errors=True) or (0 if t.decision and t.decision.winner else 1), s.path
 
 
@@ -120,7 +121,8 @@ class Tuning:
         s = self.s
         probes = tuple(cell for a in self.runnable for n in probe_sizes(self.cpus, self.max_envs, self.profile)
                        for _, cell in self.space.probe_setting(a, n))
-        envs = s.prepare(Suite("tune", None, None, s.job.settings, probes))
+        with self.clock.apart():   # an adapter environment's first build is once per machine, as the calibration
+            envs = s.prepare(Suite("tune", None, None, s.job.settings, probes))
         kept = {(r.cell_id, r.repeat): r for r in ResultSet.load(s.path).runs
                 if r.status != "lost" and not r.get("profiled")}
         self.rows_before = sorted(kept)
@@ -135,9 +137,10 @@ class Tuning:
         elif s.cluster is not None:
             self.calibration = not_calibrated("on a cluster: the calibration is of this machine")
         else:
+            before = self.clock.apart_s()
             with self.clock.apart():   # once per machine: not the user's budget
                 found = calibrate_here(self.runnable, self.cpus, self.max_envs, envs, measurer, s.path)
-            self.calibration = {**found, "seconds": round(self.clock.apart_s(), 2)}
+            self.calibration = {**found, "seconds": round(self.clock.apart_s() - before, 2)}
             print(f"rlbench tune: calibration: {self.calibration_sentence()}", file=sys.stderr, flush=True)
         self.found.calibration = self.calibration["adapters"]
         write_atomic(os.path.join(s.path, TUNE_JSON), self.record(None))  # a tune killed from here on resumes
