@@ -473,6 +473,12 @@ class EnvPoolXlaSession:
         self.env = envpool.make(workload.env_id, env_type="gymnasium", num_envs=n, batch_size=n,
                                 num_threads=options["num_threads"], seed=workload.seed,
                                 **envpool_kwargs(workload.env_id), **workload.env_kwargs)
+        # EnvPool's custom calls read and write its C++ specs' dtypes: a MuJoCo env's float64 actions and observations
+        # handed over as JAX's default float32 are half the bytes it reads (heap corruption, SIGABRT). A discrete
+        # action is an int32 there, whatever the gymnasium space says (int64)
+        wide = any(np.dtype(sp.dtype) == np.float64 for sp in (self.env.action_space, self.env.observation_space))
+        if wide:
+            jax.config.update("jax_enable_x64", True)
         try:
             handle, recv, send, _ = self.env.xla()
         except Exception as exc:  # EnvPool's XLA needs a JAX whose FFI it was built against
@@ -494,7 +500,8 @@ class EnvPoolXlaSession:
                 key, k_act = jax.random.split(key)
                 handle = send(handle, act(params, obs, k_act), env_id)  # each action to the env it is for
                 handle, (obs, _, _, _, info) = recv(handle)
-                return (handle, obs, info["env_id"], key, count + jnp.count_nonzero(info["elapsed_step"])), None
+                made = jnp.count_nonzero(info["elapsed_step"]).astype(jnp.int32)   # int64 under x64
+                return (handle, obs, info["env_id"], key, count + made), None
             carry = (handle, obs, env_id, key, jnp.int32(0))
             (handle, obs, env_id, key, count), _ = jax.lax.scan(body, carry, None, length=T)
             return handle, obs, env_id, key, count
@@ -507,7 +514,7 @@ class EnvPoolXlaSession:
         self.count = None
         workers = options["num_threads"] or min(n, os.cpu_count() or 1)
         self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": workers, "batch_size": n,
-                     "device_settings": {**settings, "devices": 1}}
+                     "device_settings": {**settings, "devices": 1, "x64": wide}}
 
     def step(self) -> int:
         self.handle, *carry, self.count = self.run(self.handle, *self.carry, self.params)

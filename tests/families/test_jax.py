@@ -310,3 +310,16 @@ def test_the_test_runner_never_started_jax():
     bridge = sys.modules.get("jax._src.xla_bridge")
     started = getattr(bridge, "backends_are_initialized", lambda: False)
     assert not started()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="mujoco not installed")
+def test_envpool_xla_hands_a_mujoco_env_its_float64_actions(tmp_path):
+    """EnvPool's MuJoCo envs take float64 actions and give float64 observations; handed JAX's default float32,
+    its custom calls read twice the bytes there are and the cell died of heap corruption (SIGABRT). The session
+    runs such an env with JAX's 64-bit types, and says so (device_settings.x64)."""
+    run = run_cli(["run", "--adapter", "envpool-xla", "--env", "Ant-v4", "--num-envs", "4", "--opt", "scan_T=8",
+                   "--repeats", "1", "--duration", "0.1"], tmp_path / "run")
+    row = run.row("envpool-xla")
+    assert row["status"] == "ok", row.get("error")
+    assert row["device_settings"]["x64"] is True
+    assert 0 < row["env_steps"] <= row["units"] * 8 * 4   # a reset's slot is no transition
