@@ -11,8 +11,8 @@ agree with CPU MuJoCo from the same state and actions. It runs in the brax envir
 jax 0.9.2, mujoco 4.0.0, mujoco-mjx 3.17.0); the main environment imports this module for names and supports().
 """
 from adapters._kit.jax_policy import make_actor
-from adapters._kit.jax_runtime import JAX_OPTIONS, CompiledScan, jax_supports, pick_devices, start_jax
-from adapters._kit.mujoco_envs import ENVS, RESET_NOISE, TIME_LIMIT_STEPS, gymnasium_model
+from adapters._kit.jax_runtime import JAX_OPTIONS, CompiledScan, pick_devices, scan_supports, start_jax
+from adapters._kit.mujoco_envs import ENVS, RESET_NOISE, TIME_LIMIT_STEPS, gaps_to_cpu, gymnasium_model, solver_settings
 from rlbench.api import Adapter, Option, register
 
 
@@ -59,10 +59,7 @@ def physics(jax, model, frameskip, spec):
 
 def physics_settings(model, frameskip) -> dict:
     """What the row records of the physics it stepped."""
-    import mujoco
-    return {"timestep": float(model.opt.timestep), "frame_skip": frameskip,
-            "solver": mujoco.mjtSolver(model.opt.solver).name, "iterations": int(model.opt.iterations),
-            "ls_iterations": int(model.opt.ls_iterations), "precision": "float32", "impl": "jax"}
+    return {**solver_settings(model), "frame_skip": frameskip, "precision": "float32", "impl": "jax"}
 
 
 class MJXSession(CompiledScan):
@@ -116,11 +113,7 @@ class MJX(Adapter):
     def supports(self, workload, options):
         if workload.env_id not in ENVS:
             return f"mjx steps gymnasium's MuJoCo models of {', '.join(ENVS)}, not {workload.env_id}"
-        if workload.env_kwargs:
-            return f"mjx takes no env_kwargs (got {', '.join(workload.env_kwargs)})"
-        if options["devices"] > 1 and workload.num_envs % options["devices"]:
-            return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
-        return jax_supports(workload, options, self.name)
+        return scan_supports(workload, options, self.name)
 
     def open(self, workload, options):
         return MJXSession(workload, options)
@@ -130,30 +123,19 @@ class MJX(Adapter):
         return [{"scan_T": t} for t in (4, 16, 64)]
 
 
-def states_gap(env_id: str = "Ant-v4", steps: int = 20, seed: int = 0) -> list:
-    """From one reset state and one sequence of random actions, `steps` env steps in MJX (float32) and in CPU
-    MuJoCo (mj_step, float64, as gymnasium steps it). Per env step: the largest difference of qpos and of qvel,
-    divided by the largest magnitude of each in CPU MuJoCo's state, and whether CPU MuJoCo had a contact in any
-    of its frame-skip physics steps so far. The adapter's physics check (tests/frameworks/test_mjx.py)."""
+def states_gap(env_id: str = "Ant-v4", steps: int = 20, seed: int = 0, cone: str = "model") -> list:
+    """MJX (float32) against CPU MuJoCo, from one reset state (drawn in JAX) under one random action sequence
+    (adapters._kit.mujoco_envs.gaps_to_cpu): the adapter's physics check (tests/frameworks/test_mjx.py)."""
     import jax
-    import mujoco
     import numpy as np
 
-    from rlbench.api import PolicySpec, Workload
-    model, frameskip, _, action_space = gymnasium_model(Workload(env_id, 1, PolicySpec(), seed=seed))
-    _, reset, advance, _, _ = physics(jax, model, frameskip, ENVS[env_id])
-    d = jax.jit(reset)(jax.random.PRNGKey(seed))
-    rng = np.random.default_rng(seed)
-    cpu = mujoco.MjData(model)
-    cpu.qpos[:], cpu.qvel[:] = np.asarray(d.qpos, np.float64), np.asarray(d.qvel, np.float64)
-    step, out, touched = jax.jit(advance), [], False
-    for a in rng.uniform(action_space.low, action_space.high, (steps, model.nu)):
-        d = step(d, a.astype(np.float32))
-        cpu.ctrl[:] = a
-        for _ in range(frameskip):
-            mujoco.mj_step(model, cpu)
-            touched = touched or cpu.ncon > 0
-        out.append({name: float(np.abs(np.asarray(getattr(d, name), np.float64) - getattr(cpu, name)).max()
-                                / max(np.abs(getattr(cpu, name)).max(), 1e-9)) for name in ("qpos", "qvel")})
-        out[-1]["contact"] = touched
-    return out
+    def start(model, frameskip, rng):
+        _, reset, advance, _, _ = physics(jax, model, frameskip, ENVS[env_id])
+        d, step = jax.jit(reset)(jax.random.PRNGKey(seed)), jax.jit(advance)
+        state = {"d": d}
+
+        def advance_one(action):
+            state["d"] = step(state["d"], action)
+            return state["d"].qpos, state["d"].qvel
+        return np.asarray(d.qpos, np.float64), np.asarray(d.qvel, np.float64), advance_one
+    return gaps_to_cpu(env_id, steps, seed, cone, start)

@@ -6,7 +6,7 @@ How it is built and counted: docs/strategies/stepping.md, "How the mujoco-rollou
 """
 import os
 
-from adapters._kit.mujoco_envs import ENVS, RESET_NOISE, TIME_LIMIT_STEPS, gymnasium_model
+from adapters._kit.mujoco_envs import ENVS, episode_ends, gymnasium_model, reset_noise
 from rlbench.api import Adapter, Option, env_info, make_policy, register
 
 
@@ -36,7 +36,7 @@ class MujocoRolloutSession:
         self.reset_state = np.empty(mujoco.mj_stateSize(m, self.physics))
         mujoco.mj_getState(m, fresh, self.reset_state, self.physics)
         self.obs_slice = slice(1 + spec["obs_skip_qpos"], 1 + m.nq + m.nv)  # state = [time, qpos, qvel, ...]
-        self.healthy_z = spec["healthy_z"]
+        self.env_id = workload.env_id
         self.rngs = [np.random.default_rng(workload.seed + i) for i in range(n)]  # gymnasium's reset(seed=) rng
         self.state = np.stack([self._reset_state(i) for i in range(n)])
         self.elapsed_steps = np.zeros(n, dtype=np.int64)
@@ -56,9 +56,10 @@ class MujocoRolloutSession:
 
     def _reset_state(self, i):
         """gymnasium's reset_model: the same draws in the same order from env i's generator."""
-        state, rng = self.reset_state.copy(), self.rngs[i]
-        state[1:1 + self.nq] += rng.uniform(-RESET_NOISE, RESET_NOISE, size=self.nq)
-        state[1 + self.nq:1 + self.nq + self.nv] += RESET_NOISE * rng.standard_normal(self.nv)
+        state = self.reset_state.copy()
+        dqpos, qvel = reset_noise(self.rngs[i], self.nq, self.nv)
+        state[1:1 + self.nq] += dqpos
+        state[1 + self.nq:1 + self.nq + self.nv] += qvel
         return state
 
     def step(self) -> int:
@@ -70,12 +71,8 @@ class MujocoRolloutSession:
                              skip_checks=True, nstep=self.chunk * self.frameskip, state=self.trajectory,
                              sensordata=self.sensordata)
         env_steps = self.trajectory[:, self.frameskip - 1::self.frameskip]     # (n, chunk, nstate)
-        done = (self.elapsed_steps[:, None] + np.arange(1, self.chunk + 1)) >= TIME_LIMIT_STEPS
-        if self.healthy_z is not None:
-            low, high = self.healthy_z
-            z = env_steps[:, :, 3]                                              # qpos[2]: the torso's height
-            qpos_qvel = env_steps[:, :, 1:1 + self.nq + self.nv]
-            done |= ~np.isfinite(qpos_qvel).all(axis=2) | (z < low) | (z > high)
+        done = episode_ends(np, self.env_id, self.elapsed_steps[:, None] + np.arange(1, self.chunk + 1),
+                            env_steps[:, :, 1:1 + self.nq], env_steps[:, :, 1 + self.nq:1 + self.nq + self.nv])
         ended = done.any(axis=1)
         made = np.where(ended, done.argmax(axis=1) + 1, self.chunk)
         self.state[:] = self.trajectory[:, -1]

@@ -24,7 +24,7 @@ ATARI = {"frameskip": 4, "noop_max": 30, "screen": 84, "stack": 4}
 @dataclass(frozen=True)
 class EnvInfo:
     env_id: str
-    family: str                 # classic | atari | mujoco | synthetic | brax | gymnasium | custom
+    family: str                 # classic | atari | mujoco | synthetic | brax | dm_control | gymnasium | custom
     frameskip: int = 1          # frames = env steps x frameskip
     kwargs: dict = field(default_factory=dict)   # allowed env_kwargs -> default; None: any (the user's env)
     native: tuple = ()          # families that implement the env natively besides gymnasium
@@ -46,6 +46,13 @@ ENVS = {
     # Brax (JAX) envs: brax.envs.get_environment(<name>); no gymnasium or EnvPool counterpart
     "brax/ant": EnvInfo("brax/ant", "brax", frameskip=5),
     "brax/halfcheetah": EnvInfo("brax/halfcheetah", "brax", frameskip=5),
+    # DeepMind Control tasks by EnvPool's names (its C++ port of dm_control's files), which MuJoCo Playground steps
+    # too (its MJX re-implementation: the same bodies and control step, its own solver settings); frameskip =
+    # physics steps per env step, the same on both sides (tests/frameworks/test_playground.py checks both)
+    **{env_id: EnvInfo(env_id, "dm_control", frameskip=skip, native=("envpool",)) for env_id, skip in (
+        ("CheetahRun-v1", 1), ("HopperHop-v1", 4), ("HopperStand-v1", 4), ("HumanoidRun-v1", 5),
+        ("HumanoidStand-v1", 5), ("HumanoidWalk-v1", 5), ("WalkerRun-v1", 10), ("WalkerStand-v1", 10),
+        ("WalkerWalk-v1", 10))},
     "rlbench/Synthetic-v0": EnvInfo(
         "rlbench/Synthetic-v0", "synthetic",
         kwargs={"step_cost_us": 0.0, "obs_bytes": 64, "episode_len": 1000, "straggler_p": 0.0, "straggler_x": 10.0},
@@ -130,9 +137,12 @@ def env_info(env_id: str) -> EnvInfo:
         return EnvInfo(env_id, "gymnasium", kwargs=None)
     own = "".join(f", or a {f.name} workload, e.g. {f.workload_example}" for f in registry.families()
                   if f.workload_prefix)
+    ours = sorted(k for k, v in ENVS.items() if v.family != "dm_control")
+    dm_control = ", ".join(k for k, v in ENVS.items() if v.family == "dm_control")
     raise UsageError(f"unknown env '{env_id}' (valid: a registered gymnasium id, e.g. Acrobot-v1; "
-                     f"module:EnvId-v0; package.module:make_env; {', '.join(sorted(ENVS))}; an Atari game "
-                     f"as <Game>-v5, e.g. Pong-v5{'' if atari_games() else ' (ale-py is not installed)'}{own})")
+                     f"module:EnvId-v0; package.module:make_env; {', '.join(ours)}; an Atari game "
+                     f"as <Game>-v5, e.g. Pong-v5{'' if atari_games() else ' (ale-py is not installed)'}; "
+                     f"a DeepMind Control task: {dm_control}{own})")
 
 
 def _registered(env_id: str) -> bool:
@@ -466,6 +476,8 @@ def make_env(env_id: str, /, **kwargs):
         return _make_atari(env_id)
     if family == "brax":
         raise Unsupported(f"{env_id} is a Brax env: it runs only inside JAX (adapters brax, brax-ppo)")
+    if family == "dm_control":
+        raise Unsupported(f"{env_id} is a DeepMind Control task: EnvPool's adapters and playground run it")
     return gym.make(env_id, **kwargs)
 
 

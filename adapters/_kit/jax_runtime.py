@@ -94,6 +94,16 @@ def jax_supports(workload, options, adapter: str):
     return None
 
 
+def scan_supports(workload, options, adapter: str):
+    """Why a batched JAX env program cannot take the workload, its env aside: env_kwargs, num_envs split over the
+    devices, the policy inside the program; or None."""
+    if workload.env_kwargs:
+        return f"{adapter} takes no env_kwargs (got {', '.join(workload.env_kwargs)})"
+    if options["devices"] > 1 and workload.num_envs % options["devices"]:
+        return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
+    return jax_supports(workload, options, adapter)
+
+
 def compile_ahead(jax, fn, *args, donate=(0,)):
     """jit -> lower -> compile, timed: (executable, seconds)."""
     t0 = perf_counter()
