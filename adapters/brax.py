@@ -1,4 +1,5 @@
-"""Brax: `brax` (env stepping, jit + vmap inside lax.scan) and `brax-ppo` (Brax's own PPO trainer).
+"""Brax: `brax` (env stepping, jit + vmap inside lax.scan) and `brax-ppo` (Brax's own PPO trainer, on Brax's envs or
+on MuJoCo Playground's DeepMind Control tasks with Playground's wrappers, as Playground trains them).
 
 Both run in their own environment (adapters/envs/brax.txt: jax 0.9.2, brax 0.14.2); the main environment imports
 this module only for names, options and supports(), so brax and jax are imported inside the sessions only.
@@ -11,6 +12,7 @@ from time import perf_counter
 
 from adapters._kit.jax_policy import make_actor
 from adapters._kit.jax_runtime import JAX_OPTIONS, CompiledScan, jax_supports, pick_devices, start_jax
+from adapters._kit.playground_envs import IMPL, TASKS, load_env, physics_settings
 from rlbench.api import Adapter, Option, Unsupported, register
 
 ENVS = {"brax/ant": "ant", "brax/halfcheetah": "halfcheetah"}   # rlbench id -> brax.envs name
@@ -23,9 +25,10 @@ BACKEND = Option("backend", str, "positional", "Brax physics pipeline (positiona
 EPISODE_LENGTH = Option("episode_length", int, 1000, "steps before EpisodeWrapper truncates an episode", low=1)
 
 
-def _common_supports(workload, options, adapter):
-    if workload.env_id not in ENVS:
-        return f"{adapter} has no env {workload.env_id} (valid: {', '.join(ENVS)})"
+def _common_supports(workload, options, adapter, playground=False):
+    valid = {**ENVS, **(TASKS if playground else {})}
+    if workload.env_id not in valid:
+        return f"{adapter} has no env {workload.env_id} (valid: {', '.join(valid)})"
     if workload.env_kwargs:
         return f"{adapter} takes no env_kwargs (got {', '.join(workload.env_kwargs)})"
     if options["backend"] not in BACKENDS:   # options come typed and checked; kept for direct callers
@@ -169,7 +172,7 @@ class BraxPPOSession:
                 raise _Stop
 
         evals = 10 ** 9   # epochs; train() never gets through them: close() stops it
-        kwargs = self._train_kwargs(workload, options, evals, K * per_step * (evals - 1), progress, want)
+        kwargs, physics = self._train_kwargs(workload, options, evals, K * per_step * (evals - 1), progress, want)
 
         def run():
             try:
@@ -196,7 +199,7 @@ class BraxPPOSession:
         self.metrics = self
         self.info = {"compile_s": self.compile_s, "device": devices[0].platform, "workers": want,
                      "batch_size": per_step,
-                     "device_settings": {**settings, "devices": want, "backend": options["backend"]}}
+                     "device_settings": {**settings, "devices": want, **physics}}
 
     @staticmethod
     def _train_kwargs(workload, options, evals, num_timesteps, progress, devices):
@@ -204,8 +207,16 @@ class BraxPPOSession:
 
         from brax.training.agents.ppo import networks as ppo_networks
         hidden = tuple(workload.policy.hidden)
+        if workload.env_id in TASKS:   # a Playground task, trained as Playground trains it: its own wrappers
+            from mujoco_playground import wrapper
+            env, config = load_env(TASKS[workload.env_id], options["impl"])
+            own = {"environment": env, "wrap_env_fn": wrapper.wrap_for_brax_training}
+            physics = {"playground_env": TASKS[workload.env_id], "physics": physics_settings(env, config)}
+        else:
+            own = {"environment": make_env(workload, options)}
+            physics = {"backend": options["backend"]}
         return dict(
-            environment=make_env(workload, options), num_timesteps=num_timesteps, num_evals=evals,
+            **own, num_timesteps=num_timesteps, num_evals=evals,
             max_devices_per_host=devices, num_envs=workload.num_envs, episode_length=options["episode_length"],
             action_repeat=options["action_repeat"], unroll_length=options["unroll_length"],
             batch_size=options["batch_size"], num_minibatches=options["num_minibatches"],
@@ -215,7 +226,7 @@ class BraxPPOSession:
             network_factory=functools.partial(ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=hidden,
                                               value_hidden_layer_sizes=hidden),
             seed=workload.seed, run_evals=options["eval_envs"] > 0, num_eval_envs=max(options["eval_envs"], 1),
-            progress_fn=progress)
+            progress_fn=progress), physics
 
     def _next(self):
         kind, value, metrics = self.results.get()
@@ -257,6 +268,7 @@ class BraxPPOSession:
 
 PPO_OPTIONS = (
     BACKEND,
+    IMPL,
     EPISODE_LENGTH,
     Option("unroll_length", int, 5, "steps per env per unroll (Brax's unroll_length)", low=1),
     Option("batch_size", int, 64, "unrolls per minibatch; batch_size x num_minibatches must be a multiple of "
@@ -300,7 +312,7 @@ class BraxPPO(Adapter):
         if rollout % workload.num_envs:
             return (f"batch_size x num_minibatches = {rollout} must be a multiple of num_envs={workload.num_envs} "
                     f"(Brax's PPO)")
-        return _common_supports(workload, options, self.name)
+        return _common_supports(workload, options, self.name, playground=True)
 
     def open(self, workload, options):
         return BraxPPOSession(workload, options)

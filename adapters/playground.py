@@ -17,36 +17,8 @@ from time import perf_counter
 
 from adapters._kit.jax_policy import make_actor
 from adapters._kit.jax_runtime import JAX_OPTIONS, CompiledScan, pick_devices, scan_supports, start_jax
-from adapters._kit.mujoco_envs import solver_settings
+from adapters._kit.playground_envs import IMPL, TASKS, load_env, physics_settings
 from rlbench.api import Adapter, Option, register
-
-# the env ids (rlbench.envs, family dm_control: EnvPool's names) -> Playground's registry names
-TASKS = {env_id: env_id.removesuffix("-v1") for env_id in (
-    "CheetahRun-v1", "HopperHop-v1", "HopperStand-v1", "HumanoidRun-v1", "HumanoidStand-v1", "HumanoidWalk-v1",
-    "WalkerRun-v1", "WalkerStand-v1", "WalkerWalk-v1")}
-
-
-def load_env(name: str, impl: str):
-    """Playground's env and its config, impl as asked ("default": the env's own)."""
-    from mujoco_playground import registry
-    config = registry.get_default_config(name)
-    if impl != "default":
-        config.impl = impl
-    return registry.load(name, config=config), config
-
-
-def physics_settings(env, config) -> dict:
-    """What the row records of the physics it stepped: the model's options as Playground set them."""
-    import mujoco
-    m = env.mj_model
-    out = {**solver_settings(m), "frame_skip": int(env.n_substeps), "ctrl_dt": float(env.dt),
-           "cone": mujoco.mjtCone(m.opt.cone).name,
-           "eulerdamp": not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP,
-           "precision": "float32", "impl": str(env.mjx_model.impl.value)}
-    for key in ("naconmax", "njmax"):
-        if key in config:
-            out[key] = int(config[key])
-    return out
 
 
 class PlaygroundSession(CompiledScan):
@@ -109,8 +81,7 @@ class Playground(Adapter):
                    "warp (MuJoCo Warp)")
     requires = ("mujoco_playground", "jax")
     options = (Option("scan_T", int, 16, "env steps per unit (one lax.scan; each of num_envs envs)", low=1),
-               Option("impl", str, "default", "physics: Playground's own choice for the env (default), jax (MJX) "
-                                              "or warp (MuJoCo Warp through MJX)", ("default", "jax", "warp")),
+               IMPL,
                Option("full_reset", bool, False, "an ended env runs env.reset (True) or takes the cached first "
                                                  "state (False, Playground's default): what a reset costs"),
                Option("episode_length", int, 0, "steps before an episode is cut; 0 = the env's config", low=0),

@@ -87,3 +87,30 @@ def test_a_cheetah_cell_runs_with_exact_counts():
     physics = row["device_settings"]["physics"]
     assert physics == {**physics, "impl": "jax", "frame_skip": 1, "timestep": 0.01, "iterations": 4,
                        "ls_iterations": 8, "precision": "float32"}
+
+
+def test_brax_ppo_trains_the_tasks_and_no_other_adapter_steps_them_as_brax_envs():
+    mlp = PolicySpec("mlp", hidden=(32, 32))
+    ppo = registry.get("brax-ppo")
+    assert ppo().supports(Workload("HumanoidWalk-v1", 16, mlp), ppo.resolve_options({"batch_size": 16})) is None
+    assert "valid: brax/ant, brax/halfcheetah, CheetahRun-v1" in ppo().supports(
+        Workload("Ant-v4", 16, mlp), ppo.resolve_options({"batch_size": 16}))
+    brax = registry.get("brax")
+    assert "valid: brax/ant, brax/halfcheetah)" in brax().supports(Workload("CheetahRun-v1", 16),
+                                                                   brax.resolve_options({}))
+
+
+@pytest.mark.slow
+def test_brax_ppo_trains_a_playground_task_with_playgrounds_wrappers():
+    options = {"impl": "jax", "batch_size": 16, "num_minibatches": 4}
+    spec = Cell("brax-ppo", Workload("CheetahRun-v1", 16, PolicySpec("mlp", hidden=(32, 32))),
+                registry.get("brax-ppo").resolve_options(options), options).spec(SETTINGS, 0)
+    out = subprocess.run([_brax_python(), "-m", "rlbench.running.child", json.dumps(spec)], cwd=REPO,
+                         capture_output=True, text=True, timeout=600)
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    assert row["status"] == "ok", (row.get("error"), out.stderr[-2000:])
+    # one unit = one Brax training step: batch_size x unroll_length x num_minibatches env steps
+    assert row["env_steps"] == row["units"] * 16 * 5 * 4 and row["updates_per_s"] > 0
+    settings = row["device_settings"]
+    assert settings["playground_env"] == "CheetahRun" and settings["physics"]["impl"] == "jax"
+    assert "backend" not in settings
