@@ -1,7 +1,7 @@
 """The device kit: rlbench's GPU and 16-core checks, prepared here for a lent GPU machine that is bare (no
 gymnasium, gymnax, envpool or plotly, no network) and lent for minutes, so that its time goes to measuring.
 
-    python scripts/device_kit.py build [--rehearse] [--parts gpu-policy,gpu-jax,gpu-torch,cores16,tune16] [--out DIR]
+    python scripts/device_kit.py build [--rehearse] [--parts gpu-policy,gpu-jax,...,tune16] [--out DIR]
     python scripts/device_kit.py unpack FILES_AT --kind nvidia-h100-x1      (what came back -> reports/reference)
 
 `build` (`make device-kit`) downloads, for each part, the wheels that machine lacks (pinned by constraints.txt,
@@ -49,6 +49,10 @@ PARTS = {
     "gpu-policy": GYMNASIUM + ("envpool", "dm-env", "dm-tree", "optree", "types-protobuf", "ale-py"),
     "gpu-jax": GYMNASIUM + ("gymnax", "plotly"),
     "gpu-torch": GYMNASIUM + ("plotly",),
+    # MJX on gymnasium's MuJoCo model (run in the machine's interpreter: RLBENCH_ENVS_HERE=brax) and mujoco.rollout;
+    # MuJoCo 4.0.0 is three wheels (core 9.7 MB, studio 12.8 MB), leaving no room for EnvPool or plotly
+    "gpu-physics": GYMNASIUM + ("mujoco", "mujoco-core", "mujoco-studio", "glfw", "pyopengl", "mujoco-mjx",
+                                "trimesh"),
     # suites/device/tune16.sh: check-tune's panel strategies (serial, rlpyt, gymnasium, sb3-subproc)
     "tune16": GYMNASIUM + ("stable-baselines3",),
     # EnvPool (53 MB) leaves no room for plotly (10 MB): this part's page is made back home

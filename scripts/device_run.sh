@@ -2,7 +2,7 @@
 # One part of the device kit, run where it lands: on a lent GPU machine (python3 with CUDA torch and jax, no
 # network), with the part's wheels carried in .device-kit/PART (`make device-kit` made them and printed this call):
 #
-#     bash scripts/device_run.sh PART                  # PART: gpu-policy, gpu-jax, gpu-torch, cores16, tune16
+#     bash scripts/device_run.sh PART                  # PART: gpu-policy, gpu-jax, gpu-torch, gpu-physics, cores16, tune16
 #     bash scripts/device_run.sh PART --rehearse       # here, on CPU, tiny sizes, .device-kit-rehearse/PART
 #     bash scripts/device_run.sh PART --only GLOB      # only the part's cells matching GLOB (rerun what broke)
 #                                                      # (tune16, a script part: --only ENVS, its panel entries)
@@ -80,6 +80,7 @@ else
   export PYTHONPATH=$site
 fi
 export PYTHONUNBUFFERED=1
+export RLBENCH_ENVS_HERE=brax   # no network to build the brax environment: its adapters (mjx) run here, on the kit
 echo "device_run: $part on $(hostname), kit installed in $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "device_run: no nvidia-smi"
 

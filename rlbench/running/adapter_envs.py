@@ -20,6 +20,9 @@ import rlbench
 ROOT = rlbench.ROOT
 READY = "rlbench-env.json"     # written last: the build finished and what it holds
 PINS_VAR = "RLBENCH_ENV_PINS"   # "name=file;...": a named environment built from another pin file (bisect --package)
+# "name,...": these environments' adapters run in this interpreter, whose own packages hold them (a machine with no
+# network to build them, such as the lent GPU machine with its CUDA jax)
+HERE_VAR = "RLBENCH_ENVS_HERE"
 SHOWN = ("Collecting", "Downloading", "Installing", "Successfully", "ERROR", "error:")  # pip lines shown live
 
 
@@ -173,13 +176,19 @@ def venvs_dir() -> str:
 
 def environment_of(adapter_cls):
     """The adapter's own environment, or None when it runs in the main one. $RLBENCH_ENV_PINS
-    (`name=file;...`, what `rlbench bisect --package` sets) builds a named environment from another pin file."""
+    (`name=file;...`, what `rlbench bisect --package` sets) builds a named environment from another pin file;
+    $RLBENCH_ENVS_HERE (`name,...`) runs a named environment's adapters in this interpreter instead."""
     name = getattr(adapter_cls, "environment", "")
-    if not name:
+    if not name or name in envs_here():
         return None
     path = pin_overrides().get(name) or os.path.join(os.path.dirname(inspect.getfile(adapter_cls)), "envs",
                                                        f"{name}.txt")
     return AdapterEnv(name, path, [adapter_cls.name])
+
+
+def envs_here() -> set:
+    """The environments $RLBENCH_ENVS_HERE runs in this interpreter."""
+    return {name.strip() for name in os.environ.get(HERE_VAR, "").split(",") if name.strip()}
 
 
 def pin_overrides() -> dict:

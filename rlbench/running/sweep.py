@@ -11,6 +11,7 @@ from rlbench.envs import refusal
 from rlbench.planning.plan import interleave
 from rlbench.results.model import ResultSet, frames
 from rlbench.results.store import ResultStore
+from rlbench.running.adapter_envs import environment_of
 from rlbench.running.progress import Progress
 from rlbench.running.reaper import Reaper
 from rlbench.running.runner import Runner
@@ -38,8 +39,9 @@ def skip_reason(cell, envs: dict):
     for a reason of this machine's, rlbench.planning.drop.MACHINE_REASONS)."""
     cls = registry.get(cell.adapter)
     adapter = cls()
-    if cls.environment:
-        prepared = envs.get(cls.environment)
+    own = environment_of(cls)   # None also for an environment $RLBENCH_ENVS_HERE runs in this interpreter
+    if own is not None:
+        prepared = envs.get(own.name)
         if prepared is None or prepared.python is None:
             return (prepared.status, prepared.reason) if prepared else ("unsupported", "environment not prepared")
         reason = refusal(adapter, cell.workload, cell.options)

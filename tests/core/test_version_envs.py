@@ -90,3 +90,14 @@ def test_a_cell_of_an_adapter_environment_bisects_in_that_environment(tmp_path):
     assert VersionRuns("numpy", str(suite), "serial/*", str(tmp_path / "o")).adapter_env is None
     with pytest.raises(UsageError, match=r"several environments \(main, pufferlib\)"):
         VersionRuns("numpy", str(suite), "*", str(tmp_path / "o"))
+
+
+def test_envs_here_runs_an_environments_adapters_in_this_interpreter(monkeypatch):
+    """A machine that cannot build the brax environment (no network) but holds its packages runs its adapters in
+    its own interpreter; where a package is missing there, the adapter says which."""
+    playground = registry.get("playground")
+    assert adapter_envs.environment_of(playground).name == "brax"
+    monkeypatch.setenv("RLBENCH_ENVS_HERE", "rllib, brax")
+    assert adapter_envs.environment_of(playground) is None
+    assert adapter_envs.environment_of(registry.get("sample-factory")).name == "sample-factory"
+    assert playground().available() == "package not installed: mujoco_playground"
