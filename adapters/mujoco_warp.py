@@ -64,8 +64,7 @@ class MujocoWarpSession:
                 with wp.ScopedCapture(device) as capture:
                     self._advance()
                 self.graph = capture.graph
-            mjw.reset_data(self.m, self.d)           # the warm-up's steps undone: every world starts fresh
-            self._reset(np.ones(n, dtype=np.bool_))
+            self._reset(np.ones(n, dtype=np.bool_))   # the warm-up's steps undone: every world starts fresh
         self.elapsed_steps = np.zeros(n, dtype=np.int64)
         self.starts = np.ones(n, dtype=np.bool_)     # a recurrent policy's episode starts: the envs reset last unit
         self.obs = self._observe(self.d.qpos.numpy(), self.d.qvel.numpy())
