@@ -1,5 +1,6 @@
-"""`cleanrl-ppo` (learner): a compact CleanRL-style PPO (ppo.py / ppo_atari.py) with the vector env underneath
-swapped by `vec`: `dummy` (gymnasium SyncVectorEnv), `subproc` (AsyncVectorEnv) or `envpool` (EnvPool's pool).
+"""`cleanrl-ppo` (learner): a compact CleanRL-style PPO (ppo.py / ppo_atari.py for discrete actions,
+ppo_continuous_action.py for continuous ones) with the vector env underneath swapped by `vec`: `dummy` (gymnasium
+SyncVectorEnv), `subproc` (AsyncVectorEnv) or `envpool` (EnvPool's pool).
 
 One unit is one PPO iteration. EnvPool's reset slots are masked out of GAE and the loss and not counted, so every
 `vec` counts the same transitions. How it is built: docs/strategies/learners.md.
@@ -12,15 +13,17 @@ import numpy as np
 
 from adapters._kit.gym_vec import close_vector
 from adapters._kit.learner_nets import learner_reason
-from adapters._kit.nets import CNN_POLICIES, Torso, actor_critic, obs_scale, torso_of
+from adapters._kit.nets import CNN_POLICIES, Torso, actor_critic, flat_obs, obs_scale, obs_size, torso_of
 from adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
+    ENT_COEF_GAUSSIAN,
     GAE_LAMBDA,
     GAMMA,
     HISTORY,
     LEARNER_OPTIONS,
     MAX_GRAD_NORM,
+    NORM_CLIP,
     VF_COEF,
     default_target,
     learner_supports,
@@ -28,6 +31,7 @@ from adapters._kit.ppo import (
 from rlbench.api import Adapter, Unsupported, env_fns, env_info, envpool_kwargs, register
 
 STAGES = ("env", "inference", "learn")
+GAUSSIAN_ACT = ("Discrete", "Box")     # a categorical or a Gaussian
 
 
 # -- the vector envs underneath -----------------------------------------------------------------------------
@@ -72,6 +76,7 @@ class EnvPoolVec:
                                 **envpool_kwargs(workload.env_id), **workload.env_kwargs)
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
+        self.action_dtype = np.int32 if self.action_space.shape == () else self.action_space.dtype
         self.ids = np.arange(workload.num_envs, dtype=np.int32)
         # EnvPool's num_threads=0 means min(batch_size, hardware threads)
         self.workers = num_threads or min(workload.num_envs, os.cpu_count() or 1)
@@ -81,7 +86,7 @@ class EnvPoolVec:
         return self._ordered(info, obs)[0]
 
     def step(self, actions):
-        obs, reward, terminated, truncated, info = self.env.step(actions.astype(np.int32, copy=False))
+        obs, reward, terminated, truncated, info = self.env.step(actions.astype(self.action_dtype, copy=False))
         return self._ordered(info, obs, reward, terminated | truncated, info["elapsed_step"] > 0)
 
     def _ordered(self, info, *arrays):
@@ -89,15 +94,19 @@ class EnvPoolVec:
         ids = info["env_id"]
         if np.array_equal(ids, self.ids):
             return arrays
-        out = []
-        for x in arrays:
-            y = np.empty_like(x)
-            y[ids] = x
-            out.append(y)
-        return tuple(out)
+        return tuple(_by_env(x, ids) for x in arrays)
 
     def close(self):
         self.env.close()
+
+
+def _by_env(x, ids):
+    """Rows of a batch (an array, or a dict of them for a Dict observation) put back in env order."""
+    if isinstance(x, dict):
+        return {k: _by_env(v, ids) for k, v in x.items()}
+    y = np.empty_like(x)
+    y[ids] = x
+    return y
 
 
 def make_vec(workload, vec: str, num_threads: int = 0):
@@ -194,6 +203,53 @@ def torso_actor_critic(torso, n_actions: int, scale: float):
     return TorsoActorCritic()
 
 
+def gaussian(net, n_actions: int):
+    """ppo_continuous_action.py's Agent: the actor's output is the mean of a diagonal Gaussian whose log std
+    is a learned vector (zeros at the start), the same for every observation."""
+    import torch
+
+    class Gaussian(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+            self.logstd = torch.nn.Parameter(torch.zeros(1, n_actions))
+
+        def forward(self, x):
+            return self.net(x)
+
+        def dist(self, mean):
+            return torch.distributions.Normal(mean, self.logstd.exp().expand_as(mean))
+
+    return Gaussian()
+
+
+class Normalizer:
+    """ppo_continuous_action.py's wrappers (NormalizeObservation, NormalizeReward, each clipped to +-10) done
+    on the batch in the learner, so every `vec` trains on the same normalization: one running mean/std of the
+    observations, one of each env's discounted return (gymnasium's RunningMeanStd, its epsilon 1e-8)."""
+
+    EPS = 1e-8
+
+    def __init__(self, obs_shape, num_envs: int):
+        from gymnasium.wrappers.utils import RunningMeanStd
+        self.obs_rms = RunningMeanStd(shape=obs_shape)
+        self.ret_rms = RunningMeanStd(shape=())
+        self.returns = np.zeros(num_envs)
+
+    def obs(self, obs):
+        self.obs_rms.update(obs)
+        z = (obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + self.EPS)
+        return np.clip(z, -NORM_CLIP, NORM_CLIP).astype(np.float32)
+
+    def reward(self, reward, done, valid):
+        """`valid` None: every slot a transition; else EnvPool's reset slots (False) leave the statistics alone."""
+        self.returns = self.returns * GAMMA * (1.0 - done) + reward
+        counted = self.returns if valid is None else self.returns[valid]
+        if counted.size:
+            self.ret_rms.update(counted)
+        return np.clip(reward / np.sqrt(self.ret_rms.var + self.EPS), -NORM_CLIP, NORM_CLIP)
+
+
 # -- the learner ---------------------------------------------------------------------------------------------
 
 class CleanRLPPOSession:
@@ -210,30 +266,40 @@ class CleanRLPPOSession:
         import gymnasium as gym
         import torch
         space = self.vec.action_space
-        if not isinstance(space, gym.spaces.Discrete):
-            raise Unsupported(f"cleanrl-ppo samples a categorical: needs a Discrete action space "
-                              f"(got {type(space).__name__})")
+        self.gaussian = isinstance(space, gym.spaces.Box) and len(space.shape) == 1
+        if not (self.gaussian or isinstance(space, gym.spaces.Discrete)):
+            raise Unsupported(f"cleanrl-ppo samples a categorical (Discrete actions) or a Gaussian (Box actions "
+                              f"of one axis): got {space}")
         self.torch = torch
-        self.action_start = int(space.start)
+        self.action_start = 0 if self.gaussian else int(space.start)
         device = workload.policy.device
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise Unsupported("no CUDA device")
         self.device = torch.device(device)
         obs_space = self.vec.observation_space
-        shape, dtype = tuple(obs_space.shape), np.dtype(obs_space.dtype)
+        self.flatten = not isinstance(obs_space, gym.spaces.Box)   # a Dict (EnvPool's DeepMind Control tasks)
+        if self.flatten:
+            shape, dtype = (obs_size(obs_space),), np.dtype(np.float32)
+        else:
+            shape, dtype = tuple(obs_space.shape), np.dtype(obs_space.dtype)
         image = len(shape) == 3
         self.clip_coef = CLIP_COEF["image" if image else "vector"]
         self.clip_reward = env_info(workload.env_id).family == "atari"
 
         torch.manual_seed(workload.seed)
-        n_actions = int(space.n)
+        n_actions = int(space.shape[0]) if self.gaussian else int(space.n)
         if workload.policy.name in CNN_POLICIES:
             net = torso_actor_critic(torso_of(workload.policy, obs_space), n_actions, obs_scale(dtype))
         elif image:
             net = nature_cnn(shape[0], n_actions)
         else:
             net = mlp_actor_critic(shape, workload.policy.hidden, n_actions, dtype == np.uint8)
-        self.net = net.to(self.device)
+        self.net = (gaussian(net, n_actions) if self.gaussian else net).to(self.device)
+        self.ent_coef = ENT_COEF_GAUSSIAN if self.gaussian else ENT_COEF
+        # a Gaussian's actions are clipped to the space as they go to the env (CleanRL's ClipAction), and its
+        # observations and rewards normalized (float observations only: frames are scaled by the network)
+        self.low, self.high = (space.low, space.high) if self.gaussian else (None, None)
+        self.norm = Normalizer(shape, workload.num_envs) if self.gaussian and dtype != np.uint8 else None
         self.lr = options["lr"]
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.lr, eps=1e-5)
         self.gen = torch.Generator(self.device)
@@ -246,14 +312,15 @@ class CleanRLPPOSession:
         self.num_iterations = max(options["total_timesteps"] // self.batch, 1)
         obs_dtype = torch.uint8 if dtype == np.uint8 else torch.float32
         self.buf_obs = torch.zeros((T, N, *shape), dtype=obs_dtype, device=self.device)
-        self.buf_actions = torch.zeros((T, N), dtype=torch.int64, device=self.device)
+        self.buf_actions = (torch.zeros((T, N, n_actions), device=self.device) if self.gaussian
+                            else torch.zeros((T, N), dtype=torch.int64, device=self.device))
         self.buf_logp = torch.zeros((T, N), device=self.device)
         self.buf_values = torch.zeros((T, N), device=self.device)
         self.rewards = np.zeros((T, N), dtype=np.float32)
         self.dones = np.zeros((T, N), dtype=np.float32)
         self.valid = np.ones((T, N), dtype=bool)
 
-        self.obs = self.vec.reset()
+        self.obs = self._observe(self.vec.reset())
         self.ep_ret = np.zeros(N, dtype=np.float64)
         self.history = deque(maxlen=HISTORY)
         self.episodes = 0
@@ -265,6 +332,12 @@ class CleanRLPPOSession:
         self.metrics = self
         self.info = {"workers": self.vec.workers, "batch_size": self.batch}
         self.reset()   # the window's marks: from the start until the harness opens its window
+
+    def _observe(self, obs):
+        """The observation batch as the network takes it: flattened (a Dict's parts), normalized (a Gaussian's)."""
+        if self.flatten:
+            obs = flat_obs(obs)
+        return obs if self.norm is None else self.norm.obs(obs)
 
     # -- one PPO iteration --
     def step(self) -> int:
@@ -286,19 +359,30 @@ class CleanRLPPOSession:
             t0 = perf_counter_ns()
             self.buf_obs[t].copy_(torch.as_tensor(self.obs))
             with torch.no_grad():
-                logits, value = self.net(self.buf_obs[t])
-                logp_all = torch.log_softmax(logits, -1)
-                action = torch.multinomial(logp_all.exp(), 1, generator=self.gen)
-                self.buf_logp[t] = logp_all.gather(1, action).squeeze(1)
-            self.buf_actions[t] = action.squeeze(1)
+                out, value = self.net(self.buf_obs[t])
+                if self.gaussian:
+                    dist = self.net.dist(out)
+                    action = torch.normal(out, dist.scale, generator=self.gen)
+                    self.buf_logp[t] = dist.log_prob(action).sum(-1)
+                    self.buf_actions[t] = action
+                    actions = np.clip(action.cpu().numpy(), self.low, self.high)
+                else:
+                    logp_all = torch.log_softmax(out, -1)
+                    action = torch.multinomial(logp_all.exp(), 1, generator=self.gen)
+                    self.buf_logp[t] = logp_all.gather(1, action).squeeze(1)
+                    self.buf_actions[t] = action.squeeze(1)
+                    actions = action.squeeze(1).cpu().numpy() + self.action_start
             self.buf_values[t] = value
-            actions = action.squeeze(1).cpu().numpy()
             t1 = perf_counter_ns()
-            self.obs, reward, done, valid = self.vec.step(actions + self.action_start)
+            obs, reward, done, valid = self.vec.step(actions)
             t2 = perf_counter_ns()
             ns["inference"] += t1 - t0
             ns["env"] += t2 - t1
-            self.rewards[t] = np.sign(reward) if self.clip_reward else reward
+            self.obs = self._observe(obs)
+            if self.norm is not None:
+                self.rewards[t] = self.norm.reward(reward, done, valid)
+            else:
+                self.rewards[t] = np.sign(reward) if self.clip_reward else reward
             self.dones[t] = done
             if valid is None:
                 made += self.N
@@ -334,7 +418,7 @@ class CleanRLPPOSession:
 
         dev = self.device
         b_obs = self.buf_obs.reshape(self.batch, *self.buf_obs.shape[2:])
-        b_actions = self.buf_actions.reshape(-1)
+        b_actions = self.buf_actions.reshape(self.batch, *self.buf_actions.shape[2:])
         b_logp = self.buf_logp.reshape(-1)
         b_values = self.buf_values.reshape(-1)
         b_adv = torch.as_tensor(advantages.reshape(-1), device=dev)
@@ -347,10 +431,15 @@ class CleanRLPPOSession:
                 if mb.size == 0:
                     continue
                 mb = torch.as_tensor(mb, device=dev)
-                logits, new_value = self.net(b_obs[mb])
-                logp_all = torch.log_softmax(logits, -1)
-                new_logp = logp_all.gather(1, b_actions[mb].unsqueeze(1)).squeeze(1)
-                entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+                out, new_value = self.net(b_obs[mb])
+                if self.gaussian:
+                    dist = self.net.dist(out)
+                    new_logp = dist.log_prob(b_actions[mb]).sum(-1)
+                    entropy = dist.entropy().sum(-1).mean()
+                else:
+                    logp_all = torch.log_softmax(out, -1)
+                    new_logp = logp_all.gather(1, b_actions[mb].unsqueeze(1)).squeeze(1)
+                    entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
                 ratio = (new_logp - b_logp[mb]).exp()
                 adv = b_adv[mb]
                 if adv.numel() > 1:
@@ -358,7 +447,7 @@ class CleanRLPPOSession:
                 pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
                 v_clipped = b_values[mb] + (new_value - b_values[mb]).clamp(-clip, clip)
                 v_loss = 0.5 * torch.max((new_value - b_returns[mb]) ** 2, (v_clipped - b_returns[mb]) ** 2).mean()
-                loss = pg_loss - ENT_COEF * entropy + VF_COEF * v_loss
+                loss = pg_loss - self.ent_coef * entropy + VF_COEF * v_loss
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.net.parameters(), MAX_GRAD_NORM)
@@ -399,13 +488,15 @@ class CleanRLPPOSession:
 class CleanRLPPO(Adapter):
     name = "cleanrl-ppo"
     kind = "learner"
-    description = ("CleanRL-style PPO (GAE, clipped losses, minibatch epochs) on a chosen vector env: "
+    description = ("CleanRL-style PPO (GAE, clipped losses, minibatch epochs; a categorical or, for continuous "
+                   "actions, a Gaussian with normalized observations and rewards) on a chosen vector env: "
                    "dummy, subproc or envpool; one unit = one rollout + update")
     requires = ("torch", "gymnasium")
     options = LEARNER_OPTIONS
 
     def supports(self, workload, options):
-        return learner_reason(self.name, workload, lambda w: learner_supports(self.name, w, options, nets=True),
+        return learner_reason(self.name, workload,
+                              lambda w: learner_supports(self.name, w, options, nets=True, act=GAUSSIAN_ACT),
                               "its policy")
 
     def open(self, workload, options):

@@ -3,16 +3,27 @@ num_envs worlds of one batched Data: GPU physics beside mjx's, mujoco-rollout's 
 
 Physics stepping, not a vector env, as mujoco-rollout: one unit is one env step of every world (frame skip
 mjw.step calls), the project's policy once per unit on gymnasium's observation (qpos without the leading entries
-it leaves out, qvel), Ant's termination, the time limit and gymnasium's reset (each env's own generator), the
-ended worlds reset in the unit that ended them. The policy sees host arrays: on a GPU the observation crosses to
-the host and the actions back each unit, inside the measured step (docs/strategies/jax.md). Warp keeps the
-model's solver and iterations in float32; Warp compiles its kernels on first use into its kernel cache
-($WARP_CACHE_PATH, else Warp's default): compile_s is that first step, and a warm cache makes it a load. On a
-CPU, Warp runs each kernel on one thread: the CPU path checks the physics, the GPU path is the one to time.
+it leaves out, qvel, Humanoid's MjData fields), its termination, the time limit and gymnasium's reset (each env's
+own generator), the ended worlds reset in the unit that ended them. The policy sees host arrays: on a GPU the
+observation crosses to the host and the actions back each unit, inside the measured step (docs/strategies/jax.md).
+Warp keeps the model's solver (Newton in place of PGS, which it lacks: Humanoid-v4) and iterations in float32;
+Warp compiles its kernels on first use into its kernel cache ($WARP_CACHE_PATH, else Warp's default): compile_s is
+that first step, and a warm cache makes it a load. On a CPU, Warp runs each kernel on one thread: the CPU path
+checks the physics, the GPU path is the one to time.
 """
 import time
 
-from adapters._kit.mujoco_envs import ENVS, episode_ends, gaps_to_cpu, gymnasium_model, reset_noise, solver_settings
+from adapters._kit.mujoco_envs import (
+    ENVS,
+    GPU_SOLVERS,
+    episode_ends,
+    gaps_to_cpu,
+    gymnasium_model,
+    observation,
+    reset_noise,
+    set_solver,
+    solver_settings,
+)
 from rlbench.api import Adapter, Option, Unsupported, env_info, make_policy, register
 
 
@@ -29,11 +40,11 @@ def start_warp(device: str):
     return wp, wp.get_device(device)
 
 
-def physics_settings(model, frameskip, data) -> dict:
+def physics_settings(model, frameskip, data, replaced) -> dict:
     """What the row records of the physics it stepped: the model's options as MuJoCo Warp keeps them, and the
     contact and constraint buffers it was given per world."""
     return {**solver_settings(model), "frame_skip": frameskip, "precision": "float32", "impl": "warp",
-            "nconmax": int(data.naconmax // data.nworld), "njmax": int(data.njmax)}
+            "nconmax": int(data.naconmax // data.nworld), "njmax": int(data.njmax), **replaced}
 
 
 class MujocoWarpSession:
@@ -45,9 +56,10 @@ class MujocoWarpSession:
         self.np, self.mjw, self.env_id = np, mjw, workload.env_id
         self.wp, self.device = wp, device
         model, self.frameskip, obs_space, action_space = gymnasium_model(workload)
+        replaced = set_solver(model, options["solver"], "mujoco-warp", GPU_SOLVERS)
+        self.fields = ENVS[workload.env_id]["obs_fields"]
         self.policy = make_policy(workload, obs_space, action_space)
         n, self.n, self.nq, self.nv = workload.num_envs, workload.num_envs, model.nq, model.nv
-        self.skip = ENVS[workload.env_id]["obs_skip_qpos"]
         fresh = mujoco.MjData(model)                 # as mj_resetData leaves it: qpos0, zeros
         self.qpos0 = fresh.qpos.copy()
         sizes = {k: options[k] for k in ("nconmax", "njmax") if options[k]}
@@ -67,32 +79,45 @@ class MujocoWarpSession:
             self._reset(np.ones(n, dtype=np.bool_))   # the warm-up's steps undone: every world starts fresh
         self.elapsed_steps = np.zeros(n, dtype=np.int64)
         self.starts = np.ones(n, dtype=np.bool_)     # a recurrent policy's episode starts: the envs reset last unit
-        self.obs = self._observe(self.d.qpos.numpy(), self.d.qvel.numpy())
+        fields = self._fields()
+        if "cfrc_ext" in fields:                     # gymnasium's reset leaves it zero
+            fields["cfrc_ext"][:] = 0
+        self.obs = self._observe(self.d.qpos.numpy(), self.d.qvel.numpy(), fields)
         self.info = {"compile_s": compile_s, "device": "cuda" if device.is_cuda else "cpu", "workers": 1,
                      "batch_size": n,
                      "device_settings": {"device": str(device), "warp": wp.__version__,
                                          "mujoco_warp": mjw.__version__, "cuda_graph": self.graph is not None,
                                          "kernel_cache": wp.config.kernel_cache_dir,
-                                         "physics": physics_settings(model, self.frameskip, self.d)}}
+                                         "physics": physics_settings(model, self.frameskip, self.d, replaced)}}
 
     def _advance(self):
+        """do_simulation: frame skip mjw.step calls (then mj_rnePostConstraint, where cfrc_ext is observed)."""
         for _ in range(self.frameskip):
             self.mjw.step(self.m, self.d)
+        if "cfrc_ext" in self.fields:
+            self.mjw.rne_postconstraint(self.m, self.d)
+
+    def _fields(self) -> dict:
+        return {name: getattr(self.d, name).numpy() for name in self.fields}
 
     def _reset(self, ended):
         """gymnasium's reset of the ended worlds: mj_resetData (MuJoCo Warp's, by world), then qpos0 and zero
-        velocity plus each env's own draws."""
+        velocity plus each env's own draws; where the observation reads MjData fields, mj_forward (set_state's)
+        of every world, whose fields the caller reads for the ended worlds only (a forward leaves the warm start
+        and the state alone, so the other worlds step on as before)."""
         np = self.np
         self.mjw.reset_data(self.m, self.d, reset=self.wp.array(ended, dtype=bool, device=self.device))
         qpos, qvel = self.d.qpos.numpy(), self.d.qvel.numpy()
         for i in np.flatnonzero(ended):
-            dqpos, qvel[i] = reset_noise(self.rngs[i], self.nq, self.nv)
+            dqpos, qvel[i] = reset_noise(self.rngs[i], self.nq, self.nv, self.env_id)
             qpos[i] = self.qpos0 + dqpos
         self.d.qpos.assign(qpos)
         self.d.qvel.assign(qvel)
+        if self.fields:
+            self.mjw.forward(self.m, self.d)
 
-    def _observe(self, qpos, qvel):
-        return self.np.concatenate([qpos[:, self.skip:], qvel], axis=1)
+    def _observe(self, qpos, qvel, fields):
+        return observation(self.np, self.env_id, qpos, qvel, fields)
 
     def step(self) -> int:
         np = self.np
@@ -103,6 +128,7 @@ class MujocoWarpSession:
         else:
             self._advance()
         qpos, qvel = self.d.qpos.numpy(), self.d.qvel.numpy()      # waits for the device: the time is real
+        fields = self._fields()
         overflow = self.d.overflow.numpy()
         if overflow.any():
             bits = int(np.bitwise_or.reduce(overflow))
@@ -114,7 +140,9 @@ class MujocoWarpSession:
             self._reset(ended)
             self.elapsed_steps[ended] = 0
             qpos, qvel = self.d.qpos.numpy(), self.d.qvel.numpy()
-        self.obs = self._observe(qpos, qvel)
+            for name, reset in self._fields().items():      # gymnasium's reset: cfrc_ext zero
+                fields[name][ended] = 0 if name == "cfrc_ext" else reset[ended]
+        self.obs = self._observe(qpos, qvel, fields)
         self.starts = ended
         return self.n
 
@@ -138,6 +166,8 @@ class MujocoWarp(Adapter):
                                     "mjwarp-testspeed does); ignored on the CPU"),
         Option("nconmax", int, 0, "contacts allocated per world; 0 = MuJoCo Warp's default for the model", low=0),
         Option("njmax", int, 0, "constraint rows allocated per world; 0 = MuJoCo Warp's default", low=0),
+        Option("solver", str, "model", "constraint solver: model = the model's own, Newton where that is PGS "
+                                       "(MuJoCo Warp has none: Humanoid-v4), or newton / cg", choices=GPU_SOLVERS),
     )
 
     def supports(self, workload, options):
@@ -157,17 +187,20 @@ class MujocoWarp(Adapter):
                 f"d.ctrl.assign(actions); [mujoco_warp.step(m, d) for _ in range({skip})]  # per env step")
 
 
-def states_gap(env_id: str = "Ant-v4", steps: int = 20, seed: int = 0, cone: str = "model") -> list:
+def states_gap(env_id: str = "Ant-v4", steps: int = 20, seed: int = 0, cone: str = "model",
+               solver: str = "model") -> list:
     """MuJoCo Warp (float32, one world, on the CPU) against CPU MuJoCo, from gymnasium's reset state under one
     random action sequence (adapters._kit.mujoco_envs.gaps_to_cpu): tests/frameworks/test_mujoco_warp.py."""
     wp, device = start_warp("cpu")
     import mujoco
     import mujoco_warp as mjw
+    import numpy as np
 
     def start(model, frameskip, rng):
         fresh = mujoco.MjData(model)
-        dqpos, fresh.qvel[:] = reset_noise(rng, model.nq, model.nv)
+        dqpos, fresh.qvel[:] = reset_noise(rng, model.nq, model.nv, env_id)
         fresh.qpos[:] += dqpos
+        fields = ENVS[env_id]["obs_fields"]
         with wp.ScopedDevice(device):
             m, d = mjw.put_model(model), mjw.put_data(model, fresh, nworld=1)
 
@@ -176,6 +209,9 @@ def states_gap(env_id: str = "Ant-v4", steps: int = 20, seed: int = 0, cone: str
                 d.ctrl.assign(action[None])
                 for _ in range(frameskip):
                     mjw.step(m, d)
-            return d.qpos.numpy()[0], d.qvel.numpy()[0]
+                if fields:
+                    mjw.rne_postconstraint(m, d)
+            qpos, qvel = d.qpos.numpy(), d.qvel.numpy()
+            return qpos[0], qvel[0], observation(np, env_id, qpos, qvel, {k: getattr(d, k).numpy() for k in fields})[0]
         return fresh.qpos.copy(), fresh.qvel.copy(), advance
-    return gaps_to_cpu(env_id, steps, seed, cone, start)
+    return gaps_to_cpu(env_id, steps, seed, cone, start, solver, GPU_SOLVERS)

@@ -43,6 +43,7 @@ ENVS = {
     "CartPole-v1": EnvInfo("CartPole-v1", "classic", native=("envpool",)),
     "Ant-v4": EnvInfo("Ant-v4", "mujoco", frameskip=5, native=("envpool",)),
     "HalfCheetah-v4": EnvInfo("HalfCheetah-v4", "mujoco", frameskip=5, native=("envpool",)),
+    "Humanoid-v4": EnvInfo("Humanoid-v4", "mujoco", frameskip=5, native=("envpool",)),
     # Brax (JAX) envs: brax.envs.get_environment(<name>); no gymnasium or EnvPool counterpart
     "brax/ant": EnvInfo("brax/ant", "brax", frameskip=5),
     "brax/halfcheetah": EnvInfo("brax/halfcheetah", "brax", frameskip=5),

@@ -1,15 +1,24 @@
 """The gymnasium MuJoCo envs that the physics adapters (mujoco-rollout on the CPU, mjx on JAX, mujoco-warp on Warp)
 step without gymnasium: each one's observation, termination, time limit and reset, as gymnasium's v4 defaults set
 them, and its own MjModel and frame skip read from gymnasium (so every backend steps the same model file); the
-physics check against CPU MuJoCo they share, and what their rows record of a model's solver."""
-from rlbench.api import env_info, make_env
+physics check against CPU MuJoCo they share, the solver a backend steps in place of one it lacks, and what their
+rows record of a model's solver."""
+from rlbench.api import Unsupported, env_info, make_env
 
-# how many leading qpos entries gymnasium's observation leaves out, and the torso height range outside which the
-# env terminates (None: it never terminates)
-ENVS = {"Ant-v4": {"obs_skip_qpos": 2, "healthy_z": (0.2, 1.0)},
-        "HalfCheetah-v4": {"obs_skip_qpos": 1, "healthy_z": None}}
-TIME_LIMIT_STEPS = 1000       # gymnasium's TimeLimit for both (env.spec.max_episode_steps, checked below)
-RESET_NOISE = 0.1             # gymnasium's reset_noise_scale for both (checked below)
+# Per env, as gymnasium's v4 file sets it: how many leading qpos entries the observation leaves out; the torso
+# height range outside which the env terminates (None: it never terminates), open (Humanoid: lo < z < hi healthy,
+# nothing else checked) or closed with a finite state (Ant); reset_noise_scale and how qvel's noise is drawn; and
+# the MjData fields the observation adds after qpos and qvel, whole (the world body's rows included), as
+# mj_step (and then mj_rnePostConstraint, for cfrc_ext) leave them: computed at the last physics step's start.
+ENVS = {"Ant-v4": {"obs_skip_qpos": 2, "healthy_z": (0.2, 1.0), "healthy_open": False, "reset_noise": 0.1,
+                   "qvel_noise": "normal", "obs_fields": ()},
+        "HalfCheetah-v4": {"obs_skip_qpos": 1, "healthy_z": None, "healthy_open": False, "reset_noise": 0.1,
+                           "qvel_noise": "normal", "obs_fields": ()},
+        "Humanoid-v4": {"obs_skip_qpos": 2, "healthy_z": (1.0, 2.0), "healthy_open": True, "reset_noise": 0.01,
+                        "qvel_noise": "uniform", "obs_fields": ("cinert", "cvel", "qfrc_actuator", "cfrc_ext")}}
+TIME_LIMIT_STEPS = 1000       # gymnasium's TimeLimit for all (env.spec.max_episode_steps, checked below)
+SOLVERS = ("model", "newton", "cg", "pgs")
+GPU_SOLVERS = ("model", "newton", "cg")   # MJX and MuJoCo Warp have no PGS (Humanoid-v4's solver)
 
 
 def gymnasium_model(workload):
@@ -19,7 +28,7 @@ def gymnasium_model(workload):
     try:
         raw = env.unwrapped
         if (raw.frame_skip != env_info(workload.env_id).frameskip or env.spec.max_episode_steps != TIME_LIMIT_STEPS
-                or raw._reset_noise_scale != RESET_NOISE):
+                or raw._reset_noise_scale != ENVS[workload.env_id]["reset_noise"]):
             raise RuntimeError(f"gymnasium's {workload.env_id} is not the one this adapter copies (frame_skip "
                                f"{raw.frame_skip}, time limit {env.spec.max_episode_steps}, reset noise "
                                f"{raw._reset_noise_scale})")
@@ -28,31 +37,72 @@ def gymnasium_model(workload):
         env.close()
 
 
-def reset_noise(rng, nq: int, nv: int):
+def reset_noise(rng, nq: int, nv: int, env_id: str):
     """gymnasium's reset_model draws, in its order, from one env's generator: (qpos offset, qvel), to add to
     the state mj_resetData leaves (qpos0, zero velocity)."""
-    return rng.uniform(-RESET_NOISE, RESET_NOISE, size=nq), RESET_NOISE * rng.standard_normal(nv)
+    scale = ENVS[env_id]["reset_noise"]
+    dqpos = rng.uniform(-scale, scale, size=nq)
+    if ENVS[env_id]["qvel_noise"] == "uniform":
+        return dqpos, rng.uniform(-scale, scale, size=nv)
+    return dqpos, scale * rng.standard_normal(nv)
 
 
 def episode_ends(np, env_id: str, steps_done, qpos, qvel):
-    """Which envs end at this step (any leading batch shape): the time limit (steps_done counts this step),
-    a non-finite state, or a torso height outside the env's healthy range."""
+    """Which envs end at this step (any leading batch shape; `np` numpy or jax.numpy): the time limit
+    (steps_done counts this step), or the env's unhealthy state: a torso height outside its range (and for
+    Ant a non-finite state)."""
     done = steps_done >= TIME_LIMIT_STEPS
-    healthy = ENVS[env_id]["healthy_z"]
-    if healthy is not None:
-        z = qpos[..., 2]
-        done = done | ~np.isfinite(qpos).all(axis=-1) | ~np.isfinite(qvel).all(axis=-1) | (z < healthy[0]) \
-            | (z > healthy[1])
-    return done
+    spec = ENVS[env_id]
+    if spec["healthy_z"] is None:
+        return done
+    (lo, hi), z = spec["healthy_z"], qpos[..., 2]
+    if spec["healthy_open"]:
+        return done | ~((z > lo) & (z < hi))
+    return done | ~np.isfinite(qpos).all(axis=-1) | ~np.isfinite(qvel).all(axis=-1) | (z < lo) | (z > hi)
 
 
-def gaps_to_cpu(env_id: str, steps: int, seed: int, cone: str, start):
+def field_sizes(model, env_id: str) -> dict:
+    """The observation's MjData fields and each one's length per env."""
+    per = {"cinert": model.nbody * 10, "cvel": model.nbody * 6, "qfrc_actuator": model.nv,
+           "cfrc_ext": model.nbody * 6}
+    return {name: per[name] for name in ENVS[env_id]["obs_fields"]}
+
+
+def obs_size(model, env_id: str) -> int:
+    return model.nq - ENVS[env_id]["obs_skip_qpos"] + model.nv + sum(field_sizes(model, env_id).values())
+
+
+def observation(np, env_id: str, qpos, qvel, fields: dict):
+    """gymnasium's observation of a batch (leading axis: envs): qpos without its leading entries, qvel, then the
+    env's fields (each (batch, ...) as the backend holds it), flattened per env."""
+    parts = [qpos[:, ENVS[env_id]["obs_skip_qpos"]:], qvel]
+    parts += [fields[name].reshape(len(qpos), -1) for name in ENVS[env_id]["obs_fields"]]
+    return np.concatenate(parts, axis=1)
+
+
+def set_solver(model, solver: str, who: str, choices=SOLVERS) -> dict:
+    """Puts the constraint solver a backend steps into the model: `model` keeps the model's own, or Newton
+    (MuJoCo's default) where the backend has none of it (MJX and MuJoCo Warp lack Humanoid-v4's PGS); else the
+    one named. Returns what the row adds to the physics record: the model's own solver where it was replaced."""
+    import mujoco
+    own = mujoco.mjtSolver(model.opt.solver).name.removeprefix("mjSOL_").lower()
+    want = own if solver == "model" else solver
+    if want not in choices:
+        if solver != "model":
+            raise Unsupported(f"{who} has no solver {solver} (valid: {', '.join(choices)})")
+        want = "newton"
+    model.opt.solver = getattr(mujoco.mjtSolver, f"mjSOL_{want.upper()}")
+    return {} if want == own else {"model_solver": own.upper()}
+
+
+def gaps_to_cpu(env_id: str, steps: int, seed: int, cone: str, start, solver: str = "model", choices=SOLVERS):
     """A physics backend's check against CPU MuJoCo (mj_step, float64, as gymnasium steps it): from the state
     `start(model, frameskip, rng)` gives, as (qpos, qvel, advance), and one sequence of random actions, `steps` env
-    steps of `advance(action) -> (qpos, qvel)` and of CPU MuJoCo. Per env step: the largest difference of qpos
-    and of qvel, divided by the largest magnitude of each in CPU MuJoCo's state, and whether CPU MuJoCo had a
-    contact so far. cone "elliptic" switches the model's friction cones from its own (MuJoCo's default,
-    pyramidal) to elliptic, on both sides."""
+    steps of `advance(action) -> (qpos, qvel, observation)` and of CPU MuJoCo. Per env step: the largest
+    difference of qpos, of qvel and of gymnasium's observation, each divided by the largest magnitude of it in
+    CPU MuJoCo, and whether CPU MuJoCo had a contact so far. cone "elliptic" switches the model's friction cones
+    from its own (MuJoCo's default, pyramidal) to elliptic, on both sides; the solver is the backend's
+    (`set_solver` with its choices), on both sides too."""
     import mujoco
     import numpy as np
 
@@ -60,19 +110,24 @@ def gaps_to_cpu(env_id: str, steps: int, seed: int, cone: str, start):
     model, frameskip, _, action_space = gymnasium_model(Workload(env_id, 1, PolicySpec(), seed=seed))
     if cone == "elliptic":
         model.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    set_solver(model, solver, "the backend", choices)
     rng = np.random.default_rng(seed)
     qpos, qvel, advance = start(model, frameskip, rng)
     cpu = mujoco.MjData(model)
     cpu.qpos[:], cpu.qvel[:] = qpos, qvel
     out, touched = [], False
     for a in rng.uniform(action_space.low, action_space.high, (steps, model.nu)):
-        state = dict(zip(("qpos", "qvel"), (np.asarray(x, np.float64) for x in advance(a.astype(np.float32)))))
+        state = dict(zip(("qpos", "qvel", "obs"), (np.asarray(x, np.float64) for x in advance(a.astype(np.float32)))))
         cpu.ctrl[:] = a
         for _ in range(frameskip):
             mujoco.mj_step(model, cpu)
             touched = touched or cpu.ncon > 0
-        out.append({name: float(np.abs(state[name] - getattr(cpu, name)).max()
-                                / max(np.abs(getattr(cpu, name)).max(), 1e-9)) for name in ("qpos", "qvel")})
+        mujoco.mj_rnePostConstraint(model, cpu)
+        want = {"qpos": cpu.qpos, "qvel": cpu.qvel,
+                "obs": observation(np, env_id, cpu.qpos[None], cpu.qvel[None],
+                                   {k: getattr(cpu, k)[None] for k in ENVS[env_id]["obs_fields"]})[0]}
+        out.append({name: float(np.abs(state[name] - want[name]).max() / max(np.abs(want[name]).max(), 1e-9))
+                    for name in want})
         out[-1]["contact"] = touched
     return out
 

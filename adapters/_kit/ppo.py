@@ -10,6 +10,8 @@ from rlbench.api import Option, env_info, unsupported_spaces
 OBS, ACT = ("Box",), ("Discrete",)  # an MLP (or Nature CNN) on array observations, a categorical policy
 
 GAMMA, GAE_LAMBDA, ENT_COEF, VF_COEF, MAX_GRAD_NORM = 0.99, 0.95, 0.01, 0.5, 0.5
+ENT_COEF_GAUSSIAN = 0.0                        # ppo_continuous_action.py's ent_coef
+NORM_CLIP = 10.0                               # ppo_continuous_action.py clips normalized obs and rewards to +-10
 CLIP_COEF = {"image": 0.1, "vector": 0.2}     # ppo_atari.py / ppo.py
 HISTORY = 100                                  # return_mean: the last 100 finished episodes
 TARGETS = {"CartPole-v1": 475.0}               # solved (gymnasium's CartPole-v1 criterion)
@@ -41,10 +43,11 @@ def default_target(env_id: str) -> float:
     return TARGETS.get(env_id, math.inf)
 
 
-def learner_supports(name: str, workload, options, nets: bool = False):
+def learner_supports(name: str, workload, options, nets: bool = False, act: tuple = ACT):
     """What cleanrl-ppo and sb3-ppo cannot host, told without importing a framework (EnvPool's registry
     aside, for vec=envpool on a plain gymnasium id). `nets`: it trains rlbench's networks (cleanrl-ppo: mlp,
-    cnn, cnn:impala); else only `mlp`, as its hidden sizes (sb3-ppo builds its own)."""
+    cnn, cnn:impala); else only `mlp`, as its hidden sizes (sb3-ppo builds its own). `act`: the action spaces
+    its policy samples (Box: a Gaussian)."""
     from adapters._kit.learner_nets import policy_reason
     from adapters._kit.native import envpool_native
     if options["vec"] == "envpool" and importlib.util.find_spec("envpool") is None:
@@ -58,9 +61,12 @@ def learner_supports(name: str, workload, options, nets: bool = False):
         return (f"num_envs x num_steps = {batch} must be a multiple of num_minibatches="
                 f"{options['num_minibatches']} (and minibatches of at least 2)")
     info = env_info(workload.env_id)
-    if info.family == "mujoco":
+    if info.family in ("mujoco", "dm_control") and "Box" not in act:
         return f"{name} samples a categorical: {workload.env_id} has continuous actions"
-    reason = unsupported_spaces(workload, name, obs=OBS, act=ACT)
+    if info.family == "dm_control" and options["vec"] != "envpool":
+        return (f"{workload.env_id} is a DeepMind Control task, which EnvPool runs and gymnasium does not: "
+                f"vec=envpool (got vec={options['vec']})")
+    reason = unsupported_spaces(workload, name, obs=OBS, act=act)
     if reason is None and options["vec"] == "envpool":
         reason = envpool_native(workload, f"{name} vec=envpool")
     return reason

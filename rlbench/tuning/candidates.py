@@ -9,6 +9,7 @@ from rlbench.envs import refusal
 from rlbench.errors import UsageError
 from rlbench.planning.suite import make_cell
 from rlbench.results.ranking import raced_kinds
+from rlbench.running.adapter_envs import environment_of
 from rlbench.workload import kv_label, placed
 
 
@@ -82,12 +83,13 @@ class Space:
         self.index = 0
         for name in stepping_adapters(named):
             cls = registry.get(name)
-            if cls.environment and not named:
+            own = environment_of(cls) is not None   # $RLBENCH_ENVS_HERE runs its environment here
+            if own and not named:
                 self.left.append(Left(name, "", "own-environment",
                                       f"runs in its own environment '{cls.environment}': name it in --adapters "
                                       "to race it"))
                 continue
-            reason = None if cls.environment else cls().available()
+            reason = None if own else cls().available()
             if reason:
                 self.left.append(Left(name, "", "unavailable", reason))
                 continue

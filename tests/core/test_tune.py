@@ -176,3 +176,16 @@ def test_a_tune_killed_before_deciding_counts_only_the_rows_its_search_measured(
     assert used_before(earlier, str(tmp_path)) == pytest.approx(10.0 + 2 * (2.0 + SPAWN_S))
     assert used_before({**earlier, "decision": {"winner": None}}, str(tmp_path)) == 10.0   # it decided: its count
     assert used_before({}, str(tmp_path)) == 0.0                                             # never got that far
+
+
+def test_an_environment_run_here_races_unasked(monkeypatch):
+    """mjx runs in the brax environment: tune leaves it out unless named, but where RLBENCH_ENVS_HERE runs that
+    environment in this interpreter (the device kit's GPU machine) it is a candidate like any other."""
+    monkeypatch.delenv("RLBENCH_ENVS_HERE", raising=False)
+    workload = Workload("Ant-v4", 1, PolicySpec())
+    left = {item.adapter: item.status for item in Space(workload, None, 16, 2).left}
+    assert left["mjx"] == "own-environment"
+    monkeypatch.setenv("RLBENCH_ENVS_HERE", "brax")
+    space = Space(workload, None, 16, 2)
+    assert "mjx" in space.adapters or {item.adapter: item.status for item in space.left}["mjx"] == "unavailable"
+    assert all(item.status != "own-environment" for item in space.left if item.adapter in ("mjx", "playground"))

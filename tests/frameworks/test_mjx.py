@@ -21,8 +21,11 @@ SETTINGS = Settings(warmup_s=0.0, warmup_units=1, duration_s=0.3, min_units=2, t
 # response departs from CPU MuJoCo's (qvel 45% apart within 20 steps), while with elliptic cones it stays within 1e-2
 # (measured: 1.3e-3). MuJoCo Warp departs and agrees the same way (test_mujoco_warp.py): docs/strategies/jax.md says
 # so, and this test keeps the measured facts from drifting silently.
+# Humanoid-v4 (RK4, PGS, which MJX lacks: Newton on both sides, pyramidal cones) stays within 1e-4 through its
+# first contacts (measured: qvel 1e-5); elliptic cones MJX refuses on its condim-1 geoms.
 TOLERANCE_CHEETAH = 1e-2
 TOLERANCE_FREE = 1e-5
+TOLERANCE_HUMANOID = 1e-4
 
 def _supports(workload, **given):
     cls = registry.get("mjx")
@@ -41,7 +44,10 @@ def test_supports_gives_reasons():
     assert cls.environment == "brax" and cls.kind == "vector_env"
     assert _supports(Workload("Ant-v4", 64)) is None and _supports(Workload("HalfCheetah-v4", 8, MLP)) is None
     assert "not CartPole-v1" in _supports(Workload("CartPole-v1", 4))
-    assert "Ant-v4, HalfCheetah-v4" in _supports(Workload("Humanoid-v4", 4))
+    assert "Ant-v4, HalfCheetah-v4, Humanoid-v4" in _supports(Workload("Walker2d-v4", 4))
+    assert _supports(Workload("Humanoid-v4", 4)) is None
+    with pytest.raises(ValueError, match="valid: model, newton, cg"):
+        cls.resolve_options({"solver": "pgs"})
     assert "policy random or mlp" in _supports(Workload("Ant-v4", 4, PolicySpec("fixed_cost")))
     assert "multiple of devices=3" in _supports(Workload("Ant-v4", 16), devices=3)
 
@@ -70,18 +76,23 @@ def test_k_steps_agree_with_cpu_mujoco():
     elliptic = _gaps("Ant-v4", cone="elliptic")
     assert any(g["contact"] for g in elliptic)
     assert max(max(g["qpos"], g["qvel"]) for g in elliptic) <= TOLERANCE_CHEETAH, elliptic
+    humanoid = _gaps("Humanoid-v4")
+    assert any(g["contact"] for g in humanoid)
+    assert max(max(g["qpos"], g["qvel"], g["obs"]) for g in humanoid) <= TOLERANCE_HUMANOID, humanoid
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", [PolicySpec(), MLP], ids=["random", "mlp"])
-def test_an_ant_cell_runs_with_exact_counts(policy):
+@pytest.mark.parametrize("env_id, num_envs, policy", [("Ant-v4", 64, PolicySpec()), ("Ant-v4", 64, MLP),
+                                                      ("Humanoid-v4", 16, MLP)], ids=["random", "mlp", "humanoid"])
+def test_a_cell_runs_with_exact_counts(env_id, num_envs, policy):
     options = {"scan_T": 4}
-    spec = Cell("mjx", Workload("Ant-v4", 64, policy), registry.get("mjx").resolve_options(options),
+    spec = Cell("mjx", Workload(env_id, num_envs, policy), registry.get("mjx").resolve_options(options),
                 options).spec(SETTINGS, 0)
     out = subprocess.run([_brax_python(), "-m", "rlbench.running.child", json.dumps(spec)], cwd=REPO,
                          capture_output=True, text=True, timeout=600)
     row = json.loads(out.stdout.strip().splitlines()[-1])
     assert row["status"] == "ok", (row.get("error"), out.stderr[-2000:])
-    assert row["env_steps"] == row["units"] * 4 * 64 and row["compile_s"] > 0
+    assert row["env_steps"] == row["units"] * 4 * num_envs and row["compile_s"] > 0
     physics = row["device_settings"]["physics"]
     assert physics["frame_skip"] == 5 and physics["precision"] == "float32" and physics["timestep"] > 0
+    assert physics.get("model_solver") == ("PGS" if env_id == "Humanoid-v4" else None)

@@ -48,16 +48,17 @@ def test_listed_and_available_with_its_options():
     cls = _cls()
     assert cls.kind == "vector_env" and set(cls.requires) == {"mujoco", "gymnasium"}
     assert cls().available() is None
-    assert cls.resolve_options({}) == {"num_threads": 0, "chunk": 1}
-    with pytest.raises(ValueError, match=r"^unknown option 'threads' for mujoco-rollout \(valid: num_threads, chunk\)$"):
+    assert cls.resolve_options({}) == {"num_threads": 0, "chunk": 1, "solver": "model"}
+    with pytest.raises(ValueError, match=r"^unknown option 'threads' for mujoco-rollout \(valid: num_threads, chunk, "
+                                         r"solver\)$"):
         cls.resolve_options({"threads": 2})
     with pytest.raises(ValueError, match=r"^option chunk=0 must be an integer >= 1$"):
         cls.resolve_options({"chunk": 0})
 
 
 @pytest.mark.parametrize("env_id, num_envs, given, reason", [
-    ("CartPole-v1", 4, {}, "mujoco-rollout runs gymnasium's MuJoCo envs only (Ant-v4, HalfCheetah-v4), not CartPole-v1"),
-    ("Pendulum-v1", 4, {}, "mujoco-rollout runs gymnasium's MuJoCo envs only (Ant-v4, HalfCheetah-v4), not Pendulum-v1"),
+    ("CartPole-v1", 4, {}, "mujoco-rollout runs gymnasium's MuJoCo envs only (Ant-v4, HalfCheetah-v4, Humanoid-v4), not CartPole-v1"),
+    ("Pendulum-v1", 4, {}, "mujoco-rollout runs gymnasium's MuJoCo envs only (Ant-v4, HalfCheetah-v4, Humanoid-v4), not Pendulum-v1"),
     ("Ant-v4", 2, {"num_threads": 3}, "num_threads=3 > num_envs=2: mujoco.rollout hands each thread whole envs, "
                                       "so a thread would idle"),
     ("HalfCheetah-v4", 2, {"num_threads": 2, "chunk": 8}, None),
@@ -195,3 +196,69 @@ def test_a_run_gives_ok_rows_whose_env_steps_are_units_x_envs_x_chunk(tmp_path):
         assert row["status"] == "ok" and not row.get("error"), row.get("error")
         assert row["units"] >= 1 and row["env_steps"] == row["units"] * num_envs * chunk
         assert row["frames"] == row["env_steps"] * 5 and row["workers"] == workers
+
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_humanoids_observation_is_gymnasiums_fields_and_all(chunk):
+    """Humanoid-v4's observation adds cinert, cvel, qfrc_actuator and cfrc_ext of the last physics step (RK4's
+    last stage, then mj_rnePostConstraint), which the session takes by mj_step itself: gymnasium, put in the
+    session's state before every unit, gives the same observation, terminations and resets. The last physics step
+    starts from a zero warm start where gymnasium carries its own, so PGS's unconverged contact forces differ a
+    little (measured: qvel 1.3e-5, cfrc_ext 1.3e-2 of forces in the hundreds)."""
+    num_envs = 3
+    session = _open("Humanoid-v4", num_envs, chunk=chunk, num_threads=2)
+    assert session.info["device_settings"]["physics"]["solver"] == "mjSOL_PGS"
+    sent = _spy(session)
+    envs = [_gym("Humanoid-v4") for _ in range(num_envs)]
+    for i, env in enumerate(envs):
+        obs, _ = env.reset(seed=SEED + i)
+        np.testing.assert_array_equal(session.obs[i], obs)   # reset: mj_forward's fields, cfrc_ext zero
+    qpos, qvel = slice(1, 1 + session.nq), slice(1 + session.nq, 1 + session.nq + session.nv)
+    resets, parts = 0, {"state": slice(0, 45), "cinert": slice(45, 185), "cvel": slice(185, 269),
+                        "qfrc_actuator": slice(269, 292), "cfrc_ext": slice(292, 376)}
+    worst = dict.fromkeys(parts, 0.0)
+    for _ in range(60 // chunk):
+        before = session.state.copy()
+        made = session.step()
+        expected = 0
+        for i, env in enumerate(envs):
+            env.unwrapped.set_state(before[i, qpos], before[i, qvel])
+            for _ in range(chunk):
+                obs, _, terminated, truncated, _ = env.step(sent[-1][i])
+                expected += 1
+                if terminated or truncated:
+                    obs, _ = env.reset()
+                    resets += 1
+                    np.testing.assert_array_equal(session.obs[i], obs)
+                    break
+            for name, part in parts.items():
+                worst[name] = max(worst[name], float(np.abs(session.obs[i][part] - obs[part]).max()))
+        assert made == expected
+    session.close()
+    for env in envs:
+        env.close()
+    assert session.obs.shape == (num_envs, 376) and resets >= 3   # a random humanoid falls within ~25 steps
+    assert worst["state"] <= 1e-4 and worst["cinert"] <= 1e-4 and worst["cvel"] <= 1e-3, worst
+    assert worst["qfrc_actuator"] <= 1e-9 and worst["cfrc_ext"] <= 1.0, worst
+
+
+def test_humanoids_last_steps_do_not_depend_on_the_thread_count():
+    runs = {}
+    for threads in (1, 2):
+        session = _open("Humanoid-v4", 4, chunk=2, num_threads=threads)
+        counts = [session.step() for _ in range(20)]
+        runs[threads] = (counts, session.state.copy(), session.obs.copy())
+        session.close()
+    assert runs[1][0] == runs[2][0]
+    np.testing.assert_array_equal(runs[1][1], runs[2][1])
+    np.testing.assert_array_equal(runs[1][2], runs[2][2])
+
+
+def test_the_solver_option_steps_another_solver_and_the_row_says_so():
+    session = _open("Humanoid-v4", 2, solver="newton")
+    try:
+        assert session.model.opt.solver == 2 and session.step() == 2
+        physics = session.info["device_settings"]["physics"]
+        assert physics["solver"] == "mjSOL_NEWTON" and physics["model_solver"] == "PGS"
+    finally:
+        session.close()

@@ -20,6 +20,8 @@ SETTINGS = Settings(warmup_s=0.0, warmup_units=1, duration_s=0.3, min_units=2, t
 # its first contact; with Ant's own (pyramidal) friction cones the first contact step departs (qvel 3% apart, 79%
 # after 10 steps), with elliptic cones Ant stays within 2e-5 over the 20 steps. MJX departs the same way and agrees
 # the same way with elliptic cones (test_mjx.py): docs/strategies/jax.md.
+# Humanoid-v4 (RK4, PGS, which MuJoCo Warp lacks: Newton on both sides, pyramidal cones) stays within 1e-5 through
+# its first contacts (measured: qvel 8.6e-6, its observation with cinert, cvel, qfrc_actuator and cfrc_ext 2e-5).
 TOLERANCE = 1e-4
 TOLERANCE_FREE = 1e-5
 PYRAMIDAL_DEPARTS = 1e-2
@@ -42,6 +44,9 @@ def test_supports_gives_reasons():
     assert cls.environment == "" and cls.kind == "vector_env"
     assert _supports(Workload("Ant-v4", 64)) is None and _supports(Workload("HalfCheetah-v4", 8, MLP)) is None
     assert "not CartPole-v1" in _supports(Workload("CartPole-v1", 4))
+    assert _supports(Workload("Humanoid-v4", 4)) is None
+    with pytest.raises(ValueError, match="valid: model, newton, cg"):
+        cls.resolve_options({"solver": "pgs"})
     assert "takes no env_kwargs" in _supports(Workload("Ant-v4", 4, env_kwargs={"ctrl_cost_weight": 0.1}))
     with pytest.raises(ValueError, match="valid: auto, cpu, cuda"):
         cls.resolve_options({"device": "tpu"})
@@ -72,6 +77,9 @@ def test_k_steps_agree_with_cpu_mujoco():
     elliptic = states_gap("Ant-v4", 20, cone="elliptic")
     assert any(g["contact"] for g in elliptic)
     assert max(max(g["qpos"], g["qvel"]) for g in elliptic) <= TOLERANCE, elliptic
+    humanoid = states_gap("Humanoid-v4", 20)
+    assert any(g["contact"] for g in humanoid)
+    assert max(max(g["qpos"], g["qvel"], g["obs"]) for g in humanoid) <= TOLERANCE, humanoid
 
 
 @pytest.mark.slow
@@ -111,3 +119,16 @@ def test_an_ant_cell_runs_with_exact_counts(policy):
     physics = row["device_settings"]["physics"]
     assert physics["frame_skip"] == 5 and physics["precision"] == "float32" and physics["impl"] == "warp"
     assert physics["nconmax"] > 0 and physics["njmax"] > 0 and row["device_settings"]["cuda_graph"] is False
+
+
+@pytest.mark.slow
+def test_a_humanoid_cell_steps_newton_in_place_of_pgs_and_says_so():
+    spec = Cell("mujoco-warp", Workload("Humanoid-v4", 8), registry.get("mujoco-warp").resolve_options({}),
+                {}).spec(SETTINGS, 0)
+    out = subprocess.run([sys.executable, "-m", "rlbench.running.child", json.dumps(spec)], cwd=REPO,
+                         capture_output=True, text=True, timeout=600)
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    assert row["status"] == "ok", (row.get("error"), out.stderr[-2000:])
+    assert row["env_steps"] == row["units"] * 8
+    physics = row["device_settings"]["physics"]
+    assert physics["solver"] == "mjSOL_NEWTON" and physics["model_solver"] == "PGS" and physics["timestep"] == 0.003
