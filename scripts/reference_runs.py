@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Pong to a return) one more, so it runs only when named (SUITES=train, or with the others).
 SUITES = {
     "replay-quick": [], "train-cpu": [], "jax-cpu": [], "rlpyt-targets": [], "quick": [], "mujoco": [],
-    "brax": [], "physics": [], "replay-reuse": [], "validate": [], "learners": [], "ray": [],
+    "brax": [], "physics": [], "physics-train": [], "replay-reuse": [], "validate": [], "learners": [], "ray": [],
     "replay": ["--repeats", "1"], "rlpyt": [], "cpu": [], "train": [],
 }
 DEFAULT = [s for s in SUITES if s != "train"]
