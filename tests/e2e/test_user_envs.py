@@ -43,7 +43,7 @@ RLPYT = [("rlpyt-serial", {}, RANDOM), ("rlpyt-gpu", {"workers": 2}, RANDOM),
          ("rlpyt-cpu", {"workers": 2}, LINEAR), ("rlpyt-alternating", {"workers": 2}, LINEAR)]
 
 # What each adapter carries of the corridor's spaces: (observations, actions). The learners train an MLP
-# on Box observations with a categorical policy; tianshou and rlpyt have no Tuple observations; Sample
+# on Box observations with a categorical policy (cleanrl-ppo a Gaussian too); tianshou and rlpyt have no Tuple observations; Sample
 # Factory's tensor dicts hold arrays only (not the Python int of a Discrete observation, also inside the
 # corridor's Dict) and its action distributions are Discrete or Box.
 EVERY_ACT = set(ACT)
@@ -56,8 +56,9 @@ CARRIES = {
                                                       "tianshou-ray", "rlpyt-serial", "rlpyt-cpu", "rlpyt-gpu",
                                                       "rlpyt-alternating")},
     "sample-factory": ({"box", "multidiscrete", "multibinary"}, {"discrete", "box"}),
-    **{a: ({"box"}, {"discrete"}) for a in ("cleanrl-ppo", "sb3-ppo", "impala", "seed", "a3c", "ga3c", "ddp",
-                                           "rlpyt-sync", "rlpyt-async")},
+    **{a: ({"box"}, {"discrete"}) for a in ("sb3-ppo", "impala", "seed", "a3c", "ga3c", "ddp", "rlpyt-sync",
+                                           "rlpyt-async")},
+    "cleanrl-ppo": ({"box"}, {"discrete", "box"}),   # a Gaussian for Box actions
 }
 LEARNERS = {"cleanrl-ppo", "sb3-ppo", "impala", "seed", "a3c", "ga3c", "ddp", "rlpyt-sync", "rlpyt-async"}
 REASON = {("sample-factory", "dict"): "Discrete observations inside a Dict: sample-factory carries Dicts of Box, "
