@@ -38,6 +38,7 @@ from adapters._kit.procs import (
     MasterWatch,
     SharedArrays,
     Window,
+    held,
     pin,
     raise_if_exited,
     spaces,
@@ -93,18 +94,18 @@ class VersionedParams:
     def latest(self) -> int:
         return int(self.views["latest"][0])
 
-    def publish(self, net, version: int) -> None:
+    def publish(self, net, version: int, alive) -> None:
         import torch
         flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach().cpu().numpy()
-        with self.lock:
+        with held(self.lock, alive):
             self.views["p"][version % 2] = flat
             self.views["v"][version % 2] = version
             self.views["latest"][0] = version
 
-    def load(self, net, version: int) -> bool:
+    def load(self, net, version: int, alive) -> bool:
         """Copy `version` into net; False if that slot does not hold it (yet)."""
         import torch
-        with self.lock:
+        with held(self.lock, alive):
             if self.views["v"][version % 2] != version:
                 return False
             flat = self.views["p"][version % 2].copy()
@@ -135,6 +136,11 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
     pin(cpus)
     torch.set_num_threads(1)
     master = MasterWatch(master_pid)
+
+    def master_alive():
+        if master.gone():
+            raise SystemExit(0)
+
     workload = Workload.from_dict(workload_dict)
     buf = shared.views()
     params.attach()
@@ -159,7 +165,7 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
             want = max(rollout - 1, 0) if opts["lag"] == "one" else None
             while True:  # the newest parameters, or (lag=one) exactly those of update rollout-1
                 version = params.latest if want is None else want
-                if params.load(net, version):
+                if params.load(net, version, master_alive):
                     break
                 if stop[0] or master.gone():
                     return
@@ -262,7 +268,7 @@ class ImpalaSession:
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
         self.scale = obs_scale(self.buf["obs"].dtype)
         self.h2d_bytes = 0
-        self.params.publish(self.net, 0)
+        self.params.publish(self.net, 0, self._actors_alive)
 
     def _actors_alive(self):
         raise_if_exited(self.procs, "impala actor")
@@ -311,7 +317,7 @@ class ImpalaSession:
             self.lag_hist = np.concatenate([self.lag_hist, np.zeros(lags.max() + 1 - len(self.lag_hist), np.int64)])
         np.add.at(self.lag_hist, lags, 1)
         self.version += 1
-        self.params.publish(self.net, self.version)
+        self.params.publish(self.net, self.version, self._actors_alive)
         self.updates += 1
         stats[WAIT_NS] += t1 - t0
         stats[XFER_NS] += t2 - t1

@@ -81,7 +81,7 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
                     return
                 if policy.net is not None:
                     t0 = perf_counter_ns()
-                    params.load(policy.net)
+                    params.load(policy.net, master_alive)
                     stats[SYNC_NS] += perf_counter_ns() - t0
                 for t in range(buf["rew"].shape[0]):
                     put(buf["obs"], (t, slice(lo, hi)), envs.obs_now)
@@ -190,7 +190,7 @@ class SamplerSession:
     def _batch_cpu(self):
         if self.policy.net is not None:  # as after an optimiser step: workers load these at batch start
             t0 = perf_counter_ns()
-            self.params.publish(self.policy.net)
+            self.params.publish(self.policy.net, self.workers_alive)
             self.buf["stats"][0, SYNC_NS] += perf_counter_ns() - t0
         for go, _ in self.sems:
             go.release()

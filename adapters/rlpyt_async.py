@@ -26,6 +26,7 @@ from adapters._kit.procs import (
     ParamStore,
     SharedArrays,
     Window,
+    held,
     pin,
     raise_if_exited,
     spaces,
@@ -53,6 +54,11 @@ def ring_specs(capacity, workers, obs_space, act_space, max_lag) -> dict:
 def sampler_main(rank, workload_dict, lo, hi, opts, shared, lock, params, cpus, master_pid):
     pin(cpus)
     master = MasterWatch(master_pid)
+
+    def master_alive():
+        if master.gone():
+            raise SystemExit(0)
+
     workload = Workload.from_dict(workload_dict)
     ring = shared.views()
     ctrl, stats, hist = ring["ctrl"], ring["stats"][rank + 1], ring["lag_hist"][rank]
@@ -71,7 +77,7 @@ def sampler_main(rank, workload_dict, lo, hi, opts, shared, lock, params, cpus, 
             while True:  # keep the newest parameters while throttled, so the optimiser's lag bound holds
                 if ctrl[STOP] or master.gone():
                     return
-                version = params.load(policy.net)
+                version = params.load(policy.net, master_alive)
                 ring["acting"][rank] = version
                 if ctrl[ADDED] - ctrl[CONSUMED] / opts["replay_ratio"] < slack:
                     break
@@ -88,7 +94,7 @@ def sampler_main(rank, workload_dict, lo, hi, opts, shared, lock, params, cpus, 
                 stats[INFER_NS] += t2 - t1
                 stats[ENV_NS] += perf_counter_ns() - t2
             t3 = perf_counter_ns()
-            with lock:
+            with held(lock, master_alive):
                 at = (ctrl[ADDED] + np.arange(T * n)) % capacity
                 for k, v in local.items():
                     ring[k][at] = v.reshape(T * n, *v.shape[2:])
@@ -141,7 +147,7 @@ class AsyncSession:
         self.device = next(self.net.parameters()).device
         self.net.train()
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
-        self.params.publish(self.net)
+        self.params.publish(self.net, self._workers_alive)
 
     def _workers_alive(self):
         raise_if_exited(self.procs, "sampler")
@@ -163,14 +169,14 @@ class AsyncSession:
         self._wait_until(lambda: ctrl[ADDED] >= M and ctrl[CONSUMED] + M <= o["replay_ratio"] * ctrl[ADDED])
         self._wait_until(lambda: self.params.version - self.ring["acting"].min() < o["max_lag"])
         t0 = perf_counter_ns()
-        with self.lock:
+        with held(self.lock, self._workers_alive):
             idx = self.rng.integers(0, min(int(ctrl[ADDED]), o["capacity"]), size=M)
             batch = {k: self.torch.as_tensor(self.ring[k][idx]).to(self.device)
                      for k in ("obs", "next_obs", "act", "rew", "done")}
         t1 = perf_counter_ns()
         self._learn(batch)
         t2 = perf_counter_ns()
-        self.params.publish(self.net)
+        self.params.publish(self.net, self._workers_alive)
         ctrl[CONSUMED] += M
         self.updates += 1
         stats[LEARN_NS] += t2 - t1

@@ -3,6 +3,7 @@ rlpyt-sync): shared memory made before the workers start, their start, CPU pinni
 ways and stop, the envs a worker steps, and the per-process stage-time counters their metrics read.
 """
 import os
+from contextlib import contextmanager
 from dataclasses import replace
 from time import perf_counter_ns
 
@@ -84,7 +85,8 @@ def obs_specs(name: str, space, lead: tuple) -> dict:
 
 class ParamStore:
     """A policy's parameters in shared memory with a version number: the master publishes, workers load
-    when the version moved (rlpyt's shared model for a CUDA agent's CPU workers)."""
+    when the version moved (rlpyt's shared model for a CUDA agent's CPU workers). Both sides take the lock
+    through `held`, with their check on the peer: a process killed while holding it blocks nobody for good."""
 
     def __init__(self, ctx, count: int):
         self.flat = SharedArrays(ctx, {"p": ((max(count, 1),), np.float32), "v": ((1,), np.int64)})
@@ -99,20 +101,20 @@ class ParamStore:
     def version(self) -> int:
         return int(self._views["v"][0])
 
-    def publish(self, net) -> int:
+    def publish(self, net, alive) -> int:
         import torch
         flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach().cpu().numpy()
-        with self.lock:
+        with held(self.lock, alive):
             self._views["p"][:] = flat
             self._views["v"][0] += 1
             return int(self._views["v"][0])
 
-    def load(self, net) -> int:
+    def load(self, net, alive) -> int:
         """Copy the newest parameters into `net` if they changed; returns the version now held."""
         import torch
         if self.version == self.loaded:
             return self.loaded
-        with self.lock:
+        with held(self.lock, alive):
             flat, self.loaded = self._views["p"].copy(), self.version
         torch.nn.utils.vector_to_parameters(torch.from_numpy(flat).to(next(net.parameters()).device),
                                             net.parameters())
@@ -192,6 +194,17 @@ def acquire(sem, alive) -> float:
     while not sem.acquire(timeout=POLL_S):
         alive()
     return perf_counter_ns() - t0
+
+
+@contextmanager
+def held(lock, alive):
+    """Hold a lock shared with other processes, asking `alive()` every POLL_S while waiting for it: a peer
+    SIGKILLed while holding the lock never releases it, and a plain `with lock` would wait forever."""
+    acquire(lock, alive)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def stop_processes(procs, grace_s: float = 5.0) -> None:
