@@ -187,9 +187,10 @@ class MujocoRollout(Adapter):
         return MujocoRolloutSession(workload, options)
 
     def tune_space(self, num_envs, cpus):
-        """The pool on every core the cell has, half of them, and the calling thread alone."""
+        """The pool on every core the cell has (its default, so a tune's probe starts there), half of them, and
+        the calling thread alone."""
         full = min(num_envs, cpus)
-        return [{"num_threads": t} for t in sorted({1, max(1, full // 2), full})]
+        return [{"num_threads": t} for t in sorted({1, max(1, full // 2), full}, reverse=True)]
 
     def snippet(self, workload, options):
         threads = thread_count(workload, options)

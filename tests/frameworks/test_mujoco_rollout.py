@@ -70,8 +70,13 @@ def test_refused_up_front_in_one_line(env_id, num_envs, given, reason):
 
 def test_tune_races_the_pool_sizes_and_the_snippet_is_the_call():
     cls = _cls()
-    assert cls().tune_space(16, 4) == [{"num_threads": 1}, {"num_threads": 2}, {"num_threads": 4}]
+    assert cls().tune_space(16, 4) == [{"num_threads": 4}, {"num_threads": 2}, {"num_threads": 1}]
     assert cls().tune_space(1, 2) == [{"num_threads": 1}]
+    # the probe starts on the whole pool, as the adapter's default runs, not on the calling thread alone
+    from rlbench.tuning.candidates import Space
+    space = Space(Workload("Humanoid-v4", 16), ["mujoco-rollout"], max_envs=64, cpus=4)
+    [(_, probe)] = space.probe_setting("mujoco-rollout", 16)
+    assert probe.options["num_threads"] == 4
     snippet = cls().snippet(Workload("Ant-v4", 16), cls.resolve_options({"num_threads": 2, "chunk": 8}))
     assert "gymnasium.make('Ant-v4').unwrapped.model" in snippet
     assert "mujoco.rollout.Rollout(nthread=2)" in snippet and "nstep=40" in snippet
