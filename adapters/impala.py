@@ -136,11 +136,6 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
     pin(cpus)
     torch.set_num_threads(1)
     master = MasterWatch(master_pid)
-
-    def master_alive():
-        if master.gone():
-            raise SystemExit(0)
-
     workload = Workload.from_dict(workload_dict)
     buf = shared.views()
     params.attach()
@@ -165,7 +160,7 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
             want = max(rollout - 1, 0) if opts["lag"] == "one" else None
             while True:  # the newest parameters, or (lag=one) exactly those of update rollout-1
                 version = params.latest if want is None else want
-                if params.load(net, version, master_alive):
+                if params.load(net, version, master.alive):
                     break
                 if stop[0] or master.gone():
                     return

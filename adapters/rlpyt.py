@@ -63,11 +63,6 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
     buf = shared.views()
     stats, stop = buf["stats"][rank + 1], buf["stop"]
     master = MasterWatch(master_pid)
-
-    def master_alive():
-        if master.gone():
-            raise SystemExit(0)
-
     envs = EnvSlice(workload, lo, hi, take(buf["obs_now"], slice(lo, hi)))
     try:
         if mode == "cpu":
@@ -76,12 +71,12 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
             params.attach()
             go, done = sems
             while True:
-                stats[WAIT_NS] += acquire(go, master_alive)
+                stats[WAIT_NS] += acquire(go, master.alive)
                 if stop[0]:
                     return
                 if policy.net is not None:
                     t0 = perf_counter_ns()
-                    params.load(policy.net, master_alive)
+                    params.load(policy.net, master.alive)
                     stats[SYNC_NS] += perf_counter_ns() - t0
                 for t in range(buf["rew"].shape[0]):
                     put(buf["obs"], (t, slice(lo, hi)), envs.obs_now)
@@ -100,7 +95,7 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
             batch_T, t = buf["rew"].shape[0], 0
             obs_ready.release()
             while True:
-                stats[WAIT_NS] += acquire(act_ready, master_alive)
+                stats[WAIT_NS] += acquire(act_ready, master.alive)
                 if stop[0]:
                     return
                 t0 = perf_counter_ns()

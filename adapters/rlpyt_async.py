@@ -54,11 +54,6 @@ def ring_specs(capacity, workers, obs_space, act_space, max_lag) -> dict:
 def sampler_main(rank, workload_dict, lo, hi, opts, shared, lock, params, cpus, master_pid):
     pin(cpus)
     master = MasterWatch(master_pid)
-
-    def master_alive():
-        if master.gone():
-            raise SystemExit(0)
-
     workload = Workload.from_dict(workload_dict)
     ring = shared.views()
     ctrl, stats, hist = ring["ctrl"], ring["stats"][rank + 1], ring["lag_hist"][rank]
@@ -77,7 +72,7 @@ def sampler_main(rank, workload_dict, lo, hi, opts, shared, lock, params, cpus, 
             while True:  # keep the newest parameters while throttled, so the optimiser's lag bound holds
                 if ctrl[STOP] or master.gone():
                     return
-                version = params.load(policy.net, master_alive)
+                version = params.load(policy.net, master.alive)
                 ring["acting"][rank] = version
                 if ctrl[ADDED] - ctrl[CONSUMED] / opts["replay_ratio"] < slack:
                     break
@@ -94,7 +89,7 @@ def sampler_main(rank, workload_dict, lo, hi, opts, shared, lock, params, cpus, 
                 stats[INFER_NS] += t2 - t1
                 stats[ENV_NS] += perf_counter_ns() - t2
             t3 = perf_counter_ns()
-            with held(lock, master_alive):
+            with held(lock, master.alive):
                 at = (ctrl[ADDED] + np.arange(T * n)) % capacity
                 for k, v in local.items():
                     ring[k][at] = v.reshape(T * n, *v.shape[2:])

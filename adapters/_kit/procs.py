@@ -187,6 +187,12 @@ class MasterWatch:
         except psutil.NoSuchProcess:
             return True
 
+    def alive(self) -> None:
+        """For a worker's waits on what it shares with its master (`acquire`, `held`): end the worker once the
+        master is gone."""
+        if self.gone():
+            raise SystemExit(0)
+
 
 def acquire(sem, alive) -> float:
     """Block on `sem`; every POLL_S ask `alive()` (which raises if the peer died). Returns ns waited."""

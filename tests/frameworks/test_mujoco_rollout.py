@@ -114,6 +114,26 @@ def test_k_env_steps_are_gymnasiums_from_the_same_state_with_the_same_actions(en
         np.testing.assert_allclose(session.obs[i], obs, rtol=0, atol=1e-6)   # gymnasium's observation vector
 
 
+def _gymnasium_unit(session, envs, before, actions, chunk):
+    """Each gymnasium env put in the session's state `before` a unit and stepped with its held actions until the
+    unit ends or its episode does (then reset: the session's observation must be that reset's, exactly):
+    (each env's last observation, env steps, resets)."""
+    qpos, qvel = slice(1, 1 + session.nq), slice(1 + session.nq, 1 + session.nq + session.nv)
+    observations, steps, resets = [], 0, 0
+    for i, env in enumerate(envs):
+        env.unwrapped.set_state(before[i, qpos], before[i, qvel])
+        for _ in range(chunk):
+            obs, _, terminated, truncated, _ = env.step(actions[i])
+            steps += 1
+            if terminated or truncated:
+                obs, _ = env.reset()
+                resets += 1
+                np.testing.assert_array_equal(session.obs[i], obs)   # the same draws from the same generator
+                break
+        observations.append(obs)
+    return observations, steps, resets
+
+
 @pytest.mark.parametrize("env_id, chunk, units", [("Ant-v4", 1, 480), ("Ant-v4", 4, 120), ("HalfCheetah-v4", 7, 150)])
 def test_terminations_time_limit_and_resets_are_gymnasiums_and_counted_as_it_counts(env_id, chunk, units):
     """Gymnasium is put in the session's state before every unit (so chaos cannot carry the solver's last-bit
@@ -127,21 +147,12 @@ def test_terminations_time_limit_and_resets_are_gymnasiums_and_counted_as_it_cou
     for i, env in enumerate(envs):
         env.reset(seed=SEED + i)
     resets, counts = 0, []
-    qpos, qvel = slice(1, 1 + session.nq), slice(1 + session.nq, 1 + session.nq + session.nv)
     for _ in range(units):
         before = session.state.copy()
         counts.append(session.step())
-        expected = 0
-        for i, env in enumerate(envs):
-            env.unwrapped.set_state(before[i, qpos], before[i, qvel])
-            for _ in range(chunk):
-                obs, _, terminated, truncated, _ = env.step(sent[-1][i])
-                expected += 1
-                if terminated or truncated:
-                    obs, _ = env.reset()
-                    resets += 1
-                    np.testing.assert_array_equal(session.obs[i], obs)   # the same draws from the same generator
-                    break
+        observations, expected, reset = _gymnasium_unit(session, envs, before, sent[-1], chunk)
+        resets += reset
+        for i, obs in enumerate(observations):
             np.testing.assert_allclose(session.obs[i], obs, rtol=0, atol=1e-6)
         assert counts[-1] == expected
     session.close()
@@ -218,24 +229,15 @@ def test_humanoids_observation_is_gymnasiums_fields_and_all(chunk):
     for i, env in enumerate(envs):
         obs, _ = env.reset(seed=SEED + i)
         np.testing.assert_array_equal(session.obs[i], obs)   # reset: mj_forward's fields, cfrc_ext zero
-    qpos, qvel = slice(1, 1 + session.nq), slice(1 + session.nq, 1 + session.nq + session.nv)
     resets, parts = 0, {"state": slice(0, 45), "cinert": slice(45, 185), "cvel": slice(185, 269),
                         "qfrc_actuator": slice(269, 292), "cfrc_ext": slice(292, 376)}
     worst = dict.fromkeys(parts, 0.0)
     for _ in range(60 // chunk):
         before = session.state.copy()
         made = session.step()
-        expected = 0
-        for i, env in enumerate(envs):
-            env.unwrapped.set_state(before[i, qpos], before[i, qvel])
-            for _ in range(chunk):
-                obs, _, terminated, truncated, _ = env.step(sent[-1][i])
-                expected += 1
-                if terminated or truncated:
-                    obs, _ = env.reset()
-                    resets += 1
-                    np.testing.assert_array_equal(session.obs[i], obs)
-                    break
+        observations, expected, reset = _gymnasium_unit(session, envs, before, sent[-1], chunk)
+        resets += reset
+        for i, obs in enumerate(observations):
             for name, part in parts.items():
                 worst[name] = max(worst[name], float(np.abs(session.obs[i][part] - obs[part]).max()))
         assert made == expected
