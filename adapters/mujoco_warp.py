@@ -36,7 +36,7 @@ def start_warp(device: str):
     if device == "auto":
         device = "cuda" if wp.is_cuda_available() else "cpu"
     if device == "cuda" and not wp.is_cuda_available():
-        raise Unsupported("device=cuda: Warp finds no CUDA device here (valid: auto, cpu)")
+        raise Unsupported("no CUDA device: device=cuda, and Warp finds none (valid here: auto, cpu)")
     return wp, wp.get_device(device)
 
 

@@ -8,17 +8,21 @@ gymnasium, gymnax, envpool or plotly, no network) and lent for minutes, so that 
 for its Python 3.12, manylinux) into a git-ignored folder, each carried as WHEEL.xz (its entries stored, then
 xz: EnvPool's 53 MB wheel travels as 35 MB, leaving room for a checkout that grows with committed reports),
 checks that the checkout plus that folder fit the 64 MiB one call carries, and prints the calls to make;
-`scripts/device_run.sh PART` is what runs there. `--rehearse` builds the same for this machine's Python, for
-`scripts/device_run.sh PART --rehearse` (CI).
+`scripts/device_run.sh PART` is what runs there. A part over one call (gpu-warp: warp-lang packs to 100 MB) is
+split: its largest wheels cut into pieces carried by stage calls made just before the part's own, which hold them
+on the machine (`device_run.sh PART --stage S`; the machine keeps them while it stays warm). `--rehearse` builds
+the same for this machine's Python, for `scripts/device_run.sh PART --rehearse` (CI), which holds the stages too.
 
 The subcommands device_run.sh uses (plain python3, nothing but the standard library, except rehearse-suite):
-`wheels KIT DEST` (the kit's WHEEL.xz files back to the wheels pip installs), `provenance KIT` (the commit the
+`wheels KIT DEST --held DIR` (the kit's WHEEL.xz files, whole or from their pieces, back to the wheels pip
+installs), `hold STAGE DIR` (a stage call's pieces, checked, kept for the part's call), `provenance KIT` (the commit the
 kit was made at, whether the source changed since, and the run's wall limit), `rehearse-suite SUITE OUT` (the
 part's cells at tiny sizes), `guard SITE DIR` (a rehearsal's sitecustomize: what the GPU machine lacks cannot
 be imported from this interpreter's site-packages either).
 """
 import argparse
 import hashlib
+import io
 import json
 import os
 import re
@@ -35,6 +39,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KIT, REHEARSAL_KIT = ".device-kit", ".device-kit-rehearse"
 DEVICE_PYTHON = "3.12"
 CARRY_MIB, FILE_MIB = 64, 16          # what one call takes along, and each file that comes back
+CARRY_SPARE = 2**20                   # room left in each call for kit.json, stage.json and rounding
+PACK_CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rlbench",
+                          "device-kit")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
 GYMNASIUM = ("gymnasium", "farama-notifications")
@@ -43,6 +50,7 @@ GYMNASIUM = ("gymnasium", "farama-notifications")
 # two parts and a start still fit one session's 15 device minutes
 WALL_S = 360
 CALL_S = WALL_S + 120   # the seconds a part's call may take: the wall limit, the install and packing
+STAGE_CALL_S = 120      # a stage call: its pieces checked and held
 # part -> what it carries: the distributions the GPU machine lacks, each pinned by constraints.txt
 PARTS = {
     # real policies on Pong through EnvPool and gymnasium's Atari (ale-py, 3 MB, carries its ROMs)
@@ -53,6 +61,9 @@ PARTS = {
     # MuJoCo 4.0.0 is three wheels (core 9.7 MB, studio 12.8 MB), leaving no room for EnvPool or plotly
     "gpu-physics": GYMNASIUM + ("mujoco", "mujoco-core", "mujoco-studio", "glfw", "pyopengl", "mujoco-mjx",
                                 "trimesh"),
+    # MuJoCo Warp on gymnasium's MuJoCo model: warp-lang packs to 100 MB, so this part is split over stage calls
+    "gpu-warp": GYMNASIUM + ("mujoco", "mujoco-core", "mujoco-studio", "glfw", "pyopengl", "mujoco-warp",
+                             "warp-lang"),
     # suites/device/tune16.sh: check-tune's panel strategies (serial, rlpyt, gymnasium, sb3-subproc)
     "tune16": GYMNASIUM + ("stable-baselines3",),
     # EnvPool (53 MB) leaves no room for plotly (10 MB): this part's page is made back home
@@ -146,33 +157,162 @@ def download(names, version: str, dest: str) -> list:
     return sorted(f for f in os.listdir(dest) if f.endswith(".whl"))
 
 
-def pack(wheel: str) -> str:
+def sha256_of(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def pack(wheel: str, cache: str = PACK_CACHE) -> str:
     """WHEEL -> WHEEL.xz: the same wheel with its entries stored (a deflated zip leaves xz nothing to find),
-    compressed whole; the original removed. pip installs the stored wheel `wheels` gives back as it is."""
+    compressed whole; the original removed. pip installs the stored wheel `wheels` gives back as it is. Packing
+    warp-lang's 149 MB takes minutes, so a packed wheel is kept in CACHE by the wheel's sha256 (a rehearsal's kit
+    and the device's share a py3-none wheel), and xz runs on every core where the xz program is here."""
     import lzma
     import zipfile
-    stored = wheel + ".stored"
-    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as dst:
-        for info in src.infolist():
-            dst.writestr(info, src.read(info), compress_type=zipfile.ZIP_STORED)
-    with open(stored, "rb") as src, lzma.open(wheel + ".xz", "wb", preset=6) as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-    os.remove(stored)
+    cached = os.path.join(cache, f"{sha256_of(wheel)}.xz")
+    if not os.path.exists(cached):
+        os.makedirs(cache, exist_ok=True)
+        stored, packing = wheel + ".stored", f"{cached}.{os.getpid()}"
+        with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as dst:
+            for info in src.infolist():
+                dst.writestr(info, src.read(info), compress_type=zipfile.ZIP_STORED)
+        if shutil.which("xz"):
+            with open(packing, "wb") as out:
+                subprocess.run(["xz", "-6", "-T0", "-c", stored], stdout=out, check=True)
+        else:
+            with open(stored, "rb") as src, lzma.open(packing, "wb", preset=6) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        os.remove(stored)
+        os.replace(packing, cached)
+    shutil.copyfile(cached, wheel + ".xz")
     os.remove(wheel)
     return wheel + ".xz"
 
 
+def split(folder: str, room: int) -> list:
+    """What of a part's kit one call cannot carry (`room` bytes beside the checkout), moved out of FOLDER: the
+    smallest files stay whole, the largest wheels are cut into pieces, those of the stream's last `room` bytes
+    left over in FOLDER/pieces and the rest in stage folders FOLDER.stage1, ... of at most `room` each (about
+    equal), each carried by a call of its own before the part's (`device_run.sh PART --stage S` holds its pieces
+    on that machine, which keeps them while it stays warm). Returns the pieces' records for kit.json, in order."""
+    for old in [f"{folder}.stage{s}" for s in range(1, 100)] + [os.path.join(folder, "pieces")]:
+        shutil.rmtree(old, ignore_errors=True)
+    files = sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, fs in os.walk(folder) for f in fs
+                   if f != "kit.json")
+    size = {f: os.path.getsize(os.path.join(folder, f)) for f in files}
+    left, over = room, []
+    for f in sorted(files, key=lambda f: (not f.startswith("wheels/"), size[f])):   # the assets stay whole
+        if size[f] <= left or not f.startswith("wheels/"):
+            left -= size[f]
+        else:
+            over.append(f)
+    if not over:
+        return []
+    if left < 0:
+        raise SystemExit(f"device-kit: {os.path.basename(folder)}: its whole files are over what one call carries")
+    total = sum(size[f] for f in over)
+    last = min(left, total)                        # the part's own call takes the stream's end
+    stages = -(-(total - last) // room)
+    each = -(-(total - last) // stages) if stages else 0
+    bounds = [min(each * s, total - last) for s in range(stages + 1)] + [total]   # call s: [bounds[s], bounds[s+1])
+    pieces, at = [], 0
+    for f in over:
+        with open(os.path.join(folder, f), "rb") as src:
+            start, end, index = at, at + size[f], 0
+            while at < end:
+                call = next(s for s in range(len(bounds) - 1) if bounds[s] <= at < bounds[s + 1])
+                n = min(end, bounds[call + 1]) - at
+                data = src.read(n)
+                stage = call + 1 if call < stages else 0
+                name = f"{os.path.basename(f)}.{index:03d}"
+                dest = f"{folder}.stage{stage}" if stage else os.path.join(folder, "pieces")
+                os.makedirs(dest, exist_ok=True)
+                with open(os.path.join(dest, name), "wb") as out:
+                    out.write(data)
+                pieces.append({"file": f, "piece": name, "stage": stage, "offset": at - start, "bytes": n,
+                               "sha256": hashlib.sha256(data).hexdigest()})
+                at, index = at + n, index + 1
+        os.remove(os.path.join(folder, f))
+    for s in range(1, stages + 1):
+        with open(os.path.join(f"{folder}.stage{s}", "stage.json"), "w") as out:
+            json.dump({"part": os.path.basename(folder), "stage": s, "stages": stages,
+                       "pieces": [p for p in pieces if p["stage"] == s]}, out, indent=1)
+    return pieces
+
+
+def hold(args) -> int:
+    """A stage call's pieces, checked against their sha256, copied into HELD (where the part's call finds them)."""
+    try:
+        with open(os.path.join(args.stage, "stage.json")) as f:
+            stage = json.load(f)
+    except FileNotFoundError:
+        print(f"device_run: no stage in {args.stage} (make device-kit makes the stage folders)", file=sys.stderr)
+        return 2
+    os.makedirs(args.held, exist_ok=True)
+    for p in stage["pieces"]:
+        src = os.path.join(args.stage, p["piece"])
+        if sha256_of(src) != p["sha256"]:
+            print(f"device_run: {src}: its bytes differ from stage.json's sha256 (make device-kit again)",
+                  file=sys.stderr)
+            return 2
+        shutil.copyfile(src, os.path.join(args.held, p["piece"]))
+    mib = sum(p["bytes"] for p in stage["pieces"]) / 2**20
+    print(f"device_run: {stage['part']}: stage {stage['stage']} of {stage['stages']} held ({mib:.1f} MiB in "
+          f"{args.held}); make the next call now: the machine keeps them only while it stays warm")
+    return 0
+
+
+class Pieces(io.RawIOBase):
+    """A split file's pieces, in order, read as the file."""
+
+    def __init__(self, paths: list):
+        self.todo, self.f = list(paths), None
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        while self.todo or self.f:
+            if self.f is None:
+                self.f = open(self.todo.pop(0), "rb")
+            n = self.f.readinto(b)
+            if n:
+                return n
+            self.f.close()
+            self.f = None
+        return 0
+
+
 def unpack_wheels(args) -> int:
-    """The kit's WHEEL.xz files, decompressed into DEST as the wheels they were (standard library only)."""
+    """The kit's WHEEL.xz files, decompressed into DEST as the wheels they were (standard library only); a wheel
+    split over stage calls is read from its pieces: the part's own in KIT/pieces, the stage calls' in HELD."""
     import lzma
     os.makedirs(args.dest, exist_ok=True)
     folder = os.path.join(args.kit, "wheels")
-    packed = sorted(f for f in os.listdir(folder) if f.endswith(".whl.xz"))
+    packed = {f: [os.path.join(folder, f)] for f in sorted(os.listdir(folder)) if f.endswith(".whl.xz")}
+    kit_json = os.path.join(args.kit, "kit.json")
+    kit = json.load(open(kit_json)) if os.path.exists(kit_json) else {}
+    for p in kit.get("pieces", []):
+        where = os.path.join(args.held or "", p["piece"]) if p["stage"] else os.path.join(args.kit, "pieces",
+                                                                                            p["piece"])
+        if not os.path.exists(where):
+            print(f"device_run: {kit['part']}'s stage {p['stage']} is not on this machine (no {where}): make its "
+                  "stage calls and then this one back to back, while the machine stays warm", file=sys.stderr)
+            return 2
+        if sha256_of(where) != p["sha256"]:
+            print(f"device_run: {where}: its bytes differ from kit.json's sha256 (make device-kit again)",
+                  file=sys.stderr)
+            return 2
+        packed.setdefault(os.path.basename(p["file"]), []).append(where)
     if not packed:
         print(f"device_run: no wheels in {folder} (make device-kit packs them as WHEEL.xz)", file=sys.stderr)
         return 2
-    for name in packed:
-        with lzma.open(os.path.join(folder, name), "rb") as src, open(os.path.join(args.dest, name[:-3]), "wb") as dst:
+    for name, paths in packed.items():
+        raw = io.BufferedReader(Pieces(paths), 1 << 20) if len(paths) > 1 else paths[0]
+        with lzma.open(raw, "rb") as src, open(os.path.join(args.dest, name[:-3]), "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
     return 0
 
@@ -215,6 +355,7 @@ def build(args) -> int:
     commit, dirty = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
     source = source_sha256()
     calls, too_big = [], []
+    room = int(args.carry_mib * 2**20) - tree - CARRY_SPARE
     for part in parts:
         names = PARTS[part]
         folder = os.path.join(out, part)
@@ -225,38 +366,54 @@ def build(args) -> int:
         wheels = [os.path.basename(pack(os.path.join(wheels_dir, w))) for w in download(names, version, wheels_dir)]
         kit_bytes = sum(os.path.getsize(os.path.join(wheels_dir, w)) for w in wheels)
         kit_bytes += trim(part, version, folder)
-        carried_mib = (tree + kit_bytes) / 2**20
+        wheel_bytes = {w: os.path.getsize(os.path.join(wheels_dir, w)) for w in wheels}
+        pieces = split(folder, room)
+        stages = max((p["stage"] for p in pieces), default=0)
+        carried = [(f"{folder}.stage{s}", sum(p["bytes"] for p in pieces if p["stage"] == s))
+                   for s in range(1, stages + 1)]
+        carried.append((folder, kit_bytes - sum(b for _, b in carried)))
         suite = next(f"suites/device/{part}{ext}" for ext in (".toml", ".sh")
                      if os.path.isfile(os.path.join(ROOT, "suites", "device", part + ext)))
         manifest = {"part": part, "suite": suite, "python": version,
                     "commit": commit, "dirty": dirty, "source_sha256": source,
-                    "wheels": [{"file": w, "bytes": os.path.getsize(os.path.join(wheels_dir, w))} for w in wheels],
+                    "wheels": [{"file": w, "bytes": b} for w, b in wheel_bytes.items()],
                     "trimmed": {k: list(v) for k, v in TRIMMED.get(part, {}).items()},
-                    "tree_mib": round(tree / 2**20, 2), "carried_mib": round(carried_mib, 2),
-                    "carry_limit_mib": CARRY_MIB, "call_timeout_s": CALL_S,
+                    "pieces": pieces, "stages": stages,
+                    "calls": [{"carry": os.path.relpath(f, ROOT), "mib": round((tree + b) / 2**20, 2)}
+                              for f, b in carried],
+                    "tree_mib": round(tree / 2**20, 2), "carried_mib": round((tree + carried[-1][1]) / 2**20, 2),
+                    "carry_limit_mib": args.carry_mib, "call_timeout_s": CALL_S,
                     "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         with open(os.path.join(folder, "kit.json"), "w") as f:
             json.dump(manifest, f, indent=1)
+        over = max(tree + b for _, b in carried) / 2**20 > args.carry_mib
         print(f"device-kit: {part}: {len(wheels)} wheels{' and trimmed assets' if part in TRIMMED else ''}, "
               f"{kit_bytes / 2**20:.1f} MiB; with the checkout "
-              f"{carried_mib:.1f} of {CARRY_MIB} MiB", file=sys.stderr)
-        if carried_mib > CARRY_MIB:
+              + (f"{(tree + kit_bytes) / 2**20:.1f} of {args.carry_mib:g} MiB" if not stages else
+                 f"{stages + 1} calls of {', '.join(f'{(tree + b) / 2**20:.1f}' for _, b in carried)} "
+                 f"of {args.carry_mib:g} MiB each"), file=sys.stderr)
+        if over:
             too_big.append(part)
-        calls.append((part, os.path.relpath(folder, ROOT)))
+        calls.append((part, [os.path.relpath(f, ROOT) for f, _ in carried]))
     if too_big:
-        print(f"device-kit: {', '.join(too_big)}: over the {CARRY_MIB} MiB one call carries", file=sys.stderr)
+        print(f"device-kit: {', '.join(too_big)}: over the {args.carry_mib:g} MiB one call carries", file=sys.stderr)
         return 2
     if args.rehearse:
-        print("Rehearse each part here:")
+        print("Rehearse each part here (a part's stage calls are held first, as there):")
         for part, _ in calls:
             print(f"  bash scripts/device_run.sh {part} --rehearse")
         return 0
     print(f"Kit ready in {os.path.relpath(out, ROOT)} (commit {(commit or '?')[:10]}{', dirty' if dirty else ''}). "
           f"On a lent GPU machine, one call per part, in this order (each runs at most DEVICE_WALL_S = {WALL_S} s "
           "plus its install and packing; a session's 15 device minutes hold two, and the next session with a "
-          "machine runs the rest: reports/reference/<kind>/README.md lists what ran):")
-    for part, folder in calls:
-        print(f'  run(command="bash scripts/device_run.sh {part}", carry=["{folder}"], timeout_s={CALL_S})')
+          "machine runs the rest: reports/reference/<kind>/README.md lists what ran). A part over what one call "
+          "carries has stage calls first: make them and its own call back to back (the machine keeps what they "
+          "leave only while it stays warm):")
+    for part, folders in calls:
+        for s, folder in enumerate(folders[:-1], 1):
+            print(f'  run(command="bash scripts/device_run.sh {part} --stage {s}", carry=["{folder}"], '
+                  f'timeout_s={STAGE_CALL_S})')
+        print(f'  run(command="bash scripts/device_run.sh {part}", carry=["{folders[-1]}"], timeout_s={CALL_S})')
     print("then give_back, and here, with each reply's files_at and device kind:\n"
           "  python scripts/device_kit.py unpack FILES_AT --kind KIND")
     return 0
@@ -409,7 +566,10 @@ def unpack(args) -> int:
     write_index(dest_root, f"Device kit results: {args.kind}",
                 "Made by `scripts/device_run.sh PART` on a lent machine, unpacked with "
                 "`python scripts/device_kit.py unpack`.")
-    print(f"device-kit: {', '.join(f[:-7] for f in found)} in {os.path.relpath(dest_root, ROOT)}")
+    import physics_crossover  # pandas: here, never on the device
+    crossover = physics_crossover.write(dest_root) if {f[:-7] for f in found} & set(physics_crossover.PARTS) else None
+    print(f"device-kit: {', '.join(f[:-7] for f in found)} in {os.path.relpath(dest_root, ROOT)}"
+          + (f"; the crossover in {os.path.relpath(crossover, ROOT)}" if crossover else ""))
     return 0
 
 
@@ -420,11 +580,19 @@ def main() -> int:
     b.add_argument("--rehearse", action="store_true", help="for this machine's Python (a CPU rehearsal)")
     b.add_argument("--parts", help=f"comma-separated (default: all of {', '.join(PARTS)})")
     b.add_argument("--out", help=f"kit folder (default {KIT}, or {REHEARSAL_KIT} with --rehearse)")
+    b.add_argument("--carry-mib", type=float, default=CARRY_MIB,
+                   help=f"what one call carries, checkout included (default {CARRY_MIB}): a part over it is split "
+                        "over stage calls")
     b.set_defaults(fn=build)
     w = sub.add_parser("wheels", help="the kit's WHEEL.xz files -> DEST/WHEEL (device_run.sh)")
     w.add_argument("kit")
     w.add_argument("dest")
+    w.add_argument("--held", help="where the stage calls held their pieces (device_run.sh: KIT.held)")
     w.set_defaults(fn=unpack_wheels)
+    h = sub.add_parser("hold", help="a stage call's pieces -> HELD, checked (device_run.sh PART --stage S)")
+    h.add_argument("stage")
+    h.add_argument("held")
+    h.set_defaults(fn=hold)
     v = sub.add_parser("provenance")
     v.add_argument("kit")
     v.set_defaults(fn=provenance)

@@ -2,10 +2,12 @@
 # One part of the device kit, run where it lands: on a lent GPU machine (python3 with CUDA torch and jax, no
 # network), with the part's wheels carried in .device-kit/PART (`make device-kit` made them and printed this call):
 #
-#     bash scripts/device_run.sh PART                  # PART: gpu-policy, gpu-jax, gpu-torch, gpu-physics, cores16, tune16
+#     bash scripts/device_run.sh PART                  # PART: gpu-policy, gpu-jax, gpu-torch, gpu-physics, gpu-warp, cores16, tune16
 #     bash scripts/device_run.sh PART --rehearse       # here, on CPU, tiny sizes, .device-kit-rehearse/PART
 #     bash scripts/device_run.sh PART --only GLOB      # only the part's cells matching GLOB (rerun what broke)
 #                                                      # (tune16, a script part: --only ENVS, its panel entries)
+#     bash scripts/device_run.sh PART --stage S        # a part over one call (gpu-warp): stage S's pieces, held
+#                                                      # on the machine for the part's call (made right after)
 #
 # It installs the wheels into a temporary site folder (not the project's pins: rlbench runs on the torch and jax
 # it finds, and env.json records them), puts this checkout's rlbench and adapters there, runs the part's suite
@@ -21,13 +23,17 @@ part=${1:-}
 rehearse=0
 only=()
 only_glob=
+stage=
 while [ $# -gt 0 ]; do
   case $1 in
     --rehearse) rehearse=1 ;;
     --only)
       [ $# -gt 1 ] || { echo "device_run: --only needs a cell glob" >&2; exit 2; }
       only=(--only "$2"); only_glob=$2; shift ;;
-    *) echo "device_run: unknown argument '$1' (valid: --rehearse, --only GLOB)" >&2; exit 2 ;;
+    --stage)
+      [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "device_run: --stage needs a stage number (1, 2, ...)" >&2; exit 2; }
+      stage=$2; shift ;;
+    *) echo "device_run: unknown argument '$1' (valid: --rehearse, --only GLOB, --stage S)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -44,6 +50,10 @@ else
   kit=${KIT:-$root/.device-kit}/$part
   out=${OUT:-$root/reports/device}
 fi
+if [ -n "$stage" ]; then   # a stage call: its pieces checked and held (KIT.held) for the part's call; nothing runs
+  [ -d "$kit.stage$stage" ] || { echo "device_run: no stage $stage for $part in $kit.stage$stage: run \`make device-kit\`$([ $rehearse = 1 ] && echo ' REHEARSE=1') first, and carry that folder" >&2; exit 2; }
+  exec "$py" "$root/scripts/device_kit.py" hold "$kit.stage$stage" "$kit.held"
+fi
 if [ ! -f "$kit/kit.json" ]; then
   echo "device_run: no kit for $part in $kit: run \`make device-kit\`$([ $rehearse = 1 ] && echo ' REHEARSE=1') first" >&2
   exit 2
@@ -54,7 +64,12 @@ trap 'rm -rf "$work"' EXIT
 site=$work/site
 t0=$(date +%s)
 
-"$py" "$root/scripts/device_kit.py" wheels "$kit" "$work/wheels" || exit 2
+if [ $rehearse = 1 ]; then   # the stage calls a lent machine gets first, here in turn
+  for s in $(seq 1 "$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("stages", 0))' "$kit/kit.json")"); do
+    "$py" "$root/scripts/device_kit.py" hold "$kit.stage$s" "$kit.held" || exit 2
+  done
+fi
+"$py" "$root/scripts/device_kit.py" wheels "$kit" "$work/wheels" --held "$kit.held" || exit 2
 "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$work"/wheels/*.whl \
   || { echo "device_run: the kit's wheels did not install ($kit/wheels)" >&2; exit 2; }
 rm -rf "$work/wheels"

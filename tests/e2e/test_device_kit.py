@@ -52,6 +52,69 @@ def test_a_packed_wheel_comes_back_with_every_entry(tmp_path):
     assert r.returncode == 2 and "no wheels" in r.stderr
 
 
+def _wheel(folder, name: str, size: int) -> dict:
+    """A wheel of `size` random bytes (xz finds nothing to shrink), packed into FOLDER/wheels; its entries."""
+    import zipfile
+    wheel = folder / "wheels" / f"{name}-1.0-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True, exist_ok=True)
+    entries = {f"{name}/blob.bin": os.urandom(size), f"{name}-1.0.dist-info/RECORD": b"x\n"}
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+        for entry, data in entries.items():
+            z.writestr(entry, data)
+    device_kit.pack(str(wheel), cache=str(folder.parent / "cache"))
+    return entries
+
+
+def test_a_kit_over_one_call_travels_in_stage_calls_and_comes_back_whole(tmp_path):
+    import zipfile
+    kit = tmp_path / "gpu-warp"
+    wheels = {name: _wheel(kit, name, size) for name, size in (("big", 300_000), ("mid", 90_000), ("small", 20_000))}
+    room = 100_000
+    pieces = device_kit.split(str(kit), room)
+    stages = max(p["stage"] for p in pieces)
+    assert stages == 4 and {p["file"] for p in pieces} == {"wheels/big-1.0-py3-none-any.whl.xz",
+                                                            "wheels/mid-1.0-py3-none-any.whl.xz"}
+    assert sorted(os.listdir(kit / "wheels")) == ["small-1.0-py3-none-any.whl.xz"]   # the smallest stays whole
+    for s in range(1, stages + 1):          # each call carries at most `room` of the kit
+        assert sum(f.stat().st_size for f in (tmp_path / f"gpu-warp.stage{s}").iterdir() if f.suffix != ".json") <= room
+    assert sum(f.stat().st_size for f in kit.rglob("*") if f.is_file()) <= room
+    (kit / "kit.json").write_text(json.dumps({"part": "gpu-warp", "pieces": pieces, "stages": stages}))
+    env = {**os.environ, "KIT": str(tmp_path), "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
+    r = subprocess.run(["bash", RUN_SH, "gpu-warp", "--stage", "1"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "stage 1 of 4 held" in r.stdout, r.stderr
+    wheels_cmd = [sys.executable, str(REPO / "scripts" / "device_kit.py"), "wheels", str(kit), str(tmp_path / "w"),
+                  "--held", str(tmp_path / "gpu-warp.held")]
+    r = subprocess.run(wheels_cmd, capture_output=True, text=True)   # a machine released between the calls
+    assert r.returncode == 2 and "gpu-warp's stage 2 is not on this machine" in r.stderr
+    for s in (2, 3, 4):
+        r = subprocess.run(["bash", RUN_SH, "gpu-warp", "--stage", str(s)], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+    r = subprocess.run(wheels_cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for name, entries in wheels.items():
+        with zipfile.ZipFile(tmp_path / "w" / f"{name}-1.0-py3-none-any.whl") as z:
+            assert {n: z.read(n) for n in z.namelist()} == entries
+    held = tmp_path / "gpu-warp.held" / pieces[0]["piece"]      # a piece that changed on the way is refused
+    held.write_bytes(b"\0" + held.read_bytes()[1:])
+    r = subprocess.run(wheels_cmd, capture_output=True, text=True)
+    assert r.returncode == 2 and "differ from kit.json's sha256" in r.stderr
+    r = subprocess.run(["bash", RUN_SH, "gpu-warp", "--stage", "5"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "no stage 5 for gpu-warp" in r.stderr
+
+
+def test_a_stage_piece_that_changed_is_not_held(tmp_path):
+    kit = tmp_path / "gpu-warp"
+    _wheel(kit, "big", 50_000)
+    pieces = device_kit.split(str(kit), 20_000)
+    stage = tmp_path / "gpu-warp.stage1"
+    piece = stage / pieces[0]["piece"]
+    piece.write_bytes(piece.read_bytes()[:-1])
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "hold", str(stage),
+                        str(tmp_path / "held")], capture_output=True, text=True)
+    assert r.returncode == 2 and "its bytes differ from stage.json's sha256" in r.stderr
+    assert not (tmp_path / "held" / pieces[0]["piece"]).exists()
+
+
 @pytest.mark.parametrize("part", SUITE_PARTS)
 def test_a_rehearsal_keeps_every_kind_of_cell_at_tiny_sizes(tmp_path, part):
     original = load_suite(str(REPO / "suites" / "device" / f"{part}.toml"))
@@ -98,9 +161,11 @@ def test_an_unknown_part_or_argument_or_a_missing_kit_is_refused(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [f"device_run: unknown part 'gpu-jaxx' (valid: {', '.join(PARTS)})"]
     r = subprocess.run(["bash", RUN_SH, "gpu-jax", "--fast"], capture_output=True, text=True)
-    assert r.returncode == 2 and "unknown argument '--fast' (valid: --rehearse, --only GLOB)" in r.stderr
+    assert r.returncode == 2 and "unknown argument '--fast' (valid: --rehearse, --only GLOB, --stage S)" in r.stderr
     r = subprocess.run(["bash", RUN_SH, "gpu-jax", "--only"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip() == "device_run: --only needs a cell glob"
+    r = subprocess.run(["bash", RUN_SH, "gpu-warp", "--stage", "0"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip() == "device_run: --stage needs a stage number (1, 2, ...)"
     env = {**os.environ, "KIT": str(tmp_path / "nokit"), "OUT": str(tmp_path / "out")}
     r = subprocess.run(["bash", RUN_SH, "cores16", "--rehearse"], capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "no kit for cores16" in r.stderr
@@ -173,16 +238,18 @@ def test_what_comes_back_is_unpacked_with_its_page_and_table(tmp_path, monkeypat
 # -- as CI runs them: they download the wheels (the package registries are reachable there) --------------------
 
 @pytest.mark.slow
-def test_each_part_of_the_kit_fits_one_call(tmp_path):
+def test_each_call_of_the_kit_fits_what_one_call_carries(tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "build", "--out", str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     for part in PARTS:
         kit = json.loads((tmp_path / part / "kit.json").read_text())
         assert kit["python"] == device_kit.DEVICE_PYTHON
-        assert kit["carried_mib"] <= device_kit.CARRY_MIB
+        assert all(call["mib"] <= device_kit.CARRY_MIB for call in kit["calls"])
+        assert len(kit["calls"]) == kit["stages"] + 1
         assert all(w["file"].endswith(".whl.xz") for w in kit["wheels"])
     assert 'bash scripts/device_run.sh gpu-jax", carry=[' in r.stdout
+    assert 'bash scripts/device_run.sh gpu-warp --stage 1", carry=[' in r.stdout   # warp-lang: over one call
 
 
 def gpu_cell(row) -> bool:
@@ -226,3 +293,60 @@ def test_each_part_rehearses_here_with_its_gpu_cells_unsupported(tmp_path, part)
     assert env_json["git"].get("from") == "device kit"
     plan = json.loads((tmp_path / "back" / part / "plan.json").read_text())
     assert tomllib.loads(plan["suite_text"])["protocol"]["repeats"] == 1
+
+
+def _summary(folder, cells):
+    """A part's summary.csv with the columns physics_crossover reads: (adapter, env, n, policy, device, options,
+    median) per cell, its CI +-10%."""
+    import csv
+    folder.mkdir(parents=True)
+    with open(folder / "summary.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["adapter", "env", "num_envs", "policy", "device", "options", "status", "steps_per_s_median",
+                    "steps_per_s_ci_low", "steps_per_s_ci_high"])
+        for adapter, env, n, policy, device, options, median in cells:
+            w.writerow([adapter, env, n, policy, device, json.dumps(options) if options else "",
+                        "ok" if median else "error", median, median and median * 0.9, median and median * 1.1])
+
+
+def test_the_crossover_names_the_fastest_of_each_side_and_where_the_gpu_pulls_ahead(tmp_path):
+    import physics_crossover
+    kind = tmp_path / "nvidia-h200"
+    gpu = {"platform": "gpu"}
+    _summary(kind / "gpu-physics", [
+        ("mujoco-rollout", "Ant-v4", 256, "random", "cpu", {}, 100e3),
+        ("mujoco-rollout", "Ant-v4", 4096, "random", "cpu", {}, 150e3),
+        ("mujoco-rollout", "Ant-v4", 65536, "random", "cpu", {}, 160e3),
+        ("mjx", "Ant-v4", 256, "random", "gpu", gpu, 20e3),
+        ("mjx", "Ant-v4", 4096, "random", "gpu", gpu, 200e3),
+        ("mjx", "Ant-v4", 65536, "random", "gpu", gpu, 2e6),
+        ("mjx", "Ant-v4", 256, "random", "cpu", {"platform": "cpu"}, 5e3),
+        ("mujoco-rollout", "Humanoid-v4", 256, "random", "cpu", {"solver": "newton"}, 50e3),
+        ("mjx", "Humanoid-v4", 256, "random", "gpu", gpu, 10e3),
+        ("mjx", "Humanoid-v4", 4096, "random", "gpu", gpu, 0),   # an error row counts for nothing
+    ])
+    _summary(kind / "gpu-warp", [
+        ("mujoco-warp", "Ant-v4", 256, "random", "cuda", {"device": "cuda"}, 50e3),
+        ("mujoco-warp", "Ant-v4", 4096, "random", "cuda", {"device": "cuda"}, 300e3),
+        ("mujoco-warp", "Ant-v4", 256, "mlp64x64-cuda-t1", "cuda", {"device": "cuda"}, 40e3),
+    ])
+    _summary(kind / "cores16", [
+        ("envpool-sync", "Ant-v4", 256, "random", "cpu", {"num_threads": 16}, 120e3),
+        ("envpool-sync", "CartPole-v1", 256, "random", "cpu", {}, 1e6),   # no GPU side: not in the table
+        ("mujoco-rollout", "Ant-v4", 256, "mlp64x64-cpu-t1", "cpu", {}, 80e3),
+    ])
+    text = physics_crossover.markdown(str(kind))
+    ant = text.split("## Ant-v4, random")[1].split("##")[0]
+    assert "The GPU side is ahead from 4096 envs on (the CPU side at 256)" in ant
+    assert "| 256 | envpool-sync (num_threads=16) (cores16) | 120.0k [108.0k, 132.0k] | mujoco-warp (gpu-warp) |" in ant
+    assert "| 4096 | mujoco-rollout (gpu-physics) | 150.0k" in ant and "mujoco-warp (gpu-warp) | 300.0k" in ant
+    assert "| 65536 | mujoco-rollout (gpu-physics) | 160.0k [144.0k, 176.0k] | mjx (gpu-physics) | 2.00M" in ant
+    assert "12.50x" in ant
+    assert "The CPU side is ahead at every num_envs measured (up to 256)" in text.split("## Humanoid-v4, random")[1]
+    assert "mujoco-rollout (solver=newton)" in text
+    mlp = text.split("## Ant-v4, mlp64x64")[1]     # the MLP on either side is one policy
+    assert "The CPU side is ahead at every num_envs measured" in mlp and "0.50x" in mlp
+    assert "CartPole" not in text
+    assert physics_crossover.write(str(kind)) == str(kind / "gpu-physics" / "README.md")
+    assert (kind / "gpu-physics" / "README.md").read_text() == text
+    assert physics_crossover.write(str(tmp_path / "nothing")) is None

@@ -61,7 +61,7 @@ def test_cuda_is_refused_with_the_reason_where_warp_finds_none():
     warp.config.log_level = warp.LOG_WARNING
     if warp.is_cuda_available():
         pytest.skip("Warp has a CUDA device here")
-    with pytest.raises(Unsupported, match="device=cuda: Warp finds no CUDA device"):
+    with pytest.raises(Unsupported, match="no CUDA device: device=cuda, and Warp finds none"):
         start_warp("cuda")
 
 
