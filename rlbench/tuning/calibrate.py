@@ -6,13 +6,16 @@ cannot come within reach of the leader; `rlbench calibrate` runs it alone, ahead
 without a prediction rather than waiting a minute for it.
 """
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import platform
 import shutil
+import sys
 import tempfile
 import time
+import types
 from dataclasses import replace
 from datetime import datetime
 
@@ -26,7 +29,7 @@ from rlbench.synthetic import ENV_ID
 from rlbench.tuning.profile import EnvProfile
 from rlbench.workload import PolicySpec, Workload
 
-VERSION = 2  # 2: each size's figures are the best of the adapter's tune_space settings
+VERSION = 3  # 2: each size's figures are the best of the adapter's tune_space settings; 3: stamped with its code
 OBS_BYTES = 64       # a small observation: what the strategy costs, not what copying costs
 HEADROOM = 2.0       # a strategy's ceiling: this times its best calibrated rate (larger num_envs amortise more)
 # A cell's bound: its process started, its libraries imported and 0.4 s measured take 1-4 s on 2 cores (torch's
@@ -129,13 +132,35 @@ def store(key: dict, measured: dict, by: str = "") -> str:
     return path
 
 
+@functools.lru_cache(maxsize=None)
+def code_of(adapter: str) -> str:
+    """The code an adapter's figures are measured under: its module's source and that of the modules of its own
+    package it takes names from (its shared helpers), hashed. The cache is keyed by machine and packages; a
+    figure stamped with other code (the adapter changed since: another speed, another verdict) is measured
+    again."""
+    from rlbench import registry
+    module = sys.modules[registry.get(adapter).__module__]
+    top = module.__name__.split(".")[0]
+    names = {module.__name__}
+    for value in vars(module).values():
+        names.add(value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", "") or "")
+    h = hashlib.sha256()
+    for name in sorted(n for n in names if n.split(".")[0] == top):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path and os.path.isfile(path):
+            with open(path, "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()[:16]
+
+
 def missing(calibration: dict, adapters, ns) -> list:
-    """The adapters to measure at these sizes: those the cache lacks at one of them, or that timed out there
-    under a shorter bound than theirs now (the bound was raised for a slow machine: a timeout under a
-    shorter one says nothing of it)."""
+    """The adapters to measure at these sizes: those the cache lacks at one of them, that were measured under
+    other code (code_of), or that timed out there under a shorter bound than theirs now (the bound was raised
+    for a slow machine: a timeout under a shorter one says nothing of it)."""
     def lacks(a, n):
         f = calibration.get(a, {}).get(str(n))
-        return f is None or (f.get("status") == "timeout" and (f.get("bound_s") or 0.0) < cell_timeout_s(a))
+        return (f is None or f.get("code", code_of(a)) != code_of(a)
+                or (f.get("status") == "timeout" and (f.get("bound_s") or 0.0) < cell_timeout_s(a)))
     return [a for a in adapters if any(lacks(a, n) for n in ns)]
 
 
@@ -172,6 +197,7 @@ def figures(rows, bounds: dict = None) -> dict:
              {"steps_per_s": None, "status": row["status"], "reason": (row.get("error") or "")[:300]})
         # what one of its jobs costs (a timeout: the limit): the search's first estimate of its jobs
         f["wall_s"] = row.get("wall_s") or (SETTINGS.timeout_s if row["status"] == "timeout" else None)
+        f["code"] = code_of(row["adapter"])
         if row["status"] == "timeout" and bounds:
             f["bound_s"] = bounds.get(row["adapter"])
         by_n = measured.setdefault(row["adapter"], {})

@@ -29,6 +29,31 @@ def test_the_cache_is_keyed_by_the_machine_and_merges(tmp_path, monkeypatch):
     assert json.loads(open(calibrate.cache_path(key)).read())["key"] == key
 
 
+def test_a_figure_measured_under_other_code_is_measured_again():
+    serial = calibrate.code_of("serial")
+    assert len(serial) == 16 and serial == calibrate.code_of("serial") != calibrate.code_of("rlpyt-cpu")
+    # rlpyt-cpu's helpers (adapters/_kit/procs.py, its worker processes) are in its code, not serial's
+    before = calibrate.code_of("rlpyt-cpu")
+    calibrate.code_of.cache_clear()
+    import adapters._kit.procs as procs
+    real = procs.__file__
+    try:
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as changed:
+            changed.write(open(real).read() + "\n# changed\n")
+        procs.__file__ = changed.name
+        assert calibrate.code_of("rlpyt-cpu") != before and calibrate.code_of("serial") == serial
+    finally:
+        procs.__file__ = real
+        calibrate.code_of.cache_clear()
+        os.remove(changed.name)
+    figure = {"steps_per_s": 5e5, "workers": 1}
+    have = {"serial": {"16": {**figure, "code": serial}}, "gymnasium-sync": {"16": {**figure, "code": "0" * 16}}}
+    assert calibrate.missing(have, ["serial", "gymnasium-sync"], [16]) == ["gymnasium-sync"]
+    rows = [{"adapter": "serial", "num_envs": 16, "status": "ok", "steps_per_s": 5e5, "wall_s": 1.0}]
+    assert calibrate.figures(rows)["serial"]["16"]["code"] == serial
+
+
 def test_predictions_are_upper_bounds_from_the_ceiling_and_the_work():
     cal = {"serial": {"16": {"steps_per_s": 4e5, "workers": 1}},
            "gymnasium-async": {"16": {"steps_per_s": 2e4, "workers": 16}},
