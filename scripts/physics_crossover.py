@@ -40,6 +40,8 @@ def rows(kind_dir: str) -> pd.DataFrame:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True)
     df = df[df["status"] == "ok"].copy()
+    if "gpu_mem_peak_mb_max" not in df:     # runs made before rows recorded GPU memory
+        df["gpu_mem_peak_mb_max"] = float("nan")
     df["options"] = df["options"].fillna("{}").map(lambda s: json.loads(s) if s else {})
     df["side"] = df.apply(lambda r: "gpu" if on_gpu(r) else "cpu", axis=1)
     df["backend"] = df.apply(backend, axis=1)
@@ -51,8 +53,10 @@ def rows(kind_dir: str) -> pd.DataFrame:
 def fastest(df: pd.DataFrame) -> pd.DataFrame:
     """Per env, policy, num_envs and side: the backend with the highest median."""
     best = df.loc[df.groupby(["env", "policy_kind", "num_envs", "side"])["steps_per_s_median"].idxmax()]
-    cols = ["backend", "part", "steps_per_s_median", "steps_per_s_ci_low", "steps_per_s_ci_high"]
-    wide = best.pivot_table(index=["env", "policy_kind", "num_envs"], columns="side", values=cols, aggfunc="first")
+    cols = ["backend", "part", "steps_per_s_median", "steps_per_s_ci_low", "steps_per_s_ci_high",
+            "gpu_mem_peak_mb_max"]
+    wide = best.pivot_table(index=["env", "policy_kind", "num_envs"], columns="side", values=cols, aggfunc="first",
+                            dropna=False)
     wide.columns = [f"{side}_{col}" for col, side in wide.columns]
     return wide.dropna(subset=["cpu_steps_per_s_median", "gpu_steps_per_s_median"]).reset_index()
 
@@ -70,6 +74,12 @@ def crossover(group: pd.DataFrame) -> str:
     return f"The GPU side is ahead from {sizes[first]} envs on (the CPU side at {sizes[first - 1]})"
 
 
+def mb(r) -> str:
+    """The GPU side's peak GPU memory (gpu_mem_peak_mb), where its rows recorded it."""
+    value = getattr(r, "gpu_gpu_mem_peak_mb_max", None)
+    return "-" if value is None or pd.isna(value) else f"{value:,.0f}"
+
+
 def k(x: float) -> str:
     return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e3 else f"{x:.0f}"
 
@@ -81,7 +91,8 @@ def markdown(kind_dir: str) -> str:
             f"Made by `python scripts/physics_crossover.py` from {', '.join(parts) or 'no physics part'} (their "
             "summary.csv: medians of env steps per second, 95% CI in brackets; the kind's README.md says which "
             "commit made each). Per env and policy, the fastest backend of each side at each num_envs both sides "
-            "measured; the GPU side's MLP runs on the GPU, the CPU side's on its cores. MJX and MuJoCo Warp step "
+            "measured, and the GPU side's peak GPU memory (gpu_mem_peak_mb); the GPU side's MLP runs on the GPU, "
+            "the CPU side's on its cores. MJX and MuJoCo Warp step "
             "Newton where Humanoid-v4's model says PGS; EnvPool and mujoco-rollout step PGS unless the backend "
             "says solver=newton.\n")
     if df.empty:
@@ -90,14 +101,14 @@ def markdown(kind_dir: str) -> str:
     out = [head]
     for (env, policy), group in table.groupby(["env", "policy_kind"]):
         out += [f"\n## {env}, {policy}\n", f"{crossover(group)}.\n",
-                "| num_envs | CPU: fastest | env steps/s | GPU: fastest | env steps/s | GPU / CPU |",
-                "|---|---|---|---|---|---|"]
+                "| num_envs | CPU: fastest | env steps/s | GPU: fastest | env steps/s | GPU / CPU | its GPU MB |",
+                "|---|---|---|---|---|---|---|"]
         for r in group.sort_values("num_envs").itertuples():
             out.append(f"| {r.num_envs} | {r.cpu_backend} ({r.cpu_part}) | {k(r.cpu_steps_per_s_median)} "
                        f"[{k(r.cpu_steps_per_s_ci_low)}, {k(r.cpu_steps_per_s_ci_high)}] | {r.gpu_backend} "
                        f"({r.gpu_part}) | {k(r.gpu_steps_per_s_median)} [{k(r.gpu_steps_per_s_ci_low)}, "
                        f"{k(r.gpu_steps_per_s_ci_high)}] | "
-                       f"{r.gpu_steps_per_s_median / r.cpu_steps_per_s_median:.2f}x |")
+                       f"{r.gpu_steps_per_s_median / r.cpu_steps_per_s_median:.2f}x | {mb(r)} |")
     return "\n".join(out) + "\n"
 
 

@@ -142,6 +142,9 @@ HARNESS = (  # measured by the harness around every session, one value per repea
       label="CPU cores busy"),
     Metric("peak_rss_mb", "MB", "each process's peak resident set, summed over the tree (an upper bound of the tree's "
       "peak)", summary=("max",), label="peak RSS MB"),
+    Metric("gpu_mem_peak_mb", "MB", "the GPU memory the cell's process took at its peak, as JAX, torch and Warp "
+      "count it (rlbench.running.gpu_memory; CUDA contexts and worker processes not in it); empty on a CPU",
+      summary=("max",), label="peak GPU MB"),
     Metric("setup_s", "s", "opening the session: imports, env construction, workers' start (compile_s and "
       "runtime_init_s are inside it); never in a rate", summary=(), label="setup s"),
     Metric("close_s", "s", "closing the session", summary=(), label="close s"),

@@ -13,6 +13,7 @@ import traceback
 from time import perf_counter
 
 from rlbench.errors import Unsupported
+from rlbench.running import gpu_memory
 
 
 def _results_channel():
@@ -70,6 +71,7 @@ def run_cell(spec: dict) -> dict:
     info = getattr(session, "info", {}) or {}
     return {"status": "ok", "setup_s": setup_s, "close_s": close_s, **result,
             "cpus": len(os.sched_getaffinity(0)), "torch_threads": _torch_threads(),
+            "gpu_mem_peak_mb": gpu_memory.peak_mb(),
             **{k: info[k] for k in info_keys() if info.get(k) is not None}}
 
 

@@ -297,16 +297,17 @@ def test_each_part_rehearses_here_with_its_gpu_cells_unsupported(tmp_path, part)
 
 def _summary(folder, cells):
     """A part's summary.csv with the columns physics_crossover reads: (adapter, env, n, policy, device, options,
-    median) per cell, its CI +-10%."""
+    median) per cell, its CI +-10%, a GPU cell's peak GPU memory median / 1000 MB."""
     import csv
     folder.mkdir(parents=True)
     with open(folder / "summary.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["adapter", "env", "num_envs", "policy", "device", "options", "status", "steps_per_s_median",
-                    "steps_per_s_ci_low", "steps_per_s_ci_high"])
+                    "steps_per_s_ci_low", "steps_per_s_ci_high", "gpu_mem_peak_mb_max"])
         for adapter, env, n, policy, device, options, median in cells:
             w.writerow([adapter, env, n, policy, device, json.dumps(options) if options else "",
-                        "ok" if median else "error", median, median and median * 0.9, median and median * 1.1])
+                        "ok" if median else "error", median, median and median * 0.9, median and median * 1.1,
+                        median / 1000 if device != "cpu" else ""])
 
 
 def test_the_crossover_names_the_fastest_of_each_side_and_where_the_gpu_pulls_ahead(tmp_path):
@@ -341,7 +342,7 @@ def test_the_crossover_names_the_fastest_of_each_side_and_where_the_gpu_pulls_ah
     assert "| 256 | envpool-sync (num_threads=16) (cores16) | 120.0k [108.0k, 132.0k] | mujoco-warp (gpu-warp) |" in ant
     assert "| 4096 | mujoco-rollout (gpu-physics) | 150.0k" in ant and "mujoco-warp (gpu-warp) | 300.0k" in ant
     assert "| 65536 | mujoco-rollout (gpu-physics) | 160.0k [144.0k, 176.0k] | mjx (gpu-physics) | 2.00M" in ant
-    assert "12.50x" in ant
+    assert "| 12.50x | 2,000 |" in ant and "| 2.00x | 300 |" in ant
     assert "The CPU side is ahead at every num_envs measured (up to 256)" in text.split("## Humanoid-v4, random")[1]
     assert "mujoco-rollout (solver=newton)" in text
     mlp = text.split("## Ant-v4, mlp64x64")[1]     # the MLP on either side is one policy
