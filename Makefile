@@ -117,7 +117,7 @@ device-kit: install
 	$(PY) scripts/device_kit.py build $(if $(REHEARSE),--rehearse)
 
 # Each part here on CPU at tiny sizes, as CI runs it: the GPU cells are `unsupported: no CUDA device`.
-DEVICE_PARTS ?= gpu-policy gpu-jax gpu-torch gpu-physics gpu-warp cores16 tune16
+DEVICE_PARTS ?= gpu-policy gpu-jax gpu-torch gpu-physics gpu-warp gpu-train cores16 tune16
 device-rehearse: install
 	$(PY) scripts/device_kit.py build --rehearse
 	for p in $(DEVICE_PARTS); do bash scripts/device_run.sh $$p --rehearse || exit 1; done

@@ -134,6 +134,34 @@ def _covered(spans) -> float:
     return total
 
 
+def restore_device_put(jax) -> list:
+    """Brax 0.14.2's PPO calls jax.device_put_replicated, which JAX 0.10 removed (this project's brax environment
+    pins jax 0.9.2, which has it; a GPU machine's CUDA jax may be newer). Where it is gone, JAX's own drop-in
+    replacements (docs/migrate_pmap.md: device_put onto a NamedSharding along a new leading axis, as pmap takes
+    it) stand in for it and device_put_sharded; returns the names put back."""
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    def replicated(x, devices):
+        sharding = NamedSharding(Mesh(np.array(devices), ("x",)), P("x"))
+        return jax.tree.map(lambda y: jax.device_put(jnp.stack([y] * len(devices)), sharding), x)
+
+    def sharded(shards, devices):
+        sharding = NamedSharding(Mesh(np.array(devices), ("x",)), P("x"))
+        return jax.tree.map(lambda *xs: jax.device_put(jnp.stack(xs), sharding), *shards)
+
+    put_back = []
+    for name, fn in (("device_put_replicated", replicated), ("device_put_sharded", sharded)):
+        try:
+            getattr(jax, name)
+        except AttributeError:
+            setattr(jax, name, fn)
+            put_back.append(name)
+    return put_back
+
+
 class _Stop(Exception):
     """Raised from progress_fn to end train() when the session closes."""
 
@@ -149,7 +177,8 @@ class BraxPPOSession:
         platform = "gpu" if options["platform"] == "auto" and workload.policy.device.startswith("cuda") \
             else options["platform"]
         if platform in ("cpu", "gpu") and jax.default_backend() != platform:
-            raise Unsupported(f"brax-ppo runs on JAX's default backend ({jax.default_backend()}), "
+            lead = "no CUDA device: " if platform == "gpu" else ""
+            raise Unsupported(f"{lead}brax-ppo runs on JAX's default backend ({jax.default_backend()}), "
                               f"not {platform}")
         devices = jax.local_devices()
         want = options["devices"] or len(devices)
@@ -158,6 +187,7 @@ class BraxPPOSession:
         if workload.num_envs % want:
             raise Unsupported(f"num_envs={workload.num_envs} must be a multiple of devices={want}")
         self.jax, self.options = jax, options
+        restored = restore_device_put(jax)
         per_step = options["batch_size"] * options["unroll_length"] * options["num_minibatches"] \
             * options["action_repeat"]
         K = options["training_steps_per_unit"]
@@ -199,7 +229,8 @@ class BraxPPOSession:
         self.metrics = self
         self.info = {"compile_s": self.compile_s, "device": devices[0].platform, "workers": want,
                      "batch_size": per_step,
-                     "device_settings": {**settings, "devices": want, **physics}}
+                     "device_settings": {**settings, "devices": want, **physics,
+                                         **({"jax_drop_ins": restored} if restored else {})}}
 
     @staticmethod
     def _train_kwargs(workload, options, evals, num_timesteps, progress, devices):

