@@ -214,7 +214,8 @@ def split(folder: str, room: int) -> list:
     left over in FOLDER/pieces and the rest in stage folders FOLDER.stage1, ... of at most `room` each (about
     equal), each carried by a call of its own before the part's (`device_run.sh PART --stage S` holds its pieces
     on that machine, which keeps them while it stays warm). Returns the pieces' records for kit.json, in order."""
-    for old in [f"{folder}.stage{s}" for s in range(1, 100)] + [os.path.join(folder, "pieces")]:
+    import glob
+    for old in glob.glob(f"{glob.escape(folder)}.stage*") + [os.path.join(folder, "pieces")]:
         shutil.rmtree(old, ignore_errors=True)
     files = sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, fs in os.walk(folder) for f in fs
                    if f != "kit.json")
@@ -237,7 +238,7 @@ def split(folder: str, room: int) -> list:
     pieces, at = [], 0
     for f in over:
         with open(os.path.join(folder, f), "rb") as src:
-            start, end, index = at, at + size[f], 0
+            end, index = at + size[f], 0
             while at < end:
                 call = next(s for s in range(len(bounds) - 1) if bounds[s] <= at < bounds[s + 1])
                 n = min(end, bounds[call + 1]) - at
@@ -248,7 +249,7 @@ def split(folder: str, room: int) -> list:
                 os.makedirs(dest, exist_ok=True)
                 with open(os.path.join(dest, name), "wb") as out:
                     out.write(data)
-                pieces.append({"file": f, "piece": name, "stage": stage, "offset": at - start, "bytes": n,
+                pieces.append({"file": f, "piece": name, "stage": stage, "bytes": n,
                                "sha256": hashlib.sha256(data).hexdigest()})
                 at, index = at + n, index + 1
         os.remove(os.path.join(folder, f))
@@ -257,6 +258,14 @@ def split(folder: str, room: int) -> list:
             json.dump({"part": os.path.basename(folder), "stage": s, "stages": stages,
                        "pieces": [p for p in pieces if p["stage"] == s]}, out, indent=1)
     return pieces
+
+
+def intact(path: str, sha256: str, listed_in: str) -> bool:
+    """Whether a piece's bytes are those the kit recorded; says which one is not."""
+    if sha256_of(path) == sha256:
+        return True
+    print(f"device_run: {path}: its bytes differ from {listed_in}'s sha256 (make device-kit again)", file=sys.stderr)
+    return False
 
 
 def hold(args) -> int:
@@ -270,9 +279,7 @@ def hold(args) -> int:
     os.makedirs(args.held, exist_ok=True)
     for p in stage["pieces"]:
         src = os.path.join(args.stage, p["piece"])
-        if sha256_of(src) != p["sha256"]:
-            print(f"device_run: {src}: its bytes differ from stage.json's sha256 (make device-kit again)",
-                  file=sys.stderr)
+        if not intact(src, p["sha256"], "stage.json"):
             return 2
         shutil.copyfile(src, os.path.join(args.held, p["piece"]))
     mib = sum(p["bytes"] for p in stage["pieces"]) / 2**20
@@ -318,9 +325,7 @@ def unpack_wheels(args) -> int:
             print(f"device_run: {kit['part']}'s stage {p['stage']} is not on this machine (no {where}): make its "
                   "stage calls and then this one back to back, while the machine stays warm", file=sys.stderr)
             return 2
-        if sha256_of(where) != p["sha256"]:
-            print(f"device_run: {where}: its bytes differ from kit.json's sha256 (make device-kit again)",
-                  file=sys.stderr)
+        if not intact(where, p["sha256"], "kit.json"):
             return 2
         packed.setdefault(os.path.basename(p["file"]), []).append(where)
     if not packed:
@@ -380,9 +385,8 @@ def build(args) -> int:
             for f in os.listdir(wheels_dir):
                 os.remove(os.path.join(wheels_dir, f))
         wheels = [os.path.basename(pack(os.path.join(wheels_dir, w))) for w in download(names, version, wheels_dir)]
-        kit_bytes = sum(os.path.getsize(os.path.join(wheels_dir, w)) for w in wheels)
-        kit_bytes += trim(part, version, folder)
         wheel_bytes = {w: os.path.getsize(os.path.join(wheels_dir, w)) for w in wheels}
+        kit_bytes = sum(wheel_bytes.values()) + trim(part, version, folder)
         pieces = split(folder, room)
         stages = max((p["stage"] for p in pieces), default=0)
         carried = [(f"{folder}.stage{s}", sum(p["bytes"] for p in pieces if p["stage"] == s))

@@ -30,30 +30,9 @@ def test_every_part_has_a_suite_and_a_kit_entry():
     assert PARTS == sorted(device_kit.PARTS)
 
 
-def test_a_packed_wheel_comes_back_with_every_entry(tmp_path):
-    import zipfile
-    wheel = tmp_path / "wheels" / "demo-1.0-py3-none-any.whl"
-    wheel.parent.mkdir()
-    entries = {"demo/__init__.py": b"x = 1\n" * 1000, "demo-1.0.dist-info/RECORD": b"demo/__init__.py,,\n"}
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, data in entries.items():
-            z.writestr(name, data)
-    packed = device_kit.pack(str(wheel))
-    assert packed.endswith(".whl.xz") and not wheel.exists()
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "wheels", str(tmp_path),
-                        str(tmp_path / "out")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    with zipfile.ZipFile(tmp_path / "out" / wheel.name) as z:
-        assert {n: z.read(n) for n in z.namelist()} == entries
-    empty = tmp_path / "empty"
-    (empty / "wheels").mkdir(parents=True)
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "wheels", str(empty),
-                        str(tmp_path / "out2")], capture_output=True, text=True)
-    assert r.returncode == 2 and "no wheels" in r.stderr
-
-
-def _wheel(folder, name: str, size: int) -> dict:
-    """A wheel of `size` random bytes (xz finds nothing to shrink), packed into FOLDER/wheels; its entries."""
+def _wheel(folder, name: str, size: int, cache) -> dict:
+    """A wheel of `size` random bytes (xz finds nothing to shrink), packed into FOLDER/wheels (packed wheels kept
+    in CACHE); its entries."""
     import zipfile
     wheel = folder / "wheels" / f"{name}-1.0-py3-none-any.whl"
     wheel.parent.mkdir(parents=True, exist_ok=True)
@@ -61,14 +40,32 @@ def _wheel(folder, name: str, size: int) -> dict:
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
         for entry, data in entries.items():
             z.writestr(entry, data)
-    device_kit.pack(str(wheel), cache=str(folder.parent / "cache"))
+    device_kit.pack(str(wheel), cache=str(cache))
     return entries
+
+
+def test_a_packed_wheel_comes_back_with_every_entry(tmp_path):
+    import zipfile
+    entries = _wheel(tmp_path, "demo", 6000, tmp_path / "cache")
+    wheel = tmp_path / "wheels" / "demo-1.0-py3-none-any.whl"
+    assert (tmp_path / "wheels" / "demo-1.0-py3-none-any.whl.xz").exists() and not wheel.exists()
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "wheels", str(tmp_path),
+                        str(tmp_path / "out")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with zipfile.ZipFile(tmp_path / "out" / wheel.name) as z:
+        assert {n: z.read(n) for n in z.namelist()} == entries
+    assert len(os.listdir(tmp_path / "cache")) == 1   # packed once, kept by the wheel's sha256, in the cache given
+    empty = tmp_path / "empty"
+    (empty / "wheels").mkdir(parents=True)
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "wheels", str(empty),
+                        str(tmp_path / "out2")], capture_output=True, text=True)
+    assert r.returncode == 2 and "no wheels" in r.stderr
 
 
 def test_a_kit_over_one_call_travels_in_stage_calls_and_comes_back_whole(tmp_path):
     import zipfile
     kit = tmp_path / "gpu-warp"
-    wheels = {name: _wheel(kit, name, size) for name, size in (("big", 300_000), ("mid", 90_000), ("small", 20_000))}
+    wheels = {name: _wheel(kit, name, size, tmp_path / "cache") for name, size in (("big", 300_000), ("mid", 90_000), ("small", 20_000))}
     room = 100_000
     pieces = device_kit.split(str(kit), room)
     stages = max(p["stage"] for p in pieces)
@@ -104,7 +101,7 @@ def test_a_kit_over_one_call_travels_in_stage_calls_and_comes_back_whole(tmp_pat
 
 def test_a_stage_piece_that_changed_is_not_held(tmp_path):
     kit = tmp_path / "gpu-warp"
-    _wheel(kit, "big", 50_000)
+    _wheel(kit, "big", 50_000, tmp_path / "cache")
     pieces = device_kit.split(str(kit), 20_000)
     stage = tmp_path / "gpu-warp.stage1"
     piece = stage / pieces[0]["piece"]
