@@ -92,7 +92,7 @@ class Runner:
         t0 = time.perf_counter()
         result, proc, watch = {}, None, None
         timeout_s = job.cell.settings(self.settings).timeout_s
-        temp = tempfile.mkdtemp(prefix=f"rlbench-cell-{os.getpid()}-")  # the tree's TMPDIR (Ray's sessions)
+        temp = tempfile.mkdtemp(prefix=temp_prefix())  # the tree's TMPDIR (Ray's sessions)
         scratch = self.scratch_dir(job)
         try:
             if job.profile:
@@ -160,6 +160,19 @@ class Runner:
             proc.kill()
         proc.wait()
         return leftovers
+
+
+def temp_prefix(pid: int = None) -> str:
+    """A repeat's temp folder is named after the run's process, so that the run's end finds what an interrupt
+    cut short of a repeat's own cleanup, and nothing of another process."""
+    return f"rlbench-cell-{pid or os.getpid()}-"
+
+
+def remove_temp_folders() -> None:
+    """This process's repeats' temp folders: an interrupt that lands inside a repeat's cleanup leaves its own."""
+    import glob
+    for folder in glob.glob(os.path.join(tempfile.gettempdir(), glob.escape(temp_prefix()) + "*")):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _last_result(stdout: bytes):

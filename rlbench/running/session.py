@@ -19,6 +19,7 @@ from rlbench.results.store import StoreError
 from rlbench.running import rundir
 from rlbench.running.cluster.join import join, leave
 from rlbench.running.rundir import RunDir
+from rlbench.running.runner import remove_temp_folders
 
 HANDLED = (signal.SIGTERM, signal.SIGHUP)  # like Ctrl-C: the running cell is killed, every finished row kept
 FAILED = ("error", "timeout", "lost")
@@ -170,6 +171,7 @@ def stops_early(outcome, out_dir):
         yield
     except KeyboardInterrupt as exc:
         outcome.interrupted = getattr(exc, "signal", "SIGINT")
+        remove_temp_folders()   # what the interrupt cut short of a repeat's cleanup
         print("rlbench: interrupted; every finished repeat is kept "
               f"(`rlbench resume {out_dir}` runs the rest)", file=sys.stderr)
     except (StoreError, OSError) as exc:

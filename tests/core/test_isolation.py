@@ -156,3 +156,22 @@ def test_sigterm_mid_cell_kills_the_cell_and_keeps_finished_rows(tmp_path):
     assert (out / "summary.csv").exists() and "ended_at" in (out / "env.json").read_text()
     pids = {p.stem: int(p.read_text()) for p in pid_dir.glob("hang-*.pid")}
     assert len(pids) == 3 and not [what for what, pid in pids.items() if alive(pid)]
+
+
+def test_an_interrupt_removes_what_it_cut_short_of_the_runs_temp_folders_and_no_others(tmp_path, monkeypatch, capsys):
+    """A signal landing inside a repeat's cleanup skips the rest of it; the run's end removes that repeat's temp
+    folder (named after the run's pid), never one of another process (a pid with the same leading digits)."""
+    import tempfile
+
+    from rlbench.running.runner import temp_prefix
+    from rlbench.running.session import Outcome, stops_early
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ours = tmp_path / f"{temp_prefix()}cut"
+    theirs = tmp_path / f"{temp_prefix(os.getpid() * 10 + 1)}running"
+    for folder in (ours, theirs):
+        (folder / "session").mkdir(parents=True)
+    outcome = Outcome()
+    with stops_early(outcome, str(tmp_path / "out")):
+        raise KeyboardInterrupt
+    assert outcome.interrupted == "SIGINT" and "interrupted" in capsys.readouterr().err
+    assert not ours.exists() and (theirs / "session").is_dir()

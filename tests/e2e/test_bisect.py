@@ -10,6 +10,8 @@ from support.wheels import write_wheel
 
 from rlbench.results.history import History
 
+pytestmark = pytest.mark.exclusive   # a 60% slowdown must stand out of the noise
+
 SUITE = """name = "bisect"
 [protocol]
 repeats = 3

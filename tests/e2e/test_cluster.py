@@ -14,7 +14,7 @@ import pytest
 from support import REPO, SUPPORT, read_run, write_suite
 from support.procs import matching
 
-pytestmark = [pytest.mark.slow, pytest.mark.threaded_runtime]
+pytestmark = [pytest.mark.slow, pytest.mark.threaded_runtime, pytest.mark.exclusive]
 
 PROTOCOL = """[protocol]
 repeats = 2

@@ -103,7 +103,8 @@ from support.fake_adapters import CHAOS, chaos_fault
 from rlbench.results.store import ROW_KEYS
 from rlbench.running import proctree
 
-pytestmark = pytest.mark.skipif(not os.path.isdir(proctree.SHM_DIR), reason="no /dev/shm")
+pytestmark = [pytest.mark.skipif(not os.path.isdir(proctree.SHM_DIR), reason="no /dev/shm"),
+              pytest.mark.exclusive]   # its slow faults want the machine to themselves
 
 MODULE = "rlbench_test_faults"
 FAKES = {"hang": "Hang", "boom": "Boom", "leaky": "Leaky", "shm_leak": "ShmLeak", "exit": "ExitMidStep",
