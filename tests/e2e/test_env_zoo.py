@@ -3,6 +3,8 @@ them: every (env, adapter) pair either gives serial's observations step for step
 planning with its reason; none is an `error` row. The table is docs/compatibility-envs.md, checked here
 (RLBENCH_WRITE_DOCS=1 rewrites it from this run). Slow: real envs, a Ray start per Ray session."""
 import os
+import shutil
+import tempfile
 
 import pytest
 from support import REPO, canon_batch
@@ -42,6 +44,18 @@ def zoo_on_pythonpath(monkeypatch):
     for path in reversed(PATHS):
         monkeypatch.syspath_prepend(path)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(PATHS))
+
+
+@pytest.fixture(autouse=True)
+def own_tmpdir(monkeypatch):
+    """gymnasium-robotics' mazes write their MJCF into TMPDIR (beside a TemporaryDirectory) and never remove it;
+    these tests make the envs in this process and its workers, not in a cell's TMPDIR: a short folder of the
+    test's (Ray's socket paths have a length limit), removed after it."""
+    folder = tempfile.mkdtemp(prefix="rlbench-zoo-")
+    monkeypatch.setenv("TMPDIR", folder)
+    monkeypatch.setattr(tempfile, "tempdir", folder)
+    yield
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 # rlpyt-cpu's workers pick their own actions: a deterministic policy, so serial's are the same
