@@ -43,17 +43,18 @@ lint: install
 	$(PY) scripts/lint_imports.py
 
 # make test runs the tests on TEST_WORKERS workers, one per core by default (pytest-xdist: each test in one worker, as
-# they must pass with another run beside them). make test-slow too, a module's tests that share a module-scoped
-# fixture on one worker (--dist loadgroup), each given 20 minutes (compiles and kit packing, two at a time); then
-# those marked `exclusive` (faults, clusters, bisect's timing) one at a time. Both parts run; either failing fails it.
+# they must pass with another run beside them). make test-slow too, each file's tests on one worker (a module
+# fixture runs a suite once for several tests), each test given 20 minutes (compiles and kit packing, two at a
+# time); then one at a time those marked `exclusive` (faults, clusters, bisect's timing) or `threaded_runtime`
+# (JAX or Ray in the test process: after them no test may fork it). Both parts run; either failing fails it.
 TEST_WORKERS ?= auto
 test: install install-extras browser lint
 	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --durations=15
 
 test-slow: install install-extras browser envzoo
-	$(PY) -m pytest -q -m "slow and not exclusive" -n $(TEST_WORKERS) --dist loadgroup --timeout 1200 \
-	  --durations=15; rc=$$?; \
-	$(PY) -m pytest -q -m "slow and exclusive" --durations=15 || rc=1; exit $$rc
+	$(PY) -m pytest -q -m "slow and not exclusive and not threaded_runtime" -n $(TEST_WORKERS) --dist loadfile \
+	  --timeout 1200 --durations=15; rc=$$?; \
+	$(PY) -m pytest -q -m "slow and (exclusive or threaded_runtime)" --durations=15 || rc=1; exit $$rc
 
 # Third-party env packages (tests/e2e/envzoo/requirements.txt) in a folder of their own, for tests/e2e/test_env_zoo.py.
 ENVZOO := .envzoo

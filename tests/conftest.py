@@ -40,17 +40,10 @@ def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(CACHE, ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)   # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(session, config, items):
     """Tests marked `threaded_runtime` load JAX or Ray into this process; their threads make a later fork of
-    it deadlock-prone (as JAX warns), and many tests fork it. So they run after every other test. The tests of a
-    module sharing a module-scoped fixture (one run of a suite that each checks) are one xdist group: under
-    `--dist loadgroup` (make test-slow) one worker builds it once."""
+    it deadlock-prone (as JAX warns), and many tests fork it. So they run after every other test."""
     items.sort(key=lambda item: item.get_closest_marker("threaded_runtime") is not None)
-    for item in items:
-        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-        if any(d.scope == "module" for ds in defs.values() for d in ds):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture
