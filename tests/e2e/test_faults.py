@@ -270,7 +270,7 @@ class Scene:
             cmd = [sys.executable, "-c", NOHUP, ",".join(ignoring), *cmd]
         with open(self.root / f"{name}.stdout", "w") as out, open(self.root / f"{name}.stderr", "w") as err:
             proc = subprocess.Popen(cmd, env=env or self.env, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err)
+                                    stderr=err, preexec_fn=_hangup_at_its_default)
         proc.name = name
         self.procs.append(proc)
         return proc
@@ -460,6 +460,12 @@ def _opts(flags) -> str:
 
 
 # -- the harness is interrupted or killed -------------------------------------------------------------------
+
+def _hangup_at_its_default():
+    """A harness here starts as from a terminal, with SIGHUP at its default, even when these tests run under
+    `nohup` (an ignored signal is inherited across exec, and rlbench keeps a signal it was started ignoring)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
 
 NOHUP = ("import os, signal, sys\n"
          "for name in sys.argv[1].split(','): signal.signal(getattr(signal, name), signal.SIG_IGN)\n"
