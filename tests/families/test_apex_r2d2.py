@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from support import REPO, TINY, run_cli, shm_left_since  # noqa: E402
+from support import REPO, TINY_ASYNC, run_cli, shm_left_since  # noqa: E402
 
 from adapters._kit import dqn  # noqa: E402
 from adapters._kit.nets import Torso  # noqa: E402
@@ -282,7 +282,7 @@ def test_measure_reports_the_learner_metrics(adapter):
 def test_a_cell_runs_through_rlbench_run(tmp_path, adapter, extra):
     opts = [x for k, v in QUICK[adapter].items() for x in ("--opt", f"{k}={v}")]
     run = run_cli(["run", "--adapter", adapter, "--env", "CartPole-v1", "--num-envs", "4", "--policy", "mlp:hidden=16",
-                   *opts, *extra, *TINY], tmp_path / "run")
+                   *opts, *extra, *TINY_ASYNC], tmp_path / "run")
     assert run.rc == 0, run.stderr
     row = run.row(adapter)
     assert row["status"] == "ok", row.get("error")

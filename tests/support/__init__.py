@@ -19,6 +19,9 @@ REPO = TESTS.parent
 
 # Every CLI run in the tests is this small: one repeat, a 50 ms timed window.
 TINY = ["--repeats", "1", "--duration", "0.05"]
+# For learners whose actors run apart (rlpyt-async, Ape-X, R2D2): the learner also samples what was added before
+# the window, so on a loaded machine 50 ms may see no transition added (replay_ratio nan); half a second does.
+TINY_ASYNC = ["--repeats", "1", "--duration", "0.5"]
 # The same for suite files, with a short warm-up too (flags cannot set the warm-up).
 TINY_PROTOCOL = """[protocol]
 repeats = 1
