@@ -1,4 +1,5 @@
 """A process and all its descendants: CPU time, peak memory, and killing them all."""
+import contextlib
 import os
 import signal
 import stat
@@ -63,14 +64,37 @@ def kill_tree(procs) -> None:
     psutil.wait_procs(procs, timeout=5)
 
 
-def become_subreaper() -> bool:
-    """Orphans of a cell re-parent to us (not init), so none escapes the cleanup. Linux only."""
+def become_subreaper(adopt: bool = True) -> bool:
+    """Orphans of a cell re-parent to us (not init), so none escapes the cleanup; `adopt=False` undoes it.
+    Linux only."""
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        return libc.prctl(36, int(adopt), 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         return False
+
+
+def is_subreaper() -> bool:
+    try:
+        import ctypes
+        flag = ctypes.c_int(0)
+        return ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value == 1
+    except (OSError, AttributeError):   # PR_GET_CHILD_SUBREAPER
+        return False
+
+
+@contextlib.contextmanager
+def orphans_to_init():
+    """Inside, an orphan of this process's tree goes to init, not to us (if we adopt them)."""
+    adopting = is_subreaper()
+    if adopting:
+        become_subreaper(False)
+    try:
+        yield
+    finally:
+        if adopting:
+            become_subreaper(True)
 
 
 SHM_DIR = "/dev/shm"

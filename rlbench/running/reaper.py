@@ -1,14 +1,17 @@
 """The run's watchdog: if `rlbench` itself dies (SIGKILL, OOM killer, a lost terminal), nothing its cells started
 may run on under init. How it learns what to clean: docs/architecture.md, "The watchdog (running/reaper.py)".
 
-    python -m rlbench.running.reaper   (stdin: the pipe; one JSON message per line)
+    python -m rlbench.running.reaper DONE_FD child|detached   (stdin: the pipe; one JSON message per line)
 """
+import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import psutil
 
@@ -16,15 +19,27 @@ from rlbench.running import proctree
 
 
 class Reaper:
-    """The run's end of the pipe."""
+    """The run's end of the pipe. `detached`: the watchdog forks away from the process that starts it and goes
+    to init (even if that process adopts orphans), so that what kills that process's children with it (Ray,
+    when it kills a cancelled task's worker) leaves it to clean up; the run waits for its end on a second pipe,
+    which closes when the watchdog exits."""
 
-    def __init__(self):
+    def __init__(self, detached: bool = False):
         read, self._write = os.pipe()  # not inherited by cells: Python makes new fds close-on-exec
+        done, done_write = os.pipe()
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "rlbench.running.reaper"], stdin=read,
-                                         stdout=subprocess.DEVNULL, start_new_session=True)
+            with proctree.orphans_to_init() if detached else contextlib.nullcontext():
+                self.proc = subprocess.Popen([sys.executable, "-m", "rlbench.running.reaper", str(done_write),
+                                              "detached" if detached else "child"], stdin=read,
+                                             pass_fds=(done_write,), stdout=subprocess.DEVNULL,
+                                             start_new_session=True)
+                if detached:   # the launcher exits once it has forked the watchdog, which goes to init
+                    self.proc.wait()
         finally:
             os.close(read)
+            os.close(done_write)
+        self._done = done
+        self.pid = _first_line(done) if detached else self.proc.pid   # the watchdog's
 
     def _send(self, **message) -> None:
         if self._write is None:
@@ -42,15 +57,50 @@ class Reaper:
     def forget(self, key: str) -> None:
         self._send(op="forget", key=key)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def close(self) -> None:
         if self._write is not None:
             os.close(self._write)
             self._write = None
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+        if self._done is not None:
+            ended = _closed_within(self._done, timeout=10)
+            os.close(self._done)
+            self._done = None
+            if not ended and self.pid:   # still running: it holds the pipe's end, so the pid is still its own
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)   # the launcher of a detached watchdog has exited at once
+        if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def _first_line(fd: int):
+    """The pid the watchdog writes first (None if it died before)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(fd, 1)
+        if not chunk:
+            return None
+        line += chunk
+    return int(line)
+
+
+def _closed_within(fd: int, timeout: float) -> bool:
+    """Whether every writer closed the pipe within `timeout` seconds (what else comes is read and dropped)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return False
+        if not os.read(fd, 4096):
+            return True
 
 
 def _created(p) -> bool:
@@ -85,7 +135,11 @@ def reap(tree: dict) -> None:
         shutil.rmtree(tree["folder"], ignore_errors=True)
 
 
-def main() -> int:
+def main(done: int, mode: str) -> int:
+    """`done`: the pipe whose end closes when this process exits; it first says the pid."""
+    if mode == "detached" and os.fork():
+        os._exit(0)   # the launcher: the watchdog goes on as nobody's child
+    os.write(done, f"{os.getpid()}\n".encode())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the run's to handle
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     trees = {}
@@ -107,4 +161,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(int(sys.argv[1]), sys.argv[2]))

@@ -5,8 +5,10 @@ resume` completes, a node running other code is refused before anything is writt
 nodes at once, and nothing is left running."""
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -54,6 +56,16 @@ def probes(log_dir: Path) -> list:
 
 
 STARTED = time.time()
+
+
+def settle_folders(tmp: Path, timeout=15) -> list:
+    """rlbench's folders (a job's, a repeat's) still in a nodes' TMPDIR after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = sorted(p.name for p in tmp.glob("rlbench-*"))
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def cells_running() -> list:
@@ -185,8 +197,10 @@ def test_tune_races_on_several_nodes(tmp_path, simulated):
 
 def test_interrupted_driver_leaves_nothing_on_the_nodes(tmp_path, simulated):
     """SIGTERM to the driver while cells run on two nodes: exit 130, the finished rows kept, and no cell
-    process (nor anything it started) left on any node."""
-    cluster = simulated(nodes=2, cpus=1)
+    process (nor anything it started) left on any node, nor a folder of its jobs (Ray kills a cancelled task's
+    worker and the worker's children, so the job's watchdog must be no child of it)."""
+    node_tmp = Path(tempfile.mkdtemp(prefix="rlb-nodes-"))   # short: Ray's sockets may go under it
+    cluster = simulated(nodes=2, cpus=1, env_vars={"TMPDIR": str(node_tmp)})
     logs = tmp_path / "probe"
     logs.mkdir()
     out = tmp_path / "run"
@@ -204,3 +218,6 @@ def test_interrupted_driver_leaves_nothing_on_the_nodes(tmp_path, simulated):
     while cells_running() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not cells_running(), "a cell outlived the interrupted driver"
+    left = settle_folders(node_tmp)
+    shutil.rmtree(node_tmp, ignore_errors=True)
+    assert not left, f"the nodes kept folders of the interrupted jobs: {left}"

@@ -27,24 +27,29 @@ def run_job(job, index: int, settings, pythons: dict, pin: int, take: int) -> di
         held = lease(take, cores, settings.timeout_s)
     except LeaseTimeout as exc:
         return {**where, "status": "error", "error": f"no cores: {exc}"}
-    out = tempfile.mkdtemp(prefix="rlbench-node-job-")
-    reaper = None
     try:
-        pinned = held.cores[:pin]
-        reaper = Reaper()
-        runner = Runner(settings, out, pythons=pythons, reaper=reaper)
-        result = runner.run(job, index, cores=pinned)
-        result.update(where, affinity=list(pinned), cpus=len(pinned), omp_threads=runner.threads(job, pinned),
-                      log_text=_tail(os.path.join(out, result.get("log", ""))))
-        if result.get("profile"):
-            with open(os.path.join(out, result["profile"]), "rb") as f:
-                result["profile_bytes"] = f.read()
-        return result
+        return _run_leased(job, index, settings, pythons, held.cores[:pin], where)
     finally:
-        if reaper is not None:
-            reaper.close()
         held.release()
-        shutil.rmtree(out, ignore_errors=True)
+
+
+def _run_leased(job, index: int, settings, pythons: dict, pinned, where: dict) -> dict:
+    """The job in a folder of its own, which the watchdog removes if Ray kills this worker mid-job."""
+    with Reaper(detached=True) as reaper:   # Ray kills a cancelled task's worker with its children: not this one
+        out = tempfile.mkdtemp(prefix="rlbench-node-job-")
+        reaper.track("node-job", folder=out)
+        try:
+            runner = Runner(settings, out, pythons=pythons, reaper=reaper)
+            result = runner.run(job, index, cores=pinned)
+            result.update(where, affinity=list(pinned), cpus=len(pinned), omp_threads=runner.threads(job, pinned),
+                          log_text=_tail(os.path.join(out, result.get("log", ""))))
+            if result.get("profile"):
+                with open(os.path.join(out, result["profile"]), "rb") as f:
+                    result["profile_bytes"] = f.read()
+            return result
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+            reaper.forget("node-job")
 
 
 def _tail(path: str) -> str:
