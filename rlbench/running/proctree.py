@@ -67,20 +67,20 @@ def kill_tree(procs) -> None:
 def become_subreaper(adopt: bool = True) -> bool:
     """Orphans of a cell re-parent to us (not init), so none escapes the cleanup; `adopt=False` undoes it.
     Linux only."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(36, int(adopt), 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
+    return _prctl(36, int(adopt))   # PR_SET_CHILD_SUBREAPER
 
 
 def is_subreaper() -> bool:
+    import ctypes
+    flag = ctypes.c_int(0)
+    return _prctl(37, ctypes.byref(flag)) and flag.value == 1   # PR_GET_CHILD_SUBREAPER
+
+
+def _prctl(option: int, arg) -> bool:
     try:
         import ctypes
-        flag = ctypes.c_int(0)
-        return ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value == 1
-    except (OSError, AttributeError):   # PR_GET_CHILD_SUBREAPER
+        return ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0) == 0
+    except (OSError, AttributeError):
         return False
 
 

@@ -68,17 +68,12 @@ class Reaper:
             os.close(self._write)
             self._write = None
         if self._done is not None:
-            ended = _closed_within(self._done, timeout=10)
+            if not _closed_within(self._done, timeout=10) and self.pid:
+                with contextlib.suppress(OSError):   # it holds the pipe's end: the pid is still its own
+                    os.kill(self.pid, signal.SIGKILL)
             os.close(self._done)
             self._done = None
-            if not ended and self.pid:   # still running: it holds the pipe's end, so the pid is still its own
-                with contextlib.suppress(OSError):
-                    os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)   # the launcher of a detached watchdog has exited at once
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        self.proc.wait()   # the watchdog (child) has ended; a detached one's launcher was waited for at start
 
 
 def _first_line(fd: int):

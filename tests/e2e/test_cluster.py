@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO, SUPPORT, read_run, write_suite
-from support.procs import matching
+from support.procs import matching, settle
 
 pytestmark = [pytest.mark.slow, pytest.mark.threaded_runtime, pytest.mark.exclusive]
 
@@ -56,16 +56,6 @@ def probes(log_dir: Path) -> list:
 
 
 STARTED = time.time()
-
-
-def settle_folders(tmp: Path, timeout=15) -> list:
-    """rlbench's folders (a job's, a repeat's) still in a nodes' TMPDIR after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = sorted(p.name for p in tmp.glob("rlbench-*"))
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.2)
 
 
 def cells_running() -> list:
@@ -218,6 +208,6 @@ def test_interrupted_driver_leaves_nothing_on_the_nodes(tmp_path, simulated):
     while cells_running() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not cells_running(), "a cell outlived the interrupted driver"
-    left = settle_folders(node_tmp)
+    left = settle(lambda: sorted(p.name for p in node_tmp.glob("rlbench-*")), timeout=15)
     shutil.rmtree(node_tmp, ignore_errors=True)
     assert not left, f"the nodes kept folders of the interrupted jobs: {left}"

@@ -99,6 +99,7 @@ import pytest
 from support import SUPPORT, TINY, TINY_PROTOCOL, live_children, read_run, run_cli, shm_left_since, write_suite
 from support._dist import fake_distribution
 from support.fake_adapters import CHAOS, chaos_fault
+from support.procs import settle
 
 from rlbench.results.store import ROW_KEYS
 from rlbench.running import proctree
@@ -201,17 +202,6 @@ class Bystander:
         for f in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(Exception):
                 f.close()
-
-
-def settle(probe, timeout=10.0):
-    """probe() until it finds nothing or `timeout` passes; its last finding (what exits or is cleaned up a
-    moment after the run is not a leak; what is still there after `timeout` is)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
 
 
 def rows_of(out: Path, pairs=None) -> list:

@@ -2,6 +2,8 @@
 test worker) going on beside them, so a check for survivors, or a fault a test injects, never looks at the whole
 machine. Ray's daemons and actors, rlbench's cells and their workers all descend from the process that started
 them; one that outlived its parent was re-parented to init (pid 1) and counts when it was created after `since`."""
+import time
+
 import psutil
 
 
@@ -38,3 +40,14 @@ def text(p) -> str:
 def matching(needles, since: float = None) -> list:
     """ours(since) whose name or command line holds one of `needles`."""
     return [p for p in ours(since) if any(n in text(p) for n in needles)]
+
+
+def settle(probe, timeout=10.0):
+    """probe() until it finds nothing or `timeout` passes; its last finding (what exits or is cleaned up a
+    moment after the run is not a leak; what is still there after `timeout` is)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
