@@ -40,6 +40,7 @@ class Reaper:
             os.close(done_write)
         self._done = done
         self.pid = _first_line(done) if detached else self.proc.pid   # the watchdog's
+        self._detached = _process(self.pid) if detached else None   # its start time with it: pids are reused
 
     def _send(self, **message) -> None:
         if self._write is None:
@@ -74,6 +75,9 @@ class Reaper:
             os.close(self._done)
             self._done = None
         self.proc.wait()   # the watchdog (child) has ended; a detached one's launcher was waited for at start
+        if self._detached is not None:   # its pipe closes as it exits, a moment before it has
+            _wait_exited(self._detached, timeout=5)
+            self._detached = None
 
 
 def _first_line(fd: int):
@@ -85,6 +89,25 @@ def _first_line(fd: int):
             return None
         line += chunk
     return int(line)
+
+
+def _process(pid):
+    try:
+        return psutil.Process(pid) if pid else None
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _wait_exited(p: psutil.Process, timeout: float) -> None:
+    """Until `p`, not our child (no wait() of ours collects it), is gone or a zombie for its parent to collect."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if not p.is_running() or p.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.001)
 
 
 def _closed_within(fd: int, timeout: float) -> bool:

@@ -353,7 +353,7 @@ class Scene:
         report = self.bystander.check()
         assert report["problems"] == [], f"the bystander's segments were touched: {report}"
         assert report["loose"] > 0
-        left = settle(lambda: shm_left_since(self.shm_before))
+        left = shm_left_since(self.shm_before)
         assert left == {}, f"segments left in /dev/shm: {left}"
         new_children = settle(lambda: live_children() - self.children_before)
         assert not new_children, f"new children of pytest: {new_children}"

@@ -147,9 +147,16 @@ def misbehaving_adapters_env(root: Path, pid_dir: Path) -> dict:
     return env
 
 
-def shm_left_since(before: dict) -> dict:
+def shm_left_since(before: dict, settle_s: float = 10.0) -> dict:
     """/dev/shm entries new since `before` (proctree.shm_snapshot()) that no process outside this test's
-    own tree holds: what the test left behind. Another run's segments on the machine are not counted."""
+    own tree holds and that are still there after `settle_s`: what the test left behind. Another run's
+    segments on the machine are not counted, nor one another run is removing right now (its cell killed,
+    the segment not yet unlinked: unheld for that moment)."""
+    from support.procs import settle
+    return settle(lambda: _unheld_since(before), timeout=settle_s)
+
+
+def _unheld_since(before: dict) -> dict:
     import os
 
     from rlbench.running import proctree
