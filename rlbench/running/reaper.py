@@ -40,7 +40,7 @@ class Reaper:
             os.close(done_write)
         self._done = done
         self.pid = _first_line(done) if detached else self.proc.pid   # the watchdog's
-        self._detached = _process(self.pid) if detached else None   # its start time with it: pids are reused
+        self._watchdog = _process(self.pid) if detached else None   # not our child; with its start time
 
     def _send(self, **message) -> None:
         if self._write is None:
@@ -75,9 +75,9 @@ class Reaper:
             os.close(self._done)
             self._done = None
         self.proc.wait()   # the watchdog (child) has ended; a detached one's launcher was waited for at start
-        if self._detached is not None:   # its pipe closes as it exits, a moment before it has
-            _wait_exited(self._detached, timeout=5)
-            self._detached = None
+        if self._watchdog is not None:   # its pipe closes as it exits, a moment before it has
+            _wait_exited(self._watchdog, timeout=5)
+            self._watchdog = None
 
 
 def _first_line(fd: int):

@@ -40,7 +40,7 @@ SCRIPT = textwrap.dedent("""
         gc.collect()
     p = mp.get_context("fork").Process(target=child)
     p.start()
-    p.join(JOIN_S)
+    p.join(float(sys.argv[3]))
     hung = p.is_alive()
     if hung:
         p.kill()
@@ -58,8 +58,7 @@ JOIN_S = 30   # a child that collects takes under 2 s here, alone; one still the
 
 
 def _run(hooks: bool, garbage: str) -> str:
-    script = SCRIPT.replace("JOIN_S", str(JOIN_S))
-    out = subprocess.run([sys.executable, "-c", script, "hooks" if hooks else "none", garbage],
+    out = subprocess.run([sys.executable, "-c", SCRIPT, "hooks" if hooks else "none", garbage, str(JOIN_S)],
                          capture_output=True, text=True, timeout=JOIN_S + 120)
     assert out.returncode == 0, out.stderr
     return out.stdout

@@ -6,6 +6,7 @@ import sys
 import time
 
 import psutil
+from support.procs import settle
 
 # A process like a Ray worker running a node job: it adopts orphans (its Runner made it a subreaper), starts a
 # detached watchdog, tracks a folder with it, says the pids and waits to be killed.
@@ -44,12 +45,7 @@ def _exited(pid) -> bool:
 
 
 def _gone(folder, pid, timeout=15) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not folder.exists() and _exited(pid):
-            return True
-        time.sleep(0.05)
-    return False
+    return not settle(lambda: folder.exists() or not _exited(pid), timeout=timeout)
 
 
 def test_a_detached_watchdog_is_no_child_of_an_adopting_process_and_cleans_up_when_it_is_killed(tmp_path):
