@@ -171,8 +171,8 @@ class GymnaxSession(CompiledScan):
 class Gymnax(Adapter):
     name = "gymnax"
     kind = "vector_env"
-    description = ("JAX envs (gymnax's, or yours with gymnax's, Jumanji's, Pgx's or XLand-MiniGrid's API): vmap "
-                   "over num_envs, lax.scan over scan_T steps, policy inside, AOT-compiled")
+    description = ("JAX envs (gymnax's, or yours with gymnax's, Jumanji's, Pgx's, XLand-MiniGrid's or Brax's API): "
+                   "vmap over num_envs, lax.scan over scan_T steps, policy inside, AOT-compiled")
     requires = ("jax", "gymnax")
     jax_env_apis = JAX_APIS
     options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)", low=1),

@@ -72,14 +72,17 @@ ENVS = {
 }
 USER_FAMILIES = ("gymnasium", "custom")  # envs rlbench did not write: kwargs as given, spaces probed
 SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")  # what adapters may carry
-JAX_APIS = ("gymnax", "jumanji", "pgx", "xminigrid")  # the functional APIs of JAX envs a user's factory may return
+JAX_APIS = ("gymnax", "jumanji", "pgx", "xminigrid", "brax")  # the functional APIs of JAX envs a factory may return
 _GYMNAX_API = ("reset", "step", "action_space", "observation_space")
 _JUMANJI_API = ("reset", "step")
 _PGX_API = ("init", "step", "observe")
 _XMINIGRID_API = ("reset", "step", "num_actions", "default_params")
+_BRAX_API = ("reset", "step")   # with the attributes action_size and observation_size
 _API_NAMES = ("gymnax's (reset, step, action_space, observation_space, default_params), Jumanji's (reset(key), "
-              "step(state, action), action_spec, observation_spec), Pgx's (init, step, observe, num_actions) or "
-              "XLand-MiniGrid's (reset(params, key), step(params, timestep, action), num_actions, default_params)")
+              "step(state, action), action_spec, observation_spec), Pgx's (init, step, observe, num_actions), "
+              "XLand-MiniGrid's (reset(params, key), step(params, timestep, action), num_actions, default_params) or "
+              "Brax's (reset(rng) and step(state, action) returning a State with obs, reward and done, action_size, "
+              "observation_size: Brax's and MuJoCo Playground's envs)")
 _cell = False  # set in a cell's process: there the adapter, not planning, decides how JAX starts
 
 
@@ -154,7 +157,8 @@ def _registered(env_id: str) -> bool:
 @functools.lru_cache(maxsize=None)
 def _user_target(env_id: str):
     """`module:name` -> ("factory", callable) or ("id", name) once the module is imported (which registers
-    its ids). A name that is an identifier the module defines is a factory; anything else an env id."""
+    its ids). A name the module defines is a factory, a dotted one too as in entry points (MuJoCo Playground's
+    `mujoco_playground:registry.load`); anything else an env id."""
     module_name, _, name = env_id.partition(":")
     if not module_name or not name:
         raise UsageError(f"bad env '{env_id}' (expected module:EnvId-v0 or package.module:make_env)")
@@ -164,8 +168,10 @@ def _user_target(env_id: str):
     except Exception as exc:  # the user's module: any failure to import is theirs to see, in one line
         raise UsageError(f"env '{env_id}': module {module_name} failed to import: "
                          f"{type(exc).__name__}: {exc}{install_hint(exc)}") from None
-    target = getattr(module, name, None) if name.isidentifier() else None
-    if callable(target):
+    target = module
+    for part in name.split(".") if all(p.isidentifier() for p in name.split(".")) else ():
+        target = getattr(target, part, None)
+    if callable(target) and target is not module:
         return "factory", target
     if _registered(name):
         return "id", name
@@ -213,6 +219,10 @@ def jax_api(env) -> str:
         return "pgx"
     if has(*_XMINIGRID_API):
         return "xminigrid"
+    # looked up, not read: Brax's observation_size is a property that resets the env to find out
+    if has(*_BRAX_API) and all(inspect.getattr_static(env, m, None) is not None
+                               for m in ("action_size", "observation_size")):
+        return "brax"
     return ""
 
 
@@ -229,6 +239,11 @@ def build_user_env(env_id: str, /, **kwargs):
         return env    # gymnax.make's and xminigrid.make's (env, params)
     if jax_api(env):
         return env
+    agents = getattr(env, "agents", None)
+    if isinstance(agents, (list, tuple)) and getattr(env, "num_agents", None):   # JaxMARL's MultiAgentEnv
+        raise UsageError(f"env '{env_id}': the factory returned {type(env).__name__}, a multi-agent env "
+                         f"({len(agents)} agents: {', '.join(map(str, agents[:4]))}{', ...' if len(agents) > 4 else ''}"
+                         f"); rlbench steps single-agent envs: a gymnasium.Env or a JAX env with {_API_NAMES}")
     raise UsageError(f"env '{env_id}': the factory returned {type(env).__name__}, not a gymnasium.Env nor a JAX "
                      f"env with {_API_NAMES}")
 
@@ -309,6 +324,11 @@ def _probe(env_id: str, frozen_kwargs: tuple):
                 return api, _box(env.observation_shape), gym.spaces.Discrete(env.num_actions)
             if api == "xminigrid":
                 return api, _box(env.observation_shape(params)), gym.spaces.Discrete(env.num_actions(params))
+            if api == "brax":   # observation_size: a length, or a dict of shapes (Playground's); actions in [-1, 1]
+                import numpy as np
+                size = env.observation_size
+                return (api, _box(dict(size) if isinstance(size, dict) else (int(size),)),
+                        gym.spaces.Box(-1.0, 1.0, (int(env.action_size),), np.float32))
             return api, *(s() if inspect.ismethod(s) else s for s in (env.observation_spec, env.action_spec))
     try:
         return "gymnasium", env.observation_space, env.action_space

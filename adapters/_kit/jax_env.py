@@ -1,5 +1,5 @@
 """One functional interface over the JAX envs rlbench runs (gymnax's own registry, a user's env with gymnax's,
-Jumanji's, Pgx's or XLand-MiniGrid's API), so the compiled loops (gymnax's vmap + scan, PureJaxRL's PPO) are
+Jumanji's, Pgx's, XLand-MiniGrid's or Brax's API), so the compiled loops (gymnax's vmap + scan, PureJaxRL's PPO) are
 written once. Both calls take and return one env (callers vmap them); `step` resets a finished env inside the
 step that finished it, so every step is one counted transition; `flat` makes the observation the policy's input;
 `legal` is the env's own mask of legal actions where it has one (board games end a game on an illegal move, so a
@@ -45,7 +45,8 @@ def load(jax, workload, api: str = "auto") -> FunctionalEnv:
     env, params = built if isinstance(built, tuple) else (built, getattr(built, "default_params", None))
     api = jax_api(env) if api == "auto" else api
     readers = {"gymnax": lambda: _gymnax(jax, env, params), "jumanji": lambda: _jumanji(jax, env),
-               "pgx": lambda: _pgx(jax, env), "xminigrid": lambda: _xminigrid(jax, env, params)}
+               "pgx": lambda: _pgx(jax, env), "xminigrid": lambda: _xminigrid(jax, env, params),
+               "brax": lambda: _brax(jax, env)}
     if api in readers:
         return readers[api]()
     raise Unsupported(f"{workload.env_id}: the factory's {type(env).__name__} has no {api} API")
@@ -139,6 +140,32 @@ def _xminigrid(jax, env, params) -> FunctionalEnv:
     action = ("discrete", int(env.num_actions(params)))
     steps = int(getattr(params, "max_steps", 0) or DEFAULT_EPISODE_STEPS)
     return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "xminigrid")
+
+
+def _brax(jax, env) -> FunctionalEnv:
+    """Brax's API (Brax's envs, MuJoCo Playground's, a user's env built on either): step(state, action) -> State
+    with obs, reward and done (a float), actions in [-1, 1]^action_size. The raw env neither ends an episode at a
+    time limit nor starts again: both are done here as Brax's training wrappers do (EpisodeWrapper,
+    AutoResetWrapper: a finished env goes back to the state its first reset gave, kept in the carry), at the
+    env's `episode_length` where it has one (a wrapped env), else DEFAULT_EPISODE_STEPS, Brax's and Playground's
+    default. The carried state is (the env's State, steps into the episode, the first State)."""
+    import jax.numpy as jnp
+    import numpy as np
+    limit = int(getattr(env, "episode_length", 0) or DEFAULT_EPISODE_STEPS)
+
+    def reset(key):
+        state = env.reset(key)
+        return state.obs, (state, jnp.int32(0), state)
+
+    def step(key, carried, action):
+        state, t, first = carried
+        new, t = env.step(state, action), t + 1
+        done = jnp.logical_or(new.done > 0, t >= limit)
+        new_state = _restart(jax, done, first, new)
+        return new_state.obs, (new_state, jnp.where(done, 0, t), first), jnp.asarray(new.reward, jnp.float32), done
+
+    low = -np.ones((int(env.action_size),), np.float32)
+    return FunctionalEnv(reset, step, ("box", low, -low), *_obs_size(jax, reset), limit, "brax")
 
 
 def _action(space, count: str, low: str, high: str) -> tuple:

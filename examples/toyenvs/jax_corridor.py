@@ -1,5 +1,5 @@
 """The corridor of `toyenvs` written in JAX, the way JAX env packages are: pure functions of an explicit
-state, one env at a time (the caller vmaps), with the two APIs such packages offer. rlbench knows neither.
+state, one env at a time (the caller vmaps), with three APIs such packages offer. rlbench knows none of them.
 
     PYTHONPATH=examples rlbench run --adapter gymnax --num-envs 256,4096 --env toyenvs.jax_corridor:make_gymnax
     PYTHONPATH=examples rlbench run --adapter gymnax --env toyenvs.jax_corridor:make_jumanji --policy mlp
@@ -7,9 +7,11 @@ state, one env at a time (the caller vmaps), with the two APIs such packages off
 `make_gymnax` returns an env with gymnax's API (`reset(key, params)`, `step(key, state, action, params)`
 returning obs, state, reward, done, info and resetting a finished env itself, `default_params`,
 `action_space(params)`); `make_jumanji` one with Jumanji's (`reset(key)` and `step(state, action)` returning
-(state, TimeStep), no reset inside, `action_spec`, a structured `observation_spec`). The agent starts at cell
-0 and moves left, stays or moves right (actions 0, 1, 2); reaching cell `length - 1` pays 1 and ends the
-episode, as does `episode_len` steps. Both APIs give the same transitions under the same actions.
+(state, TimeStep), no reset inside, `action_spec`, a structured `observation_spec`); `make_brax` one with
+Brax's (`reset(rng)` and `step(state, action)` returning a State with obs, reward and done, no reset inside,
+`action_size`, `observation_size`; one continuous action in [-1, 1], rounded to a move). The agent starts at
+cell 0 and moves left, stays or moves right (actions 0, 1, 2; Brax's -1, 0, 1); reaching cell `length - 1` pays
+1 and ends the episode, as does `episode_len` steps. The APIs give the same transitions under the same actions.
 """
 from typing import NamedTuple
 
@@ -123,6 +125,35 @@ class JumanjiCorridor:
         return Observation(Box(0.0, 1.0, (2,), jnp.float32), DiscreteArray(self.params.length))
 
 
+class BraxState(NamedTuple):
+    pipeline_state: State
+    obs: jnp.ndarray       # float32[3], as make_gymnax's
+    reward: jnp.ndarray
+    done: jnp.ndarray      # 1.0 once the episode ended (Brax's done is a float)
+
+
+class BraxCorridor:
+    def __init__(self, length: int = 16, episode_len: int = 200):
+        self.params = Params(int(length), int(episode_len))
+
+    def reset(self, rng):
+        state = State(jnp.int32(0), jnp.int32(0))
+        return BraxState(state, _flat(_observe(state.pos, self.params.length)), jnp.float32(0), jnp.float32(0))
+
+    def step(self, state, action):
+        move = jnp.clip(jnp.round(action[0]), -1, 1).astype(jnp.int32) + 1
+        inner, reward, done = _move(state.pipeline_state, move, self.params)
+        return BraxState(inner, _flat(_observe(inner.pos, self.params.length)), reward, done.astype(jnp.float32))
+
+    @property
+    def action_size(self):
+        return 1
+
+    @property
+    def observation_size(self):
+        return 3
+
+
 def make_gymnax(length: int = 16, episode_len: int = 200):
     env = GymnaxCorridor(length, episode_len)
     return env, env.default_params   # as gymnax.make returns it
@@ -130,3 +161,7 @@ def make_gymnax(length: int = 16, episode_len: int = 200):
 
 def make_jumanji(length: int = 16, episode_len: int = 200):
     return JumanjiCorridor(length, episode_len)
+
+
+def make_brax(length: int = 16, episode_len: int = 200):
+    return BraxCorridor(length, episode_len)

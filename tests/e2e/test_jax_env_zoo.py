@@ -1,4 +1,4 @@
-"""JAX env packages of four kinds (tests/e2e/envzoo/requirements.txt, `make envzoo`; Craftax from constraints.txt),
+"""JAX env packages of five kinds (tests/e2e/envzoo/requirements.txt, `make envzoo`; Craftax from constraints.txt),
 each through its own factory as its users call it, under the JAX adapters: every (env, adapter) pair either runs
 with exact counts (a row's env steps are its units x num_envs x steps per unit) or is dropped while planning with
 its reason; none is an error row. The table is docs/compatibility-jax-envs.md, checked here (RLBENCH_WRITE_DOCS=1
@@ -23,6 +23,7 @@ ZOO = {
     "gridworld": ("xminigrid 0.9.3", "xminigrid:make", {"id": "MiniGrid-DoorKey-5x5"}),
     "open-world survival": ("craftax 1.6.1", "craftax.craftax_env:make_craftax_env_from_name",
                             {"name": "Craftax-Classic-Symbolic-v1", "auto_reset": True}),
+    "rigid-body physics": ("brax 0.14.2", "brax.envs:get_environment", {"env_name": "ant"}),
 }
 # adapter -> (options, env steps per unit and env)
 ADAPTERS = {"gymnax": ({"scan_T": 4}, 4),
@@ -44,7 +45,9 @@ out = []
 for env, kwargs, adapters in json.loads(sys.argv[1]):
     workload = Workload(env, {n}, parse_policy({policy!r}), seed=0, env_kwargs=kwargs)
     fenv = load(jax, workload, "auto")
-    row = {{"api": env_api(env, kwargs), "obs_floats": fenv.obs_dim, "actions": fenv.action[1],
+    kind, size = fenv.action[0], fenv.action[1] if fenv.action[0] == "discrete" else fenv.action[1].size
+    row = {{"api": env_api(env, kwargs), "obs_floats": fenv.obs_dim,
+           "actions": size if kind == "discrete" else f"{{size}} in [-1, 1]",
            "legal": fenv.legal is not None, "decisions": {{}}}}
     for name, options in adapters:
         cls = registry.get(name)
@@ -91,7 +94,7 @@ def _rows(run, env, kwargs, adapter):
 
 def test_the_committed_table_is_what_planning_decides(facts):
     head = ("# JAX env packages\n\n"
-            "JAX env packages of four kinds, installed as tests/e2e/envzoo/requirements.txt pins them (`make envzoo`; "
+            "JAX env packages of five kinds, installed as tests/e2e/envzoo/requirements.txt pins them (`make envzoo`; "
             "Craftax is in constraints.txt), each through its own factory, under the JAX adapters: `runs` (an ok row "
             "whose env steps are exactly its units x num_envs x steps per unit: tests/e2e/test_jax_env_zoo.py) or "
             "`dropped` while planning with the reason. The API is the one rlbench detected; where the env has a "

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.joi
 EXAMPLES = str(REPO / "examples")
 GYMNAX_API = "toyenvs.jax_corridor:make_gymnax"
 JUMANJI_API = "toyenvs.jax_corridor:make_jumanji"
+BRAX_API = "toyenvs.jax_corridor:make_brax"
 CRAFTAX = "craftax.craftax_env:make_craftax_env_from_name"
 
 
@@ -44,8 +45,10 @@ def test_gymnasium_adapters_are_dropped_before_anything_runs_with_the_api_named(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env", [GYMNAX_API, JUMANJI_API])
-def test_both_apis_run_on_gymnax_and_purejaxrl_with_exact_counts(tmp_path, env):
+@pytest.mark.parametrize("env", [GYMNAX_API, JUMANJI_API, BRAX_API])
+def test_each_api_runs_on_gymnax_and_purejaxrl_with_exact_counts(tmp_path, env):
+    """Brax's API has continuous actions (Brax's convention): PPO, which carries discrete ones, is dropped
+    while planning with the reason."""
     suite = write_suite(tmp_path, (
         f'[[sweep]]\nadapters = ["gymnax", "purejaxrl-ppo", "serial"]\nenvs = ["{env}"]\nnum_envs = [8]\n'
         'policy = ["mlp:hidden=16"]\n'
@@ -54,11 +57,17 @@ def test_both_apis_run_on_gymnax_and_purejaxrl_with_exact_counts(tmp_path, env):
     run = run_cli_subprocess(["run", str(suite)], tmp_path / "run", timeout=300)
     assert run.rc == 0, run.stderr[-2000:]
     assert "serial steps gymnasium envs" in run.stderr       # dropped, not a row
-    assert {r["adapter"] for r in run.rows} == {"gymnax", "purejaxrl-ppo"}
-    gymnax, ppo = run.row("gymnax"), run.row("purejaxrl-ppo")
-    assert gymnax["status"] == "ok" and ppo["status"] == "ok", run.rows
-    assert gymnax["env_steps"] % (8 * 5) == 0 and gymnax["compile_s"] > 0
+    gymnax = run.row("gymnax")
+    assert gymnax["status"] == "ok", run.rows
+    assert gymnax["env_steps"] % (8 * 5) == 0 and gymnax["env_steps"] > 0 and gymnax["compile_s"] > 0
     assert gymnax["env_api"] == env.rsplit("_", 1)[1]
+    if env == BRAX_API:
+        assert {r["adapter"] for r in run.rows} == {"gymnax"}
+        assert f"Box actions: purejaxrl-ppo carries Discrete only ({env})" in run.stderr
+        return
+    assert {r["adapter"] for r in run.rows} == {"gymnax", "purejaxrl-ppo"}
+    ppo = run.row("purejaxrl-ppo")
+    assert ppo["status"] == "ok", run.rows
     assert ppo["env_steps"] % (8 * 4) == 0 and ppo["updates_per_s"] > 0
 
 
@@ -76,7 +85,29 @@ def test_a_factory_returning_neither_api_is_a_usage_error_naming_both(tmp_path):
     assert run.rc == 2 and not (tmp_path / "run").exists()
     line = run.stderr.strip().splitlines()[-1]
     assert "the factory returned object, not a gymnasium.Env nor a JAX env with gymnax's (" in line
-    assert "Jumanji's" in line
+    assert "Jumanji's" in line and "Brax's" in line
+
+
+def test_a_factory_named_by_a_dotted_path_and_a_multi_agent_env(tmp_path):
+    """`module:object.function`, as entry points name one (MuJoCo Playground's `mujoco_playground:registry.load`),
+    is a factory; a multi-agent env (JaxMARL's: `agents`, `num_agents`) is refused naming what it is."""
+    (tmp_path / "userreg.py").write_text(
+        "from toyenvs import jax_corridor\n"
+        "class registry:\n    load = staticmethod(jax_corridor.make_brax)\n"
+        "class Spread:\n    agents = ['agent_0', 'agent_1', 'agent_2']\n    num_agents = 3\n"
+        "    def reset(self, key):\n        pass\n"
+        "def make_marl():\n    return Spread()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), EXAMPLES))}
+    code = ("from rlbench.envs import env_api, spaces; "
+            "print(env_api('userreg:registry.load', {}), *spaces('userreg:registry.load'))")
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "brax Box(-inf, inf, (3,), float32) Box(-1.0, 1.0, (1,), float32)"
+    run = run_cli_subprocess(["run", "--adapter", "gymnax", "--env", "userreg:make_marl"], tmp_path / "run", env=env)
+    assert run.rc == 2 and not (tmp_path / "run").exists()
+    assert ("the factory returned Spread, a multi-agent env (3 agents: agent_0, agent_1, agent_2); rlbench steps "
+            "single-agent envs") in run.stderr.strip().splitlines()[-1]
 
 
 def test_planning_a_jax_env_keeps_jax_off_the_accelerator_and_out_of_the_cells_settings():
@@ -118,22 +149,27 @@ def _in_jax_trajectory(env_id, actions):
     obs, state = jax.vmap(env.reset)(keys)
     out = [(np.asarray(flat(jax, obs)), np.zeros(4), np.zeros(4, bool))]
     step = jax.jit(jax.vmap(env.step))
-    for a in actions:
-        obs, state, reward, done = step(keys, state, np.asarray(a, np.int32))
+    for a in actions:   # a discrete move 0, 1, 2; Brax's API takes it as one float in [-1, 1]
+        a = np.asarray(a, np.int32) if env.action[0] == "discrete" else np.asarray(a, np.float32)[:, None] - 1
+        obs, state, reward, done = step(keys, state, a)
         out.append((np.asarray(flat(jax, obs)), np.asarray(reward), np.asarray(done)))
     return env.obs_dim, env.action, out
 
 
-def test_both_apis_give_the_same_transitions_resets_included(jax):
+def test_the_apis_give_the_same_transitions_resets_included(jax):
+    """Brax's env neither ends at its time limit nor resets: rlbench does both (the time limit: the env's
+    episode_length, else 1000); the corridor's own limit of 6 ends its episodes first, as in the others."""
     rng = np.random.default_rng(0)
     actions = [rng.integers(0, 3, 4) for _ in range(25)] + [np.full(4, 2)] * 4   # goals reached, time limits hit
     dim_g, act_g, gym_api = jax(_in_jax_trajectory, GYMNAX_API, actions)
     dim_j, act_j, jum_api = jax(_in_jax_trajectory, JUMANJI_API, actions)
-    assert dim_g == dim_j == 3 and act_g == act_j == ("discrete", 3)
-    for (o1, r1, d1), (o2, r2, d2) in zip(gym_api, jum_api):
-        np.testing.assert_array_equal(o1, o2)
-        np.testing.assert_array_equal(r1, r2)
-        np.testing.assert_array_equal(d1, d2)
+    dim_b, act_b, brax_api = jax(_in_jax_trajectory, BRAX_API, actions)
+    assert dim_g == dim_j == dim_b == 3 and act_g == act_j == ("discrete", 3)
+    assert act_b[0] == "box" and act_b[1].tolist() == [-1.0] and act_b[2].tolist() == [1.0]
+    for (o1, r1, d1), (o2, r2, d2), (o3, r3, d3) in zip(gym_api, jum_api, brax_api):
+        for first, second, third in ((o1, o2, o3), (r1, r2, r3), (d1, d2, d3)):
+            np.testing.assert_array_equal(first, second)
+            np.testing.assert_array_equal(first, third)
     dones = np.array([d for _, _, d in gym_api])
     rewards = np.array([r for _, r, _ in gym_api])
     assert dones.sum() >= 4 and rewards.sum() >= 4      # episodes ended and envs went on (auto-reset)
