@@ -28,8 +28,10 @@ def emit(out, **event):
     out.flush()
 
 
-def run_cell(spec: dict) -> dict:
-    """Open the adapter's session, run the protocol, close. Returns the measured fields + status."""
+def run_cell(spec: dict, progress=None) -> dict:
+    """Open the adapter's session, run the protocol, close. Returns the measured fields + status.
+    `progress(**event)` hears where the cell stands, outside the timed window (a timeout's reason tells it)."""
+    progress = progress or (lambda **event: None)
     from rlbench import registry
     from rlbench.planning.plan import TimingProtocol
     from rlbench.running.timing import measure
@@ -52,9 +54,11 @@ def run_cell(spec: dict) -> dict:
     except Unsupported as exc:
         return {"status": "unsupported", "error": str(exc)}
     setup_s = perf_counter() - t0
+    progress(event="opened", setup_s=setup_s)
     try:
         result = measure(session.step, TimingProtocol(**spec["protocol"]), getattr(session, "metrics", None),
-                         getattr(session, "drain", None))
+                         getattr(session, "drain", None),
+                         warmed=lambda units, seconds: progress(event="warmed", units=units, seconds=seconds))
     except Exception as exc:
         try:
             # before close() reaps and joins them; a pipe that closed under the cell: its worker may not be
@@ -203,7 +207,7 @@ def main(argv=None) -> int:
     in_cell()
     emit(out, event="start", pid=os.getpid())
     try:
-        result = run_cell(spec)
+        result = run_cell(spec, lambda **event: emit(out, **event))
     except Exception as exc:
         traceback.print_exc()
         emit(out, event="result", status="error", error=describe(exc), shm_held=held_at_end())

@@ -91,7 +91,8 @@ class Runner:
         ours_before = proctree.descendants(os.getpid())
         t0 = time.perf_counter()
         result, proc, watch = {}, None, None
-        timeout_s = job.cell.settings(self.settings).timeout_s
+        settings = job.cell.settings(self.settings)
+        timeout_s = settings.timeout_s
         temp = tempfile.mkdtemp(prefix=temp_prefix())  # the tree's TMPDIR (Ray's sessions)
         scratch = self.scratch_dir(job)
         try:
@@ -108,7 +109,7 @@ class Runner:
                     result = _last_result(out) or {"status": "error", "error": _no_result(proc.returncode, log_path)}
                 except subprocess.TimeoutExpired:
                     result = {"status": "timeout", "error": f"no result after {timeout_s:g}s; "
-                                                           "process tree killed"}
+                                                           "process tree killed", "event": "timeout"}
         except OSError as exc:
             result = {"status": "error", "error": f"cannot start cell process: {exc}"}
         finally:
@@ -124,6 +125,8 @@ class Runner:
             shutil.rmtree(temp, ignore_errors=True)
             if self.reaper is not None and watch is not None:
                 self.reaper.forget(watch.key)
+        if result.get("event") == "timeout":   # the tree is gone: what the cell said before it is all there is
+            result["error"] += stood_at(_events(_rest_of(proc)), settings)
         wall_s = time.perf_counter() - t0
         if leaked and result.get("status") == "ok":
             result["error"] = f"{leaked} leftover process(es) killed after the cell"
@@ -175,16 +178,52 @@ def remove_temp_folders() -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _last_result(stdout: bytes):
-    result = None
+def _events(stdout: bytes) -> list:
+    """The cell's JSON-line events (rlbench.running.child.emit), in order."""
+    events = []
     for line in stdout.decode(errors="replace").splitlines():
         try:
             event = json.loads(line)
         except ValueError:
             continue
-        if isinstance(event, dict) and event.get("event") == "result":
-            result = event
-    return result
+        if isinstance(event, dict) and "event" in event:
+            events.append(event)
+    return events
+
+
+def _last_result(stdout: bytes):
+    return next((e for e in reversed(_events(stdout)) if e["event"] == "result"), None)
+
+
+def _rest_of(proc) -> bytes:
+    """What a killed cell wrote to its results channel before it died (communicate keeps what it read before
+    the timeout); b"" where nothing could be read (a process outside the tree still holding the pipe)."""
+    if proc is None:
+        return b""
+    try:
+        return proc.communicate(timeout=5)[0] or b""
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        return b""
+
+
+def stood_at(events: list, settings) -> str:
+    """Where a cell that ran out of time stood, from its events, and what would let it finish: the reason a
+    timeout row gives beyond its limit."""
+    seen = {e["event"]: e for e in events}
+    hint = "; --timeout longer, or fewer env steps a unit (the adapter's options)"
+    if "warmed" in seen:
+        units, seconds = seen["warmed"]["units"], seen["warmed"]["seconds"]
+        unit_s = seconds / max(units, 1)
+        window_s = max(settings.min_units * unit_s, settings.duration_s)
+        return (f"; warm-up: {units} unit(s) in {seconds:.3g} s ({unit_s:.3g} s a unit), then the timed window "
+                f"(at least {settings.min_units} units and {settings.duration_s:g} s: ~{window_s:.3g} s) did not "
+                f"close{hint}")
+    if "opened" in seen:
+        return (f"; the session opened in {seen['opened']['setup_s']:.3g} s, then the warm-up "
+                f"({settings.warmup_units} unit(s)) did not finish{hint}")
+    if "start" in seen:
+        return "; the adapter was still opening its session (building envs, starting workers, compiling)"
+    return "; the cell's interpreter had not started"
 
 
 def _no_result(returncode: int, log_path: str) -> str:

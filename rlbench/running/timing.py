@@ -17,14 +17,18 @@ BLOCKS = 10          # a stopping rule judges the window by the rates of its ten
 CHECK_GROWTH = 1.25  # each stability check comes 25% later than the last: O(units) work in all
 
 
-def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None) -> dict:
+def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None, warmed=None) -> dict:
     """`session_metrics`, if given, has `reset()` (called as the timed window opens) and
     `read(seconds) -> dict` (called as it closes): figures only the session can see, such as
     optimiser updates or time in each stage, over exactly the timed window.
 
     `drain`, if given, waits until every unit a step dispatched has finished (an accelerator's queue):
-    it runs before the window closes, inside the last unit, so work a step only enqueued is still timed."""
+    it runs before the window closes, inside the last unit, so work a step only enqueued is still timed.
+
+    `warmed(units, seconds)`, if given, hears how the warm-up went, before the window opens."""
     warm_steps, warm_units, warm_ns = _warm_up(step, protocol, drain)
+    if warmed is not None:
+        warmed(warm_units, warm_ns / 1e9)
     unit_ns = max(warm_ns // max(warm_units, 1), 1)
     expected = int(protocol.duration_s * 1e9 / unit_ns * 2) if warm_units else 0
     capacity = min(max(protocol.min_units, expected), 1 << 20) + 16  # grows if ever full

@@ -54,6 +54,8 @@ def test_hanging_cell_is_a_timeout(isolated):
     row = isolated.row("test-hang")
     assert row["status"] == "timeout"
     assert f"no result after {TIMEOUT_S}s" in row["error"]
+    # it hangs in its first step: the reason says the session opened and the warm-up never finished
+    assert "; the session opened in " in row["error"] and ", then the warm-up (" in row["error"]
     assert TIMEOUT_S <= row["wall_s"] < TIMEOUT_S + 30
     assert row.get("env_steps") is None
 

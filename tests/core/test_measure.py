@@ -241,3 +241,40 @@ def test_min_duration_longer_than_duration_is_capped_by_it(clock):
                           min_duration_s=9.0)
     r = measure(_unit_ms(clock, 1.0), stop)
     assert r["seconds"] == pytest.approx(0.05, abs=0.002)
+
+
+def test_warmed_hears_the_warm_up_before_the_window_opens(clock):
+    """What a timeout's reason tells (rlbench.running.runner.stood_at): the warm-up's units and seconds, heard
+    before the first timed unit."""
+    heard, steps_then = [], []
+    calls = []
+
+    def step():
+        calls.append(1)
+        clock.ns += 5_000_000
+        return 1
+
+    def warmed(units, seconds):
+        heard.append((units, seconds))
+        steps_then.append(len(calls))
+
+    r = measure(step, TimingProtocol(warmup_s=0.0, warmup_units=3, duration_s=0.0, min_units=2), warmed=warmed)
+    assert heard == [(3, pytest.approx(0.015))] and steps_then == [3]
+    assert r["units"] == 2 and r["warmup_units"] == 3
+
+
+def test_a_timeout_says_where_the_cell_stood_and_what_would_let_it_finish():
+    from rlbench.planning.plan import Settings
+    from rlbench.running.runner import stood_at
+    settings = Settings(warmup_units=2, duration_s=1.0, min_units=10)
+    start, opened = {"event": "start", "pid": 1}, {"event": "opened", "setup_s": 3.87}
+    warmed = {"event": "warmed", "units": 2, "seconds": 16.6}
+    assert stood_at([], settings) == "; the cell's interpreter had not started"
+    assert stood_at([start], settings) == ("; the adapter was still opening its session (building envs, starting "
+                                           "workers, compiling)")
+    assert stood_at([start, opened], settings) == (
+        "; the session opened in 3.87 s, then the warm-up (2 unit(s)) did not finish; --timeout longer, or fewer "
+        "env steps a unit (the adapter's options)")
+    assert stood_at([start, opened, warmed], settings) == (
+        "; warm-up: 2 unit(s) in 16.6 s (8.3 s a unit), then the timed window (at least 10 units and 1 s: ~83 s) "
+        "did not close; --timeout longer, or fewer env steps a unit (the adapter's options)")

@@ -411,7 +411,9 @@ KILLED_WORKER = (r"(EOFError: |BrokenPipeError: \[Errno 32\] Broken pipe \(|"
                  r"worker process {killed} was killed by SIGKILL\)?")
 CELL_FAULTS = {
     # fault: (adapter, extra flags, status, the error (a regular expression), recorded pids that must be dead)
-    "hang": ("test-hang", [], "timeout", f"no result after {TIMEOUT_S}s; process tree killed",
+    "hang": ("test-hang", [], "timeout", f"no result after {TIMEOUT_S}s; process tree killed; the session opened "
+             r"in [0-9.e+-]+ s, then the warm-up \(\d+ unit\(s\)\) did not finish; --timeout longer, or fewer env "
+             r"steps a unit \(the adapter's options\)",
              ("hang-cell", "hang-child", "hang-own-session")),
     "raise": ("test-boom", [], "error", "RuntimeError: boom", ()),
     "exit": ("test-exit", [], "error", r"cell process ended without a result \(exit code 3\)", ("exit-cell",)),
