@@ -168,10 +168,10 @@ def _user_target(env_id: str):
     except Exception as exc:  # the user's module: any failure to import is theirs to see, in one line
         raise UsageError(f"env '{env_id}': module {module_name} failed to import: "
                          f"{type(exc).__name__}: {exc}{install_hint(exc)}") from None
-    target = module
-    for part in name.split(".") if all(p.isidentifier() for p in name.split(".")) else ():
-        target = getattr(target, part, None)
-    if callable(target) and target is not module:
+    parts = name.split(".")
+    target = functools.reduce(lambda obj, part: getattr(obj, part, None), parts, module) \
+        if all(part.isidentifier() for part in parts) else None
+    if callable(target):
         return "factory", target
     if _registered(name):
         return "id", name

@@ -90,7 +90,7 @@ class Runner:
         shm_before = proctree.shm_snapshot()
         ours_before = proctree.descendants(os.getpid())
         t0 = time.perf_counter()
-        result, proc, watch = {}, None, None
+        result, proc, watch, timed_out = {}, None, None, False
         settings = job.cell.settings(self.settings)
         timeout_s = settings.timeout_s
         temp = tempfile.mkdtemp(prefix=temp_prefix())  # the tree's TMPDIR (Ray's sessions)
@@ -108,8 +108,9 @@ class Runner:
                     out, _ = proc.communicate(timeout=timeout_s)
                     result = _last_result(out) or {"status": "error", "error": _no_result(proc.returncode, log_path)}
                 except subprocess.TimeoutExpired:
+                    timed_out = True
                     result = {"status": "timeout", "error": f"no result after {timeout_s:g}s; "
-                                                           "process tree killed", "event": "timeout"}
+                                                           "process tree killed"}
         except OSError as exc:
             result = {"status": "error", "error": f"cannot start cell process: {exc}"}
         finally:
@@ -125,7 +126,7 @@ class Runner:
             shutil.rmtree(temp, ignore_errors=True)
             if self.reaper is not None and watch is not None:
                 self.reaper.forget(watch.key)
-        if result.get("event") == "timeout":   # the tree is gone: what the cell said before it is all there is
+        if timed_out:   # the tree is gone: what the cell said before it is all there is
             result["error"] += stood_at(_events(_rest_of(proc)), settings)
         wall_s = time.perf_counter() - t0
         if leaked and result.get("status") == "ok":
