@@ -25,11 +25,13 @@ from adapters._kit.native import envpool_native, gymnax_native
 from adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
+    ENT_COEF_GAUSSIAN,
     GAE_LAMBDA,
     GAMMA,
     HISTORY,
     ITERATION_OPTIONS,
     MAX_GRAD_NORM,
+    NORM_CLIP,
     VF_COEF,
 )
 from rlbench.api import (
@@ -69,10 +71,10 @@ def copy_gbps(jax, devices, mib: int, repeats: int = 5) -> float:
     return 2 * n * 4 / float(np.median(times)) / 1e9
 
 
-def _gymnax_supports(workload, adapter, options, actions=("Discrete", "Box")):
+def _gymnax_supports(workload, adapter, options):
     """gymnax runs rlbench's CartPole-v1, a plain gymnasium id gymnax registers too (read from
-    gymnax.registered_envs) with no env_kwargs, and a user's JAX env (`module:factory`) with its arguments;
-    `actions`: the action spaces the adapter handles."""
+    gymnax.registered_envs) with no env_kwargs, and a user's JAX env (`module:factory`) with its arguments, its
+    actions a discrete space or a bounded box."""
     info = env_info(workload.env_id)
     if info.family == "custom":
         if env_api(workload.env_id, workload.env_kwargs) == "gymnasium":
@@ -93,8 +95,8 @@ def _gymnax_supports(workload, adapter, options, actions=("Discrete", "Box")):
         kind = type(env_spaces(workload.env_id)[1]).__name__  # gymnax's env of the same id: the same kind
     else:
         kind = "Discrete"
-    if kind not in actions:
-        return f"{kind} actions: {adapter} carries {', '.join(actions)} only ({workload.env_id})"
+    if kind not in ("Discrete", "Box"):
+        return f"{kind} actions: {adapter} carries Discrete, Box only ({workload.env_id})"
     if workload.env_kwargs and info.family != "custom":
         return f"{adapter} takes no env_kwargs for {workload.env_id} (got {', '.join(workload.env_kwargs)})"
     return None
@@ -194,25 +196,32 @@ class Gymnax(Adapter):
 # -- purejaxrl-ppo: PPO compiled end to end, num_agents runs vmapped ------------------------------------
 
 CLIP_EPS = CLIP_COEF["vector"]  # CleanRL's hyperparameters (PureJaxRL's CartPole recipe uses the same)
+LOG_2PI = math.log(2 * math.pi)
+NORM_EPS = 1e-8                   # gymnasium's NormalizeObservation / NormalizeReward epsilon
 
 
 def build_ppo(jax, workload, options):
     """(init(key) -> train state, update(train state) -> (train state, mean return of the agent's last
-    HISTORY finished episodes, 0 before the first), the env's API) for one agent,
-    PureJaxRL's CartPole recipe: separate tanh MLP actor and critic, Adam with a clipped global norm,
-    GAE, clipped policy and value losses, epochs of shuffled minibatches; gymnax auto-resets."""
+    HISTORY finished episodes, nan before the first), the env's API) for one agent,
+    PureJaxRL's recipes: separate tanh MLP actor and critic, Adam with a clipped global norm, GAE, clipped
+    policy and value losses, epochs of shuffled minibatches; the envs start again inside the step. Discrete
+    actions: a categorical (within the env's legal actions), ppo.py's recipe. Box actions: ppo_continuous_action.py's
+    diagonal Gaussian (a learned log std, zeros at the start; actions clipped to the box as they go to the env;
+    no entropy bonus) on normalized observations and rewards (clipped to +-10), as cleanrl-ppo trains a Box env."""
     import jax.numpy as jnp
     import optax
     env = load(jax, workload, options["env_api"])
-    if env.action[0] != "discrete":  # supports() refuses it first
-        raise Unsupported(f"purejaxrl-ppo samples a categorical: {workload.env_id} has continuous actions")
-    n_actions = env.action[1]
+    gaussian = env.action[0] == "box"
     n, T = workload.num_envs, options["num_steps"]
     epochs, n_mb = options["update_epochs"], options["num_minibatches"]
     batch = n * T
     num_updates = max(options["total_timesteps"] // batch, 1)
     hidden = list(workload.policy.hidden)
     obs_dim = env.obs_dim
+    n_out = int(env.action[1].size) if gaussian else env.action[1]
+    ent_coef = ENT_COEF_GAUSSIAN if gaussian else ENT_COEF
+    obs_leaves = jax.tree.leaves(jax.eval_shape(env.reset, jax.random.PRNGKey(0))[0])
+    normalize = gaussian and all(jnp.issubdtype(leaf.dtype, jnp.floating) for leaf in obs_leaves)
 
     def lr(count):
         if not options["anneal_lr"]:
@@ -222,36 +231,69 @@ def build_ppo(jax, workload, options):
     tx = optax.chain(optax.clip_by_global_norm(MAX_GRAD_NORM), optax.adam(lr, eps=1e-5))
     step_env = jax.vmap(env.step)
     legal = jax.vmap(env.legal) if env.legal else lambda obs, state: None
+    to_env = (lambda a: jnp.clip(a, env.action[1].ravel(), env.action[2].ravel()).reshape(
+        n, *env.action[1].shape).astype(env.action[1].dtype)) if gaussian else (lambda a: a)
 
     def net(params, obs):
         obs = flat(jax, obs)
         return mlp_apply(jax, params["actor"], obs), mlp_apply(jax, params["critic"], obs)[:, 0]
 
+    def policy(params, out, mask):
+        """(sample(key) -> actions, log_prob(actions), mean entropy) of the distribution the actor's `out` gives."""
+        if gaussian:
+            log_std = params["log_std"]
+            entropy = (log_std + 0.5 * (1.0 + LOG_2PI)).sum()
+            return (lambda k: out + jnp.exp(log_std) * jax.random.normal(k, out.shape),
+                    lambda a: (-0.5 * ((a - out) / jnp.exp(log_std)) ** 2 - log_std - 0.5 * LOG_2PI).sum(-1), entropy)
+        logp_all = jax.nn.log_softmax(masked(jax, out, mask))
+        return (lambda k: jax.random.categorical(k, logp_all),
+                lambda a: jnp.take_along_axis(logp_all, a[:, None], 1)[:, 0],
+                -(jnp.exp(logp_all) * logp_all).sum(-1).mean())
+
+    def seen(norm, obs, reward=None, done=None):
+        """A Box env's observations (and rewards) as the learner trains on them: normalized by running statistics
+        the batch updates first (gymnasium's NormalizeObservation / NormalizeReward); as they are otherwise."""
+        if not normalize:
+            return norm, obs, reward
+        obs_rms = rms_update(jax, norm["obs"], flat(jax, obs))
+        obs = jnp.clip((flat(jax, obs) - obs_rms[0]) / jnp.sqrt(obs_rms[1] + NORM_EPS), -NORM_CLIP, NORM_CLIP)
+        if reward is None:
+            return {**norm, "obs": obs_rms}, obs, None
+        returns = norm["returns"] * GAMMA * (1.0 - done) + reward
+        ret_rms = rms_update(jax, norm["ret"], returns[:, None])
+        reward = jnp.clip(reward / jnp.sqrt(ret_rms[1][0] + NORM_EPS), -NORM_CLIP, NORM_CLIP)
+        return {"obs": obs_rms, "ret": ret_rms, "returns": returns}, obs, reward
+
     def init(key):
         k_a, k_c, k_env, key = jax.random.split(key, 4)
-        params = {"actor": mlp_init(jax, k_a, [obs_dim, *hidden, n_actions], out_scale=0.01),
+        params = {"actor": mlp_init(jax, k_a, [obs_dim, *hidden, n_out], out_scale=0.01),
                   "critic": mlp_init(jax, k_c, [obs_dim, *hidden, 1])}
+        if gaussian:
+            params["log_std"] = jnp.zeros((n_out,), jnp.float32)
         obs, state = jax.vmap(env.reset)(jax.random.split(k_env, n))
-        return {"params": params, "opt": tx.init(params), "env": state, "obs": obs, "key": key,
+        norm = {"obs": rms_init(jax, obs_dim), "ret": rms_init(jax, 1), "returns": jnp.zeros((n,), jnp.float32)} \
+            if normalize else {}
+        norm, obs, _ = seen(norm, obs)
+        return {"params": params, "opt": tx.init(params), "env": state, "obs": obs, "key": key, "norm": norm,
                 "ep_ret": jnp.zeros((n,), jnp.float32), "hist": jnp.zeros((HISTORY,), jnp.float32),
                 "episodes": jnp.int32(0)}
 
     def rollout_step(c, _):
-        params, state, obs, key, (ep_ret, hist, episodes) = c
+        params, state, obs, key, norm, (ep_ret, hist, episodes) = c
         key, k_act, k_env = jax.random.split(key, 3)
-        logits, value = net(params, obs)
+        out, value = net(params, obs)
         mask = legal(obs, state)
-        logits = masked(jax, logits, mask)
-        action = jax.random.categorical(k_act, logits)
-        logp = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], 1)[:, 0]
-        next_obs, state, reward, done = step_env(jax.random.split(k_env, n), state, action)
+        sample, log_prob, _ = policy(params, out, mask)
+        action = sample(k_act)
+        next_obs, state, reward, done = step_env(jax.random.split(k_env, n), state, to_env(action))
         ep_ret = ep_ret + reward
         slot = (episodes + jnp.cumsum(done) - 1) % HISTORY   # finished episodes go into a ring
         hist = hist.at[jnp.where(done, slot, HISTORY)].set(ep_ret, mode="drop")
         episodes = episodes + done.sum(dtype=jnp.int32)
         ep_ret = jnp.where(done, 0.0, ep_ret)
-        return (params, state, next_obs, key, (ep_ret, hist, episodes)), (obs, mask, action, logp, value, reward,
-                                                                          done)
+        norm, next_obs, reward = seen(norm, next_obs, reward, done.astype(jnp.float32))
+        return (params, state, next_obs, key, norm, (ep_ret, hist, episodes)), (obs, mask, action, log_prob(action),
+                                                                                value, reward, done)
 
     def gae(traj, last_value):
         _, _, _, _, value, reward, done = traj
@@ -269,21 +311,19 @@ def build_ppo(jax, workload, options):
 
     def loss_fn(params, mb):
         obs, mask, action, logp_old, value_old, adv, target = mb
-        logits, value = net(params, obs)
-        logp_all = jax.nn.log_softmax(masked(jax, logits, mask))
-        logp = jnp.take_along_axis(logp_all, action[:, None], 1)[:, 0]
+        out, value = net(params, obs)
+        _, log_prob, entropy = policy(params, out, mask)
         v_clipped = value_old + jnp.clip(value - value_old, -CLIP_EPS, CLIP_EPS)
         v_loss = 0.5 * jnp.maximum((value - target) ** 2, (v_clipped - target) ** 2).mean()
-        ratio = jnp.exp(logp - logp_old)
+        ratio = jnp.exp(log_prob(action) - logp_old)
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         pg = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - CLIP_EPS, 1 + CLIP_EPS) * adv).mean()
-        entropy = -(jnp.exp(logp_all) * logp_all).sum(-1).mean()
-        return pg + VF_COEF * v_loss - ENT_COEF * entropy
+        return pg + VF_COEF * v_loss - ent_coef * entropy
 
     def update(ts):
-        carry = (ts["params"], ts["env"], ts["obs"], ts["key"], (ts["ep_ret"], ts["hist"], ts["episodes"]))
-        (params, state, obs, key, (ep_ret, hist, episodes)), traj = jax.lax.scan(rollout_step, carry, None,
-                                                                                 length=T)
+        carry = (ts["params"], ts["env"], ts["obs"], ts["key"], ts["norm"], (ts["ep_ret"], ts["hist"], ts["episodes"]))
+        (params, state, obs, key, norm, (ep_ret, hist, episodes)), traj = jax.lax.scan(rollout_step, carry, None,
+                                                                                       length=T)
         advantages, targets = gae(traj, net(params, obs)[1])
         obs_t, mask, action, logp, value, _, _ = traj
         data = (obs_t, mask, action, logp, value, advantages, targets)
@@ -303,13 +343,29 @@ def build_ppo(jax, workload, options):
             (params, opt), _ = jax.lax.scan(minibatch, (params, opt), mbs)
             return (params, opt, key), None
         (params, opt, key), _ = jax.lax.scan(epoch, (params, ts["opt"], key), None, length=epochs)
-        new = {"params": params, "opt": opt, "env": state, "obs": obs, "key": key,
+        new = {"params": params, "opt": opt, "env": state, "obs": obs, "key": key, "norm": norm,
                "ep_ret": ep_ret, "hist": hist, "episodes": episodes}
         kept = jnp.minimum(episodes, HISTORY)
-        mean_return = jnp.where(jnp.arange(HISTORY) < kept, hist, 0.0).sum() / jnp.maximum(kept, 1)
+        mean_return = jnp.where(kept > 0, jnp.where(jnp.arange(HISTORY) < kept, hist, 0.0).sum() / jnp.maximum(kept, 1),
+                                jnp.nan)
         return new, mean_return
 
     return init, update, env.api
+
+
+def rms_init(jax, size: int):
+    """gymnasium's RunningMeanStd at the start: mean 0, variance 1, a count of 1e-4."""
+    import jax.numpy as jnp
+    return jnp.zeros((size,), jnp.float32), jnp.ones((size,), jnp.float32), jnp.float32(1e-4)
+
+
+def rms_update(jax, rms, x):
+    """RunningMeanStd updated by a batch (rows of `x`): the parallel combination of two means and variances."""
+    mean, var, count = rms
+    batch_mean, batch_var, batch_count = x.mean(0), x.var(0), x.shape[0]
+    delta, total = batch_mean - mean, count + batch_count
+    m2 = var * count + batch_var * batch_count + delta ** 2 * count * batch_count / total
+    return mean + delta * batch_count / total, m2 / total, total
 
 
 def greedy_return(jax, workload, params, num_envs=32, seed=12345, steps=None, api="auto"):
@@ -396,7 +452,7 @@ class PPOSession:
         self.jax.block_until_ready((self.ts, self.returns))
 
     def return_mean(self) -> float:
-        """Mean over agents of each one's mean return over its last 100 finished episodes."""
+        """Mean over agents of each one's mean return over its last 100 finished episodes (nan until each has one)."""
         return float(self.returns[-1].mean()) if self.returns is not None else float("nan")
 
     def agent_returns(self):
@@ -426,7 +482,8 @@ class PPOSession:
 class PureJaxRLPPO(Adapter):
     name = "purejaxrl-ppo"
     kind = "learner"
-    description = ("PureJaxRL-style PPO compiled end to end (rollout, GAE, minibatch epochs in one program); "
+    description = ("PureJaxRL-style PPO compiled end to end (rollout, GAE, minibatch epochs in one program; a "
+                   "categorical for Discrete actions, a Gaussian on normalized observations and rewards for Box); "
                    "num_agents independent runs vmapped")
     requires = ("jax", "gymnax", "optax")
     jax_env_apis = JAX_APIS
@@ -449,7 +506,7 @@ class PureJaxRLPPO(Adapter):
                     f"num_minibatches={options['num_minibatches']}")
         if options["devices"] > 1 and options["num_agents"] % options["devices"]:
             return f"num_agents={options['num_agents']} must be a multiple of devices={options['devices']}"
-        return _gymnax_supports(workload, self.name, options, actions=("Discrete",)) or \
+        return _gymnax_supports(workload, self.name, options) or \
             jax_supports(workload, options, self.name)
 
     def open(self, workload, options):

@@ -47,8 +47,7 @@ def test_gymnasium_adapters_are_dropped_before_anything_runs_with_the_api_named(
 @pytest.mark.slow
 @pytest.mark.parametrize("env", [GYMNAX_API, JUMANJI_API, BRAX_API])
 def test_each_api_runs_on_gymnax_and_purejaxrl_with_exact_counts(tmp_path, env):
-    """Brax's API has continuous actions (Brax's convention): PPO, which carries discrete ones, is dropped
-    while planning with the reason."""
+    """Brax's API has continuous actions (Brax's convention): PPO samples them from a Gaussian."""
     suite = write_suite(tmp_path, (
         f'[[sweep]]\nadapters = ["gymnax", "purejaxrl-ppo", "serial"]\nenvs = ["{env}"]\nnum_envs = [8]\n'
         'policy = ["mlp:hidden=16"]\n'
@@ -61,10 +60,6 @@ def test_each_api_runs_on_gymnax_and_purejaxrl_with_exact_counts(tmp_path, env):
     assert gymnax["status"] == "ok", run.rows
     assert gymnax["env_steps"] % (8 * 5) == 0 and gymnax["env_steps"] > 0 and gymnax["compile_s"] > 0
     assert gymnax["env_api"] == env.rsplit("_", 1)[1]
-    if env == BRAX_API:
-        assert {r["adapter"] for r in run.rows} == {"gymnax"}
-        assert f"Box actions: purejaxrl-ppo carries Discrete only ({env})" in run.stderr
-        return
     assert {r["adapter"] for r in run.rows} == {"gymnax", "purejaxrl-ppo"}
     ppo = run.row("purejaxrl-ppo")
     assert ppo["status"] == "ok", run.rows
@@ -236,6 +231,36 @@ def test_a_carry_holding_one_array_twice_runs_and_the_policy_keeps_to_the_legal_
     steps, returns = jax(_masked_session, "gymnax", policy, {"scan_T": 10})
     assert steps == 3 * 10 * 4
     assert returns == [30.0] * 4          # +1 a step, every step legal (time-limit resets included)
+
+
+def _in_jax_gaussian_ppo(seed):
+    """PPO on the Brax corridor (one action in [-1, 1], rounded to a move) until its last 100 episodes reach
+    the goal 95% of the time, 200k env steps at most: (env steps to that, mean return, learned log std)."""
+    sys.path.insert(0, EXAMPLES)
+    from rlbench import registry
+    from rlbench.api import PolicySpec, Workload
+    cls = registry.get("purejaxrl-ppo")
+    workload = Workload(BRAX_API, 8, PolicySpec("mlp", hidden=(16,)), seed=seed,
+                        env_kwargs={"length": 8, "episode_len": 50})
+    session = cls().open(workload, cls.resolve_options({"num_steps": 32, "updates_per_unit": 5,
+                                                        "total_timesteps": 200_000, "target_return": 0.95}))
+    try:
+        first = session.step() and session.return_mean()
+        while session.steps_to_target is None and session.iterations * 256 < 200_000:
+            session.step()
+        return first, session.steps_to_target, session.return_mean(), np.asarray(session.params(0)["log_std"])
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ppo_learns_continuous_actions(jax, seed):
+    """A Gaussian whose log probability, clipping or loss had a wrong sign would stay near the random walk's
+    return (about half its episodes reach the goal in 50 steps)."""
+    first, steps, last, log_std = jax(_in_jax_gaussian_ppo, seed)
+    assert first < 0.8, first
+    assert steps is not None and steps <= 200_000, (first, last)
+    assert log_std.shape == (1,) and np.isfinite(log_std).all()
 
 
 @pytest.mark.slow
