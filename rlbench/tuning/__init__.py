@@ -127,7 +127,7 @@ class Tuning:
                 if r.status != "lost" and not r.get("profiled")}
         self.rows_before = sorted(kept)
         measurer = SweepMeasurer(s.run_id, s.job.settings, s.path, envs, cluster=s.cluster, kept=kept,
-                                 clock=self.clock.elapsed)
+                                 clock=self.clock.elapsed, open_s=float(self.profile.doc.get("build_s") or 0.0))
         self.found.measurer = self.measurer = measurer
         if self.earlier.get("calibration"):
             self.calibration = self.earlier["calibration"]

@@ -73,7 +73,7 @@ def decide(search, results, profile: dict, max_envs: int = None, **context) -> D
     trace = dict(points=chart_points(search), trace=tuple(search.rounds), uncalibrated=uncalibrated(search),
                  **context)
     if v is None:
-        return Decision(why_none="no configuration completed a repeat",
+        return Decision(why_none=search.why_none(),
                         strategies=strategies(search, None, profile, results), **trace)
     by_id = search.by_id
     win = by_id[v.winner.cell_id]

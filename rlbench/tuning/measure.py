@@ -14,9 +14,10 @@ SPAWN_S = 0.3   # a job's cost beyond its process's own wall time (spawn, reapin
 
 class SweepMeasurer:
     def __init__(self, run_id: str, settings, out_dir: str, envs: dict, t0: float = None, cluster=None,
-                 kept: dict = None, clock=None):
+                 kept: dict = None, clock=None, open_s: float = 0.0):
         """clock: the budget used so far (rlbench.tuning.clock.Clock.elapsed: time apart left out); default the
-        wall time since t0 (default now)."""
+        wall time since t0 (default now). open_s: opening the env as the profile did (a JAX env's: importing,
+        building and compiling its loop), which every job pays again."""
         self.run_id, self.settings, self.out_dir, self.envs = run_id, settings, out_dir, envs
         # a resumed tune's rows, (cell_id, repeat) -> Run: a job asked again is answered from them at no cost, so
         # the search retraces its path to where it was stopped and goes on from there
@@ -29,13 +30,15 @@ class SweepMeasurer:
         # wall times, in seconds, kept apart by what they belong to: a cell's own jobs, and every job of an
         # adapter (the calibration's among them), so telling one from the other never reads an id's spelling
         self.cell_walls, self.adapter_walls = {}, {}
+        self.open_s = open_s
 
     def elapsed(self) -> float:
         return self.clock() if self.clock is not None else time.monotonic() - self.t0
 
     def job_s(self, cell) -> float:
         """A job's expected wall time: the cell's own so far; else the slowest of its adapter's (Ray and JAX
-        start slowly, and a process per env costs more the more envs); else any job's; else a guess."""
+        start slowly, and a process per env costs more the more envs); else any job's; else a guess (a process,
+        the env opened as the profile took, the warm-up and the window)."""
         own = self.cell_walls.get(cell.cell_id)
         if own:
             return float(np.median(own))
@@ -44,7 +47,7 @@ class SweepMeasurer:
             return max(adapter)
         every = [w for ws in self.cell_walls.values() for w in ws]
         s = self.settings
-        return float(np.median(every)) if every else 1.5 + s.warmup_s + s.duration_s
+        return float(np.median(every)) if every else 1.5 + self.open_s + s.warmup_s + s.duration_s
 
     def learn(self, walls: dict) -> None:
         """Wall times of jobs run elsewhere (adapter -> seconds: the calibration's) count for their adapters

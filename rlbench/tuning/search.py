@@ -4,6 +4,7 @@ configurations and of every one within the noise of the leader, race the contend
 the budget is spent (docs/tune.md). The measurements come from a Measurer (rlbench.tuning.measure runs real cells;
 tests give a simulated one).
 """
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import Optional
@@ -92,6 +93,7 @@ class Search:
         self.candidates, self.expanded, self.by_id = [], set(), {}
         self.rounds, self.round_no, self.stop_reason, self.converged = [], 0, "", False
         self.reserve_s, self.confirming = 0.0, set()
+        self.started_s = 0.0   # the budget used before the search began (checking and profiling the env)
         self._trace = None
 
     # -- what there is -------------------------------------------------------------------------------
@@ -331,6 +333,7 @@ class Search:
 
     def go(self) -> list:
         """Search until converged or out of budget; the contenders, best first."""
+        self.started_s = self.measurer.elapsed()
         sizes = probe_sizes(self.cpus, self.space.max_envs, self.profile)
         # the serial loops go first, where they can step the env (a JAX env they cannot: the rest go first)
         loops = [a for a in self.space.adapters if a in BASELINES and any(self.space.settings(a, n) for n in sizes)]
@@ -376,6 +379,21 @@ class Search:
         self.finish()
         self.say(self.stop_reason)
         return self.contenders()
+
+    def why_none(self) -> str:
+        """Why no configuration has a finished repeat: those run failed (their fates say how), or the budget was
+        spent before the first could start, said with where it went and a budget that runs the first round."""
+        if any(c.repeats for c in self.candidates) or not self.candidates:
+            failed = [c for c in self.candidates if c.status == "failed"]
+            return "no configuration completed a repeat" + (
+                f": {len(failed)} failed, the first {failed[0].config}: {failed[0].why}" if failed else "")
+        first = [c for c in self.candidates if c.round == self.candidates[0].round]
+        need_s = self.started_s + self.cost_s(first, START_REPEATS)
+        return (f"the budget was spent before a configuration could run: checking and profiling the env took "
+                f"{self.started_s:.0f} s of the {self.deadline_s:.0f} s for measuring, and its first round "
+                f"({len(first)} configurations, {START_REPEATS} repeats each, every one opening the env again) "
+                f"needs about {need_s - self.started_s:.0f} s more: --budget {math.ceil((need_s + 10) / 60)}m "
+                f"or more")
 
     def stop(self, reason: str) -> None:
         """The search cut short (a signal, a full disk): the round under way kept in the trace, every candidate's

@@ -33,3 +33,9 @@ def test_a_jobs_wall_time_comes_from_its_cell_its_adapter_or_any_cell(monkeypatc
     assert m.job_s(_cell("a", "x")) == 1.0 + SPAWN_S             # its own
     assert m.job_s(_cell("c", "x")) == 3.0 + SPAWN_S             # its adapter's slowest
     assert m.job_s(_cell("c", "z")) == 2.0 + SPAWN_S             # the median of every cell's, not the calibration's
+
+
+def test_the_guess_pays_for_opening_the_env_as_the_profile_did():
+    """A JAX env's profile took 23 s to import, build and compile its loop: every job's process does it again."""
+    m = SweepMeasurer("run", _Settings(), "out", {}, open_s=23.0)
+    assert m.job_s(_cell("a", "gymnax")) == 1.5 + 23.0 + 1.0 + 2.0

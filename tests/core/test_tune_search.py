@@ -87,6 +87,28 @@ def test_the_budget_is_kept_and_the_search_says_it_ran_out():
     assert all(c.status != "racing" for c in s.candidates)
 
 
+def test_a_budget_spent_before_the_search_says_where_it_went_and_what_would_do():
+    """A JAX env whose import and compile take most of a minute: the profile alone outlasts a 60 s budget."""
+    space = Space(Workload("CartPole-v1", 1, PolicySpec()), ["serial", "gymnasium-sync"], 1024, 2)
+    measurer = Simulated({"serial": peak_curve(64, 1e6), "gymnasium-sync": peak_curve(8, 4e5)}, job_s=30.0)
+    measurer.t = 85.0
+    s = Search(space, measurer, 57.0, PROFILE, {}, 2, stream=open("/dev/null", "w"))
+    s.go()
+    assert not measurer.jobs and not any(c.repeats for c in s.candidates)
+    first = [c for c in s.candidates if c.round == 1]
+    need = len(first) * START_REPEATS * 30.0
+    assert s.why_none() == (
+        f"the budget was spent before a configuration could run: checking and profiling the env took 85 s of the "
+        f"57 s for measuring, and its first round ({len(first)} configurations, {START_REPEATS} repeats each, every "
+        f"one opening the env again) needs about {need:.0f} s more: --budget {math.ceil((85 + need + 10) / 60)}m "
+        f"or more")
+    done, _ = search({"serial": peak_curve(64, 1e6)}, deadline_s=100.0)
+    assert done.why_none() == "no configuration completed a repeat"   # asked of a search that measured
+    done.candidates[0].status, done.candidates[0].why = "failed", "timeout: no result after 60s"
+    assert done.why_none() == (f"no configuration completed a repeat: 1 failed, the first {done.candidates[0].config}: "
+                               "timeout: no result after 60s")
+
+
 def test_prunes_only_what_the_calibration_predicts_far_below_the_leader():
     curves = {"serial": peak_curve(32, 1e6), "gymnasium-async": lambda n: 2e4, "rlpyt-cpu": peak_curve(32, 8e5)}
     calibration = {"serial": {"16": {"steps_per_s": 1e6, "workers": 1}},
