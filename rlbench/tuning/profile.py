@@ -61,6 +61,11 @@ class EnvProfile:
         return self.policy_curves.get(device, {}) if device and self.policy_curves else self.policy_us_per_batch
 
     @property
+    def unit_s(self) -> float:
+        """A JAX env's compiled unit at one env, in seconds (its steps times a step's cost); 0 where not profiled."""
+        return (self.doc.get("steps_per_unit") or 0) * self.step_us / 1e6
+
+    @property
     def jax(self) -> bool:
         """A JAX env: vmapped in one compiled loop, raced by the JAX adapters only."""
         return self.api != "gymnasium"
@@ -193,7 +198,7 @@ def jax_profile(workload, api: str, seconds: float) -> dict:
     session = cls().open(replace(workload, num_envs=1), cls.resolve_options({}))
     build_s = time.perf_counter() - t
     try:
-        session.step()   # the first call's own costs (buffers, dispatch caches) are not the steady cost
+        steps_per_unit = session.step()   # the first call's own costs (buffers, dispatch caches): not the steady cost
         per_step = []
         end = time.perf_counter() + seconds
         while time.perf_counter() < end or len(per_step) < 10:
@@ -208,7 +213,8 @@ def jax_profile(workload, api: str, seconds: float) -> dict:
     return {"env": workload.env_id, "env_kwargs": workload.env_kwargs, "policy": workload.policy.label, "api": api,
             "adapter": cls.name, "observation_space": str(obs_space)[:300], "action_space": str(act_space)[:300],
             "obs_bytes": obs_bytes, "build_s": build_s, "compile_s": compile_s, "process_rss_mb": process_rss_mb,
-            "step": _quantiles(np.asarray(per_step, float)), "reset": _quantiles(np.zeros(1)), "reset_share": 0.0,
+            "steps_per_unit": steps_per_unit, "step": _quantiles(np.asarray(per_step, float)),
+            "reset": _quantiles(np.zeros(1)), "reset_share": 0.0,
             "episodes": 0, "steps_per_episode": 0.0, "rss_per_env_mb": carry_bytes / 2**20,
             "policy_us_per_batch": {}}
 

@@ -25,6 +25,9 @@ TOP = 3              # configurations whose neighbourhoods are searched (and eve
 PRUNE_BELOW = 0.5    # pruned: predicted at most this share of the leader's measured rate
 PROBE_PER_CORE = (1, 8)  # probe sizes: this many envs per core
 JAX_PROBE_SIZES = (2**8, 2**12)  # a JAX env's probe sizes: vmapped, its curve starts where a CPU's ends
+# ... at most as many envs as make a unit of JAX_PROBE_UNIT_S by the profile's one-env cost (vmapping only lowers
+# it): a probe's 7 units (2 warm-up, 5 timed) then fit tune's 60 s job beside an env that takes ~40 s to open
+JAX_PROBE_UNIT_S = 2.0
 RESERVE_SHARE = 0.25     # the contenders' confirmation keeps back at most this share of the budget
 
 
@@ -77,9 +80,14 @@ def priority(c) -> tuple:
 
 
 def probe_sizes(cpus: int, max_envs: int, profile: dict = None) -> list:
-    """Envs per core for CPU envs; a vmapped JAX env's from JAX_PROBE_SIZES, whatever the cores."""
+    """Envs per core for CPU envs; a vmapped JAX env's from JAX_PROBE_SIZES, whatever the cores, brought down to
+    a power of 2 whose unit fits JAX_PROBE_UNIT_S where its steps are dear (Brax's Ant on 2 CPU cores: 16); the climb
+    goes up from there."""
     if profile is not None and profile.jax:
-        return sorted({max(1, min(n, max_envs)) for n in JAX_PROBE_SIZES})
+        fits = max_envs
+        if profile.unit_s > 0:
+            fits = 2 ** max(0, math.floor(math.log2(max(JAX_PROBE_UNIT_S / profile.unit_s, 1.0))))
+        return sorted({max(1, min(n, max_envs, fits)) for n in JAX_PROBE_SIZES})
     return sorted({max(1, min(k * cpus, max_envs)) for k in PROBE_PER_CORE})
 
 

@@ -11,7 +11,7 @@ from rlbench.results.model import Run
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import Space
 from rlbench.tuning.profile import EnvProfile
-from rlbench.tuning.search import FINAL_REPEATS, PRUNE_BELOW, START_REPEATS, Search
+from rlbench.tuning.search import FINAL_REPEATS, PRUNE_BELOW, START_REPEATS, Search, probe_sizes
 from rlbench.workload import PolicySpec, Workload
 
 PROFILE = EnvProfile.from_json({"step": {"median_us": 1.0, "p99_us": 2.0, "cv": 0.1}, "reset_share": 0.0, "obs_bytes": 16,
@@ -107,6 +107,22 @@ def test_a_budget_spent_before_the_search_says_where_it_went_and_what_would_do()
     done.candidates[0].status, done.candidates[0].why = "failed", "timeout: no result after 60s"
     assert done.why_none() == (f"no configuration completed a repeat: 1 failed, the first {done.candidates[0].config}: "
                                "timeout: no result after 60s")
+
+
+def _jax_profile(step_us, steps_per_unit=None):
+    doc = {"step": {"median_us": step_us}, "api": "brax", "adapter": "gymnax"}
+    return EnvProfile.from_json({**doc, "steps_per_unit": steps_per_unit} if steps_per_unit else doc)
+
+
+def test_a_jax_envs_probes_start_where_a_unit_fits_a_job():
+    """Brax's Ant on 2 CPU cores: 520 us a step in a one-env loop of 128 steps; at 256 envs a unit took 5.2 s and
+    the probe timed out. Its probes come down to 16 envs (the climb goes on from there); a cheap env keeps 2^8
+    and 2^12, and so does a profile that did not record its unit (a tune.json from before)."""
+    assert probe_sizes(2, 65536, _jax_profile(520.0, 128)) == [16]
+    assert probe_sizes(2, 8, _jax_profile(520.0, 128)) == [8]              # --max-envs still bounds it
+    assert probe_sizes(2, 65536, _jax_profile(20_000.0, 128)) == [1]       # one env, however dear
+    assert probe_sizes(2, 65536, _jax_profile(1.0, 128)) == [256, 4096]
+    assert probe_sizes(2, 65536, _jax_profile(520.0)) == [256, 4096]
 
 
 def test_prunes_only_what_the_calibration_predicts_far_below_the_leader():
