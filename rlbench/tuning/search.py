@@ -86,7 +86,7 @@ def probe_sizes(cpus: int, max_envs: int, profile: dict = None) -> list:
     if profile is not None and profile.jax:
         fits = max_envs
         if profile.unit_s > 0:
-            fits = 2 ** max(0, math.floor(math.log2(max(JAX_PROBE_UNIT_S / profile.unit_s, 1.0))))
+            fits = 2 ** math.floor(math.log2(max(JAX_PROBE_UNIT_S / profile.unit_s, 1.0)))
         return sorted({max(1, min(n, max_envs, fits)) for n in JAX_PROBE_SIZES})
     return sorted({max(1, min(k * cpus, max_envs)) for k in PROBE_PER_CORE})
 
