@@ -96,6 +96,10 @@ else
 fi
 export PYTHONUNBUFFERED=1
 export RLBENCH_ENVS_HERE=brax   # no network to build the brax environment: its adapters (mjx) run here, on the kit
+# JAX's persistent compilation cache, the machine's own for this call: a cell's later repeats (fresh processes)
+# load what its first compiled, as Warp's kernel cache does; compile_s stays out of every rate, and the rows
+# record the cache (device_settings.JAX_COMPILATION_CACHE_DIR)
+export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$work/jax-cache}
 echo "device_run: $part on $(hostname), kit installed in $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "device_run: no nvidia-smi"
 

@@ -20,7 +20,7 @@ JAX_OPTIONS = (
 )
 FORCE_DEVICES = "--xla_force_host_platform_device_count"
 RECORDED = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR",
-            "XLA_FLAGS", "JAX_PLATFORMS")  # what JAX reads as its backends start
+            "XLA_FLAGS", "JAX_PLATFORMS", "JAX_COMPILATION_CACHE_DIR")  # what JAX reads as its backends start
 
 
 def _settings(options) -> dict:
