@@ -46,6 +46,7 @@ class Candidate:
     round_out: int = 0
     source_median: float = 0.0    # a neighbour's: the rate of the configuration it neighbours
     source: str = ""              # a neighbour's: the cell_id of that configuration
+    calibration_failed: bool = False   # no prediction: its calibration ran and failed or timed out
 
     @property
     def median(self) -> float:
@@ -71,12 +72,18 @@ class Candidate:
 def priority(c) -> tuple:
     """The order jobs run in, so that what the budget cuts is the least promising: retests, the fastest
     first; then new configurations, the neighbours of the fastest first (the climb), then the probes by
-    their prediction (uncalibrated last)."""
+    their prediction, highest first. A probe with no prediction because the calibration could not run its
+    strategy (EnvPool's and MuJoCo's own backends step only their native envs, not the synthetic one) has no
+    bound: it comes first, as the highest (last, a tune of Ant-v4 on 2 cores spent its 3 minutes on the loops
+    and vector envs and never ran mujoco-rollout, EnvPool or mujoco-warp). One whose calibration failed or
+    timed out comes last: that strategy is slow to start or broken."""
     if c.values:
         return 0, -c.median
     if c.source_median:
         return 1, -c.source_median
-    return 2, -(c.predicted or 0.0)
+    if c.predicted is None:
+        return (2, -math.inf) if not c.calibration_failed else (3, 0.0)
+    return 2, -c.predicted
 
 
 def probe_sizes(cpus: int, max_envs: int, profile: dict = None) -> list:
@@ -149,6 +156,7 @@ class Search:
         self.by_id[c.cell.cell_id] = c
         self.candidates.append(c)
         unpredicted = calibrate.failure(self.calibration, cell.adapter) if predicted is None else None
+        c.calibration_failed = bool(unpredicted) and not unpredicted.startswith("unsupported")
         said = {"uncalibrated": unpredicted} if unpredicted else {}   # raced without a prediction, and why
         self._log("added").append(self._brief(c, origin=origin, **said))
         lead = self.leader() or self.baseline()

@@ -125,6 +125,40 @@ def test_a_jax_envs_probes_start_where_a_unit_fits_a_job():
     assert probe_sizes(2, 65536, _jax_profile(520.0)) == [256, 4096]
 
 
+def test_a_strategy_the_calibration_could_not_run_is_probed_first_and_one_that_failed_it_last():
+    """Ant-v4 on 2 cores, 3 minutes: the loops and vector envs are calibrated on the synthetic env; EnvPool steps
+    only its native envs (calibration 'unsupported', no bound) and is the fastest; gymnasium-async timed out in
+    its calibration. A budget that holds the loops' round and a few more jobs runs EnvPool's probes before any
+    calibrated one's, so it wins; the timed-out strategy's probes run after every other probe."""
+    curves = {"serial": lambda n: 2200.0, "gymnasium-sync": lambda n: 2600.0, "rlpyt-cpu": lambda n: 2700.0,
+              "envpool-sync": lambda n: 4000.0 * min(n, 16) ** 0.3, "gymnasium-async": lambda n: 700.0}
+    calibration = {"serial": {"16": {"steps_per_s": 3e5, "workers": 1}},
+                   "gymnasium-sync": {"16": {"steps_per_s": 1.3e5, "workers": 1}},
+                   "rlpyt-cpu": {"16": {"steps_per_s": 2.2e5, "workers": 2}},
+                   "envpool-sync": {"16": {"steps_per_s": None, "status": "unsupported",
+                                           "reason": "envpool has no native rlbench/Synthetic-v0"}},
+                   "gymnasium-async": {"16": {"steps_per_s": None, "status": "timeout",
+                                              "reason": "no result after 10s; process tree killed"}}}
+    s, sim = search(curves, calibration=calibration, deadline_s=12.0, max_envs=64)
+    first = _first_jobs(sim)
+    assert first["envpool-sync"] < min(first.get(a, len(sim.jobs)) for a in ("gymnasium-sync", "rlpyt-cpu"))
+    assert best(s).adapter == "envpool-sync"
+    full, full_sim = search(curves, calibration=calibration, max_envs=64)
+    probes = {c.cell.cell_id: c.adapter for c in full.candidates if c.origin.startswith("probe") and c.round == 2}
+    starts = {cell_id: i for i, (cell_id, _, _) in reversed(list(enumerate(full_sim.jobs))) if cell_id in probes}
+    timed_out = [i for cell_id, i in starts.items() if probes[cell_id] == "gymnasium-async"]
+    assert timed_out and min(timed_out) > max(i for cell_id, i in starts.items()
+                                              if probes[cell_id] != "gymnasium-async")
+
+
+def _first_jobs(sim) -> dict:
+    """adapter -> the index of its first job."""
+    first = {}
+    for i, (cell_id, _, _) in enumerate(sim.jobs):
+        first.setdefault(cell_id.split("/")[0], i)
+    return first
+
+
 def test_prunes_only_what_the_calibration_predicts_far_below_the_leader():
     curves = {"serial": peak_curve(32, 1e6), "gymnasium-async": lambda n: 2e4, "rlpyt-cpu": peak_curve(32, 8e5)}
     calibration = {"serial": {"16": {"steps_per_s": 1e6, "workers": 1}},
