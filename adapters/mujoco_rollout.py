@@ -65,6 +65,7 @@ class MujocoRolloutSession:
         # one thread is the calling thread (nthread=0: no pool), as mujoco.rollout.rollout runs one MjData
         self.rollout = rollout.Rollout(nthread=self.threads if self.threads > 1 else 0)
         self.datas = [mujoco.MjData(m) for _ in range(self.threads)]
+        self.field_rows = {}
         if self.fields:
             self.last = np.empty_like(self.state)
             self.field_rows = {k: np.empty((n, size)) for k, size in self.fields.items()}
@@ -88,8 +89,7 @@ class MujocoRolloutSession:
     def _observe(self):
         np = self.np
         qpos, qvel = self.state[:, self.qpos], self.state[:, self.qvel]
-        return observation(np, self.env_id, qpos, qvel, self.field_rows) if self.fields else \
-            np.concatenate([qpos[:, ENVS[self.env_id]["obs_skip_qpos"]:], qvel], axis=1)
+        return observation(np, self.env_id, qpos, qvel, self.field_rows)
 
     def _last_steps(self, start, actions, ended):
         """Each env's last physics step of the unit by mj_step from `start` under `actions` (into self.last),

@@ -44,6 +44,8 @@ ENVS = {
     "Ant-v4": EnvInfo("Ant-v4", "mujoco", frameskip=5, native=("envpool",)),
     "HalfCheetah-v4": EnvInfo("HalfCheetah-v4", "mujoco", frameskip=5, native=("envpool",)),
     "Humanoid-v4": EnvInfo("Humanoid-v4", "mujoco", frameskip=5, native=("envpool",)),
+    **{env_id: EnvInfo(env_id, "mujoco", frameskip=skip, native=("envpool",)) for env_id, skip in (
+        ("Hopper-v4", 4), ("Walker2d-v4", 4), ("Swimmer-v4", 4), ("InvertedPendulum-v4", 2))},
     # Brax (JAX) envs: brax.envs.get_environment(<name>); no gymnasium or EnvPool counterpart
     "brax/ant": EnvInfo("brax/ant", "brax", frameskip=5),
     "brax/halfcheetah": EnvInfo("brax/halfcheetah", "brax", frameskip=5),

@@ -5,17 +5,31 @@ physics check against CPU MuJoCo they share, the solver a backend steps in place
 rows record of a model's solver."""
 from rlbench.api import Unsupported, env_info, make_env
 
-# Per env, as gymnasium's v4 file sets it: how many leading qpos entries the observation leaves out; the torso
-# height range outside which the env terminates (None: it never terminates), open (Humanoid: lo < z < hi healthy,
-# nothing else checked) or closed with a finite state (Ant); reset_noise_scale and how qvel's noise is drawn; and
-# the MjData fields the observation adds after qpos and qvel, whole (the world body's rows included), as
-# mj_step (and then mj_rnePostConstraint, for cfrc_ext) leave them: computed at the last physics step's start.
-ENVS = {"Ant-v4": {"obs_skip_qpos": 2, "healthy_z": (0.2, 1.0), "healthy_open": False, "reset_noise": 0.1,
-                   "qvel_noise": "normal", "obs_fields": ()},
-        "HalfCheetah-v4": {"obs_skip_qpos": 1, "healthy_z": None, "healthy_open": False, "reset_noise": 0.1,
-                           "qvel_noise": "normal", "obs_fields": ()},
-        "Humanoid-v4": {"obs_skip_qpos": 2, "healthy_z": (1.0, 2.0), "healthy_open": True, "reset_noise": 0.01,
-                        "qvel_noise": "uniform", "obs_fields": ("cinert", "cvel", "qfrc_actuator", "cfrc_ext")}}
+# Per env, as gymnasium's v4 file sets it: how many leading qpos entries the observation leaves out, and the
+# bound it clips qvel to (Hopper's and Walker2d's +-10; None: unclipped); when the env is healthy (None: it never
+# terminates): each range over a qpos entry (index, lo, hi), "z" the torso's height and "angle" its pitch,
+# "state" a range over the state vector (qpos, qvel) past its first two entries, "finite" that state all finite,
+# and "closed" whether a range keeps its ends (Ant's, InvertedPendulum's) or not (Humanoid's, Hopper's, Walker2d's);
+# reset_noise_scale and how qvel's noise is drawn; and the MjData fields the observation adds after qpos and qvel,
+# whole (the world body's rows included), as mj_step (and then mj_rnePostConstraint, for cfrc_ext) leave them:
+# computed at the last physics step's start.
+ENVS = {"Ant-v4": {"obs_skip_qpos": 2, "healthy": {"z": (2, 0.2, 1.0), "finite": True, "closed": True},
+                   "reset_noise": 0.1, "qvel_noise": "normal", "obs_fields": ()},
+        "HalfCheetah-v4": {"obs_skip_qpos": 1, "healthy": None, "reset_noise": 0.1, "qvel_noise": "normal",
+                           "obs_fields": ()},
+        "Hopper-v4": {"obs_skip_qpos": 1, "qvel_clip": 10.0,
+                      "healthy": {"z": (1, 0.7, float("inf")), "angle": (2, -0.2, 0.2), "state": (-100.0, 100.0)},
+                      "reset_noise": 5e-3, "qvel_noise": "uniform", "obs_fields": ()},
+        "Humanoid-v4": {"obs_skip_qpos": 2, "healthy": {"z": (2, 1.0, 2.0)}, "reset_noise": 0.01,
+                        "qvel_noise": "uniform", "obs_fields": ("cinert", "cvel", "qfrc_actuator", "cfrc_ext")},
+        "InvertedPendulum-v4": {"obs_skip_qpos": 0, "healthy": {"angle": (1, -0.2, 0.2), "finite": True,
+                                                                "closed": True},
+                                "reset_noise": 0.01, "qvel_noise": "uniform", "obs_fields": ()},
+        "Swimmer-v4": {"obs_skip_qpos": 2, "healthy": None, "reset_noise": 0.1, "qvel_noise": "uniform",
+                       "obs_fields": ()},
+        "Walker2d-v4": {"obs_skip_qpos": 1, "qvel_clip": 10.0,
+                        "healthy": {"z": (1, 0.8, 2.0), "angle": (2, -1.0, 1.0)},
+                        "reset_noise": 5e-3, "qvel_noise": "uniform", "obs_fields": ()}}
 TIME_LIMIT_STEPS = 1000       # gymnasium's TimeLimit for all (env.spec.max_episode_steps, checked below)
 SOLVERS = ("model", "newton", "cg", "pgs")
 GPU_SOLVERS = ("model", "newton", "cg")   # MJX and MuJoCo Warp have no PGS (Humanoid-v4's solver)
@@ -27,11 +41,11 @@ def gymnasium_model(workload):
     env = make_env(workload.env_id, **workload.env_kwargs)
     try:
         raw = env.unwrapped
+        noise = getattr(raw, "_reset_noise_scale", ENVS[workload.env_id]["reset_noise"])  # InvertedPendulum's: fixed
         if (raw.frame_skip != env_info(workload.env_id).frameskip or env.spec.max_episode_steps != TIME_LIMIT_STEPS
-                or raw._reset_noise_scale != ENVS[workload.env_id]["reset_noise"]):
+                or noise != ENVS[workload.env_id]["reset_noise"]):
             raise RuntimeError(f"gymnasium's {workload.env_id} is not the one this adapter copies (frame_skip "
-                               f"{raw.frame_skip}, time limit {env.spec.max_episode_steps}, reset noise "
-                               f"{raw._reset_noise_scale})")
+                               f"{raw.frame_skip}, time limit {env.spec.max_episode_steps}, reset noise {noise})")
         return raw.model, raw.frame_skip, env.observation_space, env.action_space
     finally:
         env.close()
@@ -49,16 +63,27 @@ def reset_noise(rng, nq: int, nv: int, env_id: str):
 
 def episode_ends(np, env_id: str, steps_done, qpos, qvel):
     """Which envs end at this step (any leading batch shape; `np` numpy or jax.numpy): the time limit
-    (steps_done counts this step), or the env's unhealthy state: a torso height outside its range (and for
-    Ant a non-finite state)."""
+    (steps_done counts this step), or the env's unhealthy state (ENVS' "healthy")."""
     done = steps_done >= TIME_LIMIT_STEPS
-    spec = ENVS[env_id]
-    if spec["healthy_z"] is None:
+    healthy = ENVS[env_id]["healthy"]
+    if healthy is None:
         return done
-    (lo, hi), z = spec["healthy_z"], qpos[..., 2]
-    if spec["healthy_open"]:
-        return done | ~((z > lo) & (z < hi))
-    return done | ~np.isfinite(qpos).all(axis=-1) | ~np.isfinite(qvel).all(axis=-1) | (z < lo) | (z > hi)
+    closed = healthy.get("closed", False)
+
+    def within(x, lo, hi):
+        return (x >= lo) & (x <= hi) if closed else (x > lo) & (x < hi)
+    ok = None
+    for key in ("z", "angle"):
+        if key in healthy:
+            i, lo, hi = healthy[key]
+            ok = within(qpos[..., i], lo, hi) if ok is None else ok & within(qpos[..., i], lo, hi)
+    if "state" in healthy or healthy.get("finite"):
+        state = np.concatenate([qpos, qvel], axis=-1)
+        if "state" in healthy:
+            ok = ok & within(state[..., 2:], *healthy["state"]).all(axis=-1)
+        if healthy.get("finite"):
+            ok = ok & np.isfinite(state).all(axis=-1)
+    return done | ~ok
 
 
 def field_sizes(model, env_id: str) -> dict:
@@ -75,7 +100,8 @@ def obs_size(model, env_id: str) -> int:
 def observation(np, env_id: str, qpos, qvel, fields: dict):
     """gymnasium's observation of a batch (leading axis: envs): qpos without its leading entries, qvel, then the
     env's fields (each (batch, ...) as the backend holds it), flattened per env."""
-    parts = [qpos[:, ENVS[env_id]["obs_skip_qpos"]:], qvel]
+    clip = ENVS[env_id].get("qvel_clip")
+    parts = [qpos[:, ENVS[env_id]["obs_skip_qpos"]:], np.clip(qvel, -clip, clip) if clip else qvel]
     parts += [fields[name].reshape(len(qpos), -1) for name in ENVS[env_id]["obs_fields"]]
     return np.concatenate(parts, axis=1)
 

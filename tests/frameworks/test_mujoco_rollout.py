@@ -1,5 +1,5 @@
-"""mujoco-rollout: listed and refused up front where it cannot run; its transitions are gymnasium's Ant-v4 and
-HalfCheetah-v4 transitions under the same actions (same model, frameskip, termination, time limit and resets),
+"""mujoco-rollout: listed and refused up front where it cannot run; its transitions are gymnasium's MuJoCo v4
+transitions under the same actions (same model, frameskip, termination, time limit and resets),
 counted as gymnasium counts them; more pool threads change nothing but the speed; and a run gives ok rows
 whose env steps are units x num_envs x chunk."""
 import warnings
@@ -13,6 +13,7 @@ from rlbench import registry
 from rlbench.workload import Workload, parse_policy
 
 NAME = "mujoco-rollout"
+MODELS = "Ant-v4, HalfCheetah-v4, Hopper-v4, Humanoid-v4, InvertedPendulum-v4, Swimmer-v4, Walker2d-v4"
 SEED = 3
 
 
@@ -57,8 +58,8 @@ def test_listed_and_available_with_its_options():
 
 
 @pytest.mark.parametrize("env_id, num_envs, given, reason", [
-    ("CartPole-v1", 4, {}, "mujoco-rollout runs gymnasium's MuJoCo envs only (Ant-v4, HalfCheetah-v4, Humanoid-v4), not CartPole-v1"),
-    ("Pendulum-v1", 4, {}, "mujoco-rollout runs gymnasium's MuJoCo envs only (Ant-v4, HalfCheetah-v4, Humanoid-v4), not Pendulum-v1"),
+    ("CartPole-v1", 4, {}, f"mujoco-rollout runs gymnasium's MuJoCo envs only ({MODELS}), not CartPole-v1"),
+    ("Pendulum-v1", 4, {}, f"mujoco-rollout runs gymnasium's MuJoCo envs only ({MODELS}), not Pendulum-v1"),
     ("Ant-v4", 2, {"num_threads": 3}, "num_threads=3 > num_envs=2: mujoco.rollout hands each thread whole envs, "
                                       "so a thread would idle"),
     ("HalfCheetah-v4", 2, {"num_threads": 2, "chunk": 8}, None),
@@ -82,7 +83,7 @@ def test_tune_races_the_pool_sizes_and_the_snippet_is_the_call():
     assert "mujoco.rollout.Rollout(nthread=2)" in snippet and "nstep=40" in snippet
 
 
-@pytest.mark.parametrize("env_id, chunk", [("Ant-v4", 1), ("HalfCheetah-v4", 5)])
+@pytest.mark.parametrize("env_id, chunk", [("Ant-v4", 1), ("HalfCheetah-v4", 5), ("Swimmer-v4", 3)])
 def test_k_env_steps_are_gymnasiums_from_the_same_state_with_the_same_actions(env_id, chunk):
     """Each env starts where gymnasium's reset(seed=seed + i) starts it; K env steps later the states agree to
     the constraint solver's tolerance (rollout restarts its warm start at each call), and within the first call
@@ -114,6 +115,25 @@ def test_k_env_steps_are_gymnasiums_from_the_same_state_with_the_same_actions(en
         np.testing.assert_allclose(session.obs[i], obs, rtol=0, atol=1e-6)   # gymnasium's observation vector
 
 
+@pytest.mark.parametrize("env_id", ["Hopper-v4", "Walker2d-v4", "Swimmer-v4", "InvertedPendulum-v4"])
+def test_the_observation_of_any_state_is_gymnasiums(env_id):
+    """Fast states too, past Hopper's and Walker2d's clip of qvel to +-10 (random episodes end before they get
+    there): the session's observation of a state is gymnasium's _get_obs at that state."""
+    session = _open(env_id, 2)
+    qpos, qvel = slice(1, 1 + session.nq), slice(1 + session.nq, 1 + session.nq + session.nv)
+    rng = np.random.default_rng(SEED)
+    session.state[:, qvel] = 30.0 * rng.standard_normal((2, session.nv))
+    session.state[:, qpos] += 0.5 * rng.standard_normal((2, session.nq))
+    obs = session._observe()
+    session.close()
+    env = _gym(env_id)
+    env.reset(seed=SEED)
+    for i in range(2):
+        env.unwrapped.set_state(session.state[i, qpos], session.state[i, qvel])
+        np.testing.assert_array_equal(obs[i], env.unwrapped._get_obs())
+    env.close()
+
+
 def _gymnasium_unit(session, envs, before, actions, chunk):
     """Each gymnasium env put in the session's state `before` a unit and stepped with its held actions until the
     unit ends or its episode does (then reset: the session's observation must be that reset's, exactly):
@@ -134,12 +154,16 @@ def _gymnasium_unit(session, envs, before, actions, chunk):
     return observations, steps, resets
 
 
-@pytest.mark.parametrize("env_id, chunk, units", [("Ant-v4", 1, 480), ("Ant-v4", 4, 120), ("HalfCheetah-v4", 7, 150)])
+@pytest.mark.parametrize("env_id, chunk, units", [("Ant-v4", 1, 480), ("Ant-v4", 4, 120), ("HalfCheetah-v4", 7, 150),
+                                                  ("Hopper-v4", 1, 120), ("Walker2d-v4", 3, 40),
+                                                  ("InvertedPendulum-v4", 2, 40), ("Swimmer-v4", 7, 150)])
 def test_terminations_time_limit_and_resets_are_gymnasiums_and_counted_as_it_counts(env_id, chunk, units):
     """Gymnasium is put in the session's state before every unit (so chaos cannot carry the solver's last-bit
     differences along an episode), steps the same held actions until its episode ends, and resets: the session
     must count the same transitions and reset to the same state. Ant's random episodes end by toppling within
-    ~100 steps; HalfCheetah's by the time limit, at step 1000 = 142 x 7 + 6, inside the 143rd unit."""
+    ~100 steps, Hopper's and Walker2d's within ~20 (height, pitch, Hopper's state range), InvertedPendulum's
+    within ~5 (the pole past 0.2 rad); HalfCheetah's and Swimmer's by the time limit, at step 1000 = 142 x 7 + 6,
+    inside the 143rd unit."""
     num_envs = 3
     session = _open(env_id, num_envs, chunk=chunk, num_threads=2)
     sent = _spy(session)
@@ -158,7 +182,7 @@ def test_terminations_time_limit_and_resets_are_gymnasiums_and_counted_as_it_cou
     session.close()
     for env in envs:
         env.close()
-    if env_id == "Ant-v4":
+    if env_id not in ("HalfCheetah-v4", "Swimmer-v4"):
         assert resets >= 3
     else:
         assert resets == num_envs and counts[142] == num_envs * 6

@@ -44,7 +44,8 @@ def test_supports_gives_reasons():
     assert cls.environment == "" and cls.kind == "vector_env"
     assert _supports(Workload("Ant-v4", 64)) is None and _supports(Workload("HalfCheetah-v4", 8, MLP)) is None
     assert "not CartPole-v1" in _supports(Workload("CartPole-v1", 4))
-    assert _supports(Workload("Humanoid-v4", 4)) is None
+    assert _supports(Workload("Humanoid-v4", 4)) is None and _supports(Workload("Walker2d-v4", 4)) is None
+    assert "not HumanoidStandup-v4" in _supports(Workload("HumanoidStandup-v4", 4))
     with pytest.raises(ValueError, match="valid: model, newton, cg"):
         cls.resolve_options({"solver": "pgs"})
     assert "takes no env_kwargs" in _supports(Workload("Ant-v4", 4, env_kwargs={"ctrl_cost_weight": 0.1}))
@@ -80,6 +81,9 @@ def test_k_steps_agree_with_cpu_mujoco():
     humanoid = states_gap("Humanoid-v4", 20)
     assert any(g["contact"] for g in humanoid)
     assert max(max(g["qpos"], g["qvel"], g["obs"]) for g in humanoid) <= TOLERANCE, humanoid
+    for env_id in ("Hopper-v4", "Walker2d-v4", "Swimmer-v4", "InvertedPendulum-v4"):   # here: at most 2.5e-5
+        gaps = states_gap(env_id, 20)
+        assert max(max(g["qpos"], g["qvel"], g["obs"]) for g in gaps) <= TOLERANCE, (env_id, gaps)
 
 
 @pytest.mark.slow
