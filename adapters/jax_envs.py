@@ -9,7 +9,15 @@ import os
 from time import perf_counter
 
 from adapters._kit.jax_env import GYMNAX_NAMES, action_kind, flat, load
-from adapters._kit.jax_policy import make_actor, masked, mlp_apply, mlp_init
+from adapters._kit.jax_policy import (
+    factored_actions,
+    factored_logits,
+    head_size,
+    make_actor,
+    masked,
+    mlp_apply,
+    mlp_init,
+)
 from adapters._kit.jax_runtime import (
     JAX_OPTIONS,
     CompiledScan,
@@ -95,8 +103,8 @@ def _gymnax_supports(workload, adapter, options):
         kind = type(env_spaces(workload.env_id)[1]).__name__  # gymnax's env of the same id: the same kind
     else:
         kind = "Discrete"
-    if kind not in ("Discrete", "Box"):
-        return f"{kind} actions: {adapter} carries Discrete, Box only ({workload.env_id})"
+    if kind not in ("Discrete", "MultiDiscrete", "Box"):
+        return f"{kind} actions: {adapter} carries Discrete, MultiDiscrete, Box only ({workload.env_id})"
     if workload.env_kwargs and info.family != "custom":
         return f"{adapter} takes no env_kwargs for {workload.env_id} (got {', '.join(workload.env_kwargs)})"
     return None
@@ -205,20 +213,22 @@ def build_ppo(jax, workload, options):
     HISTORY finished episodes, nan before the first), the env's API) for one agent,
     PureJaxRL's recipes: separate tanh MLP actor and critic, Adam with a clipped global norm, GAE, clipped
     policy and value losses, epochs of shuffled minibatches; the envs start again inside the step. Discrete
-    actions: a categorical (within the env's legal actions), ppo.py's recipe. Box actions: ppo_continuous_action.py's
+    actions: a categorical (within the env's legal actions), ppo.py's recipe; multi-discrete ones a categorical per
+    component (each within its legal choices), their log-probabilities and entropies summed, as CleanRL's
+    ppo_multidiscrete.py does. Box actions: ppo_continuous_action.py's
     diagonal Gaussian (a learned log std, zeros at the start; actions clipped to the box as they go to the env;
     no entropy bonus) on normalized observations and rewards (clipped to +-10), as cleanrl-ppo trains a Box env."""
     import jax.numpy as jnp
     import optax
     env = load(jax, workload, options["env_api"])
-    gaussian = env.action[0] == "box"
+    gaussian, factored = env.action[0] == "box", env.action[0] == "multidiscrete"
     n, T = workload.num_envs, options["num_steps"]
     epochs, n_mb = options["update_epochs"], options["num_minibatches"]
     batch = n * T
     num_updates = max(options["total_timesteps"] // batch, 1)
     hidden = list(workload.policy.hidden)
     obs_dim = env.obs_dim
-    n_out = int(env.action[1].size) if gaussian else env.action[1]
+    n_out = head_size(env.action)
     ent_coef = ENT_COEF_GAUSSIAN if gaussian else ENT_COEF
     obs_leaves = jax.tree.leaves(jax.eval_shape(env.reset, jax.random.PRNGKey(0))[0])
     normalize = gaussian and all(jnp.issubdtype(leaf.dtype, jnp.floating) for leaf in obs_leaves)
@@ -232,7 +242,8 @@ def build_ppo(jax, workload, options):
     step_env = jax.vmap(env.step)
     legal = jax.vmap(env.legal) if env.legal else lambda obs, state: None
     to_env = (lambda a: jnp.clip(a, env.action[1].ravel(), env.action[2].ravel()).reshape(
-        n, *env.action[1].shape).astype(env.action[1].dtype)) if gaussian else (lambda a: a)
+        n, *env.action[1].shape).astype(env.action[1].dtype)) if gaussian else \
+        (lambda a: factored_actions(a, env.action)) if factored else (lambda a: a)
 
     def net(params, obs):
         obs = flat(jax, obs)
@@ -245,6 +256,11 @@ def build_ppo(jax, workload, options):
             entropy = (log_std + 0.5 * (1.0 + LOG_2PI)).sum()
             return (lambda k: out + jnp.exp(log_std) * jax.random.normal(k, out.shape),
                     lambda a: (-0.5 * ((a - out) / jnp.exp(log_std)) ** 2 - log_std - 0.5 * LOG_2PI).sum(-1), entropy)
+        if factored:   # (batch, components, choices): a categorical per component
+            logp_each = jax.nn.log_softmax(factored_logits(jax, out, env.action[1], mask))
+            return (lambda k: jax.random.categorical(k, logp_each),
+                    lambda a: jnp.take_along_axis(logp_each, a[..., None], -1)[..., 0].sum(-1),
+                    -(jnp.exp(logp_each) * logp_each).sum((-2, -1)).mean())
         logp_all = jax.nn.log_softmax(masked(jax, out, mask))
         return (lambda k: jax.random.categorical(k, logp_all),
                 lambda a: jnp.take_along_axis(logp_all, a[:, None], 1)[:, 0],
@@ -379,7 +395,11 @@ def greedy_return(jax, workload, params, num_envs=32, seed=12345, steps=None, ap
     def body(c, key):
         state, obs, ret, alive = c
         legal = jax.vmap(env.legal)(obs, state) if env.legal else None
-        action = jnp.argmax(masked(jax, mlp_apply(jax, params["actor"], flat(jax, obs)), legal), -1)
+        out = mlp_apply(jax, params["actor"], flat(jax, obs))
+        if env.action[0] == "multidiscrete":
+            action = factored_actions(jnp.argmax(factored_logits(jax, out, env.action[1], legal), -1), env.action)
+        else:
+            action = jnp.argmax(masked(jax, out, legal), -1)
         obs, state, r, done = jax.vmap(env.step)(jax.random.split(key, num_envs), state, action)
         ret = ret + r * alive
         return (state, obs, ret, alive * (1.0 - done)), None

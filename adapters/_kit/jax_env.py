@@ -20,12 +20,14 @@ DEFAULT_EPISODE_STEPS = 1000  # evaluation horizon of an env that states none
 class FunctionalEnv:
     reset: Callable        # key -> (obs, state)
     step: Callable         # (key, state, action) -> (obs, state, reward float32, done bool)
-    action: tuple          # ("discrete", n) or ("box", low, high), bounds finite, as make_actor takes it
+    action: tuple          # ("discrete", n), ("multidiscrete", nvec, low) or ("box", low, high), bounds finite, as
+                           # make_actor takes it
     obs_dim: int           # length of flat(obs) of one env
     obs_bytes: int         # bytes of one env's observation as the env gives it
     episode_steps: int     # the env's own episode limit (evaluation horizon)
     api: str               # one of rlbench.api.JAX_APIS
-    legal: Callable = None  # (obs, state) -> bool[n actions] of one env, or None: every action is legal
+    legal: Callable = None  # (obs, state) -> bool[n actions] of one env (multi-discrete: [components, largest
+                            # count]), or None: every action is legal
 
 
 def flat(jax, obs):
@@ -76,27 +78,49 @@ def _restart(jax, done, fresh, current):
     return jax.tree.map(lambda new, old: jnp.where(done, new, old), fresh, current)
 
 
+JOINT_MAX = 2**16   # a multi-discrete space with a mask over every combination, up to this many: one choice
+CHOICES_MAX = 2**16  # an integer box with up to this many values per entry: multi-discrete (more: a box)
+
+
 def _jumanji(jax, env) -> FunctionalEnv:
+    """Jumanji's envs, one agent's or several agents' (Cleaner's, RobotWarehouse's, LevelBasedForaging's: a
+    multi-discrete action, a component per agent, and a reward per agent, summed: the team's). A multi-discrete
+    action whose mask covers every combination (BinPack's items x spaces, Sudoku's cells x digits, Minesweeper's,
+    Tetris') is one choice among them, so the policies keep to the legal ones exactly; a mask per component
+    (JobShop's per machine, each agent's) applies component by component."""
     import jax.numpy as jnp
+    spec = env.action_spec() if inspect.ismethod(env.action_spec) else env.action_spec  # a method before 1.0
+    action = _action(spec, "num_values", "minimum", "maximum")
+    to_env = None
 
     def reset(key):
         state, timestep = env.reset(key)
         return timestep.observation, state
 
     def step(key, state, action):
-        state, timestep = env.step(state, action)
+        state, timestep = env.step(state, to_env(action) if to_env else action)
         done = jnp.asarray(timestep.last(), bool)
         fresh_state, fresh = env.reset(key)
         return (_restart(jax, done, fresh.observation, timestep.observation), _restart(jax, done, fresh_state, state),
-                jnp.asarray(timestep.reward, jnp.float32), done)
+                jnp.sum(jnp.asarray(timestep.reward, jnp.float32)), done)
 
-    spec = env.action_spec() if inspect.ismethod(env.action_spec) else env.action_spec  # a method before 1.0
-    action = _action(spec, "num_values", "minimum", "maximum")
     steps = int(getattr(env, "time_limit", 0) or DEFAULT_EPISODE_STEPS)
     obs = jax.eval_shape(reset, jax.random.PRNGKey(0))[0]
     mask = getattr(obs, "action_mask", None)   # Snake's, Game2048's, ...: one flag per action
-    legal = (lambda obs, state: obs.action_mask) if action[0] == "discrete" and mask is not None and \
-        mask.shape == (action[1],) else None
+    legal = None
+    if action[0] == "discrete" and mask is not None and mask.shape == (action[1],):
+        legal = lambda obs, state: obs.action_mask   # noqa: E731
+    elif action[0] == "multidiscrete" and mask is not None:
+        nvec = action[1]
+        counts = tuple(int(v) for v in nvec.ravel())
+        if mask.shape == counts and math.prod(counts) <= JOINT_MAX:
+            low = action[2]
+            action = ("discrete", math.prod(counts))
+            to_env = lambda a: (jnp.stack(jnp.unravel_index(a, counts)).reshape(nvec.shape)  # noqa: E731
+                                + low).astype(nvec.dtype)
+            legal = lambda obs, state: obs.action_mask.reshape(-1).astype(bool)   # noqa: E731
+        elif mask.shape == (nvec.size, int(nvec.max())):
+            legal = lambda obs, state: obs.action_mask.astype(bool)   # noqa: E731
     return FunctionalEnv(reset, step, action, *_obs_size(jax, reset, obs), steps, "jumanji", legal)
 
 
@@ -169,12 +193,28 @@ def _brax(jax, env) -> FunctionalEnv:
 
 
 def _action(space, count: str, low: str, high: str) -> tuple:
-    """A discrete space (one count) or a bounded box, read by the attribute names its API uses."""
+    """A discrete space (one count), a multi-discrete one (a count per component, Jumanji's MultiDiscreteArray,
+    or integers between bounds: ("multidiscrete", counts, lowest values)) or a bounded box, read by the attribute
+    names its API uses."""
     import numpy as np
-    if hasattr(space, count) and np.ndim(getattr(space, count)) == 0:
+    shape = tuple(getattr(space, "shape", None) or ())
+    per = getattr(space, "number_of_dims_per_distribution", None)   # Kinetix's MultiDiscrete: n, their total
+    if hasattr(space, count) and np.ndim(getattr(space, count)) == 0 and not shape:
         return "discrete", int(getattr(space, count))
+    if hasattr(space, count) or hasattr(space, "nvec"):   # a count per component (gymnasium's: nvec)
+        dtype = np.dtype(getattr(space, "dtype", np.int32))
+        counts = per if per is not None else getattr(space, "nvec", None)
+        counts = getattr(space, count) if counts is None else counts
+        nvec = np.broadcast_to(np.asarray(counts), shape or np.shape(counts))
+        nvec = nvec.astype(dtype if dtype.kind in "iu" else np.int32)
+        return "multidiscrete", nvec, np.zeros_like(nvec)
     if hasattr(space, low) and hasattr(space, high):
         dtype = np.dtype(getattr(space, "dtype", np.float32))
+        if dtype.kind in "iu":   # integers in bounds (MultiCVRP's vehicles' next nodes): a choice per entry
+            lo, hi = (np.broadcast_to(np.asarray(getattr(space, b), dtype), space.shape) for b in (low, high))
+            counts = hi.astype(np.int64) - lo + 1
+            if counts.size and counts.max() <= CHOICES_MAX:
+                return "multidiscrete", counts.astype(dtype), lo.copy()
         lo, hi = (np.broadcast_to(np.asarray(getattr(space, b), dtype), space.shape) for b in (low, high))
         return ("box", np.where(np.isfinite(lo), lo, -1.0).astype(dtype),
                 np.where(np.isfinite(hi), hi, 1.0).astype(dtype))
@@ -182,13 +222,14 @@ def _action(space, count: str, low: str, high: str) -> tuple:
 
 
 def action_kind(space) -> str:
-    """"Discrete", "Box" or the space's own type name (what supports() refuses), read without JAX."""
+    """"Discrete", "MultiDiscrete", "Box" or the space's own type name (what supports() refuses), read without
+    JAX."""
     try:
         kind = _action(space, "n", "low", "high") if hasattr(space, "n") or hasattr(space, "low") else \
             _action(space, "num_values", "minimum", "maximum")
     except Unsupported:
         return type(space).__name__
-    return "Discrete" if kind[0] == "discrete" else "Box"
+    return {"discrete": "Discrete", "multidiscrete": "MultiDiscrete"}.get(kind[0], "Box")
 
 
 def _obs_size(jax, reset, obs=None) -> tuple:

@@ -1,5 +1,5 @@
 """Policies in JAX, to run inside a compiled program: a tanh MLP (init and apply) and the actor of
-the workload's policy (random or mlp) for a discrete or a bounded continuous action space.
+the workload's policy (random or mlp) for a discrete, a multi-discrete or a bounded continuous action space.
 """
 import math
 
@@ -24,14 +24,54 @@ def mlp_apply(jax, params, x):
     return x @ w + b
 
 
+def head_size(action) -> int:
+    """The actor's outputs for an action space: a logit per choice (a multi-discrete space's components padded
+    to its largest), a number per box entry."""
+    if action[0] == "discrete":
+        return action[1]
+    if action[0] == "multidiscrete":
+        return int(action[1].size * action[1].max())
+    return int(math.prod(action[1].shape))
+
+
+def factored_logits(jax, out, nvec, legal=None):
+    """A multi-discrete space's logits, (batch, components, largest count): each component's past its own count
+    at the float's lowest, and so each illegal choice where `legal` (the same shape) says."""
+    import jax.numpy as jnp
+    import numpy as np
+    k, m = nvec.size, int(nvec.max())
+    logits = out.reshape(out.shape[0], k, m)
+    valid = jnp.asarray(np.arange(m)[None, :] < nvec.reshape(-1, 1))
+    return masked(jax, logits, valid if legal is None else valid & legal)
+
+
+def factored_actions(choice, action):
+    """Each component's choice (batch, components) as the env takes it: from its lowest value, in the space's
+    shape and dtype."""
+    nvec, low = action[1], action[2]
+    return (choice.reshape(choice.shape[0], *nvec.shape) + low).astype(nvec.dtype)
+
+
 def make_actor(jax, workload, obs_shape, action):
     """(params, act(params, obs, key, legal=None) -> actions) for the workload's policy; `action` is
-    ("discrete", n) or ("box", low, high) with finite bounds; `legal` (bool, batch x n) keeps a discrete
-    choice among the legal actions."""
+    ("discrete", n), ("multidiscrete", nvec, low) (each component's count and lowest value, in the action's shape
+    and dtype) or
+    ("box", low, high) with finite bounds; `legal` (bool, batch x n; a multi-discrete space's batch x components
+    x largest count) keeps a choice among the legal actions."""
     import jax.numpy as jnp
     key = jax.random.PRNGKey(workload.seed)
     discrete = action[0] == "discrete"
-    n_out = action[1] if discrete else int(math.prod(action[1].shape))
+    n_out = head_size(action)
+    if action[0] == "multidiscrete":
+        nvec = action[1]
+        if workload.policy.name == "random":
+            def uniform_each(params, obs, k, legal=None):
+                zeros = jnp.zeros((obs.shape[0], n_out), jnp.float32)
+                return factored_actions(jax.random.categorical(k, factored_logits(jax, zeros, nvec, legal)), action)
+            return (), uniform_each
+        params = mlp_init(jax, key, [int(math.prod(obs_shape)), *workload.policy.hidden, n_out])
+        return params, lambda p, obs, k, legal=None: factored_actions(
+            jnp.argmax(factored_logits(jax, mlp_apply(jax, p, obs), nvec, legal), -1), action)
     if workload.policy.name == "random":
         if discrete:
             def uniform(params, obs, k, legal=None):
@@ -41,6 +81,9 @@ def make_actor(jax, workload, obs_shape, action):
                     jnp.int32)
             return (), uniform
         low, high = jnp.asarray(action[1]), jnp.asarray(action[2])
+        if jnp.issubdtype(low.dtype, jnp.integer):   # integers in bounds, too many for a choice each
+            return (), lambda params, obs, k, legal=None: jax.random.randint(k, (obs.shape[0], *low.shape), low,
+                                                                             high + 1, low.dtype)
         return (), lambda params, obs, k, legal=None: jax.random.uniform(k, (obs.shape[0], *low.shape), low.dtype,
                                                                          low, high)
     params = mlp_init(jax, key, [int(math.prod(obs_shape)), *workload.policy.hidden, n_out])

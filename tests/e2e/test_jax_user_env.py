@@ -205,7 +205,7 @@ def test_tune_races_the_jax_adapters_on_a_jax_env_from_2_to_the_8_envs_up(tmp_pa
     assert "rlbench run --adapter gymnax" in run.stdout and "inside the program gymnax compiles" in run.stdout
 
 
-def _masked_session(adapter, policy, options):
+def _masked_session(adapter, policy, options, env="jax_masked:make", env_kwargs=None):
     """Open `adapter` on tests/support/jax_masked.py (its state holds the observation; two of five actions
     legal per step), run 3 units; (env steps, returns): gymnax's reward summed per env, PPO's mean return."""
     sys.path.insert(0, str(REPO / "tests" / "support"))
@@ -214,7 +214,7 @@ def _masked_session(adapter, policy, options):
     from rlbench import registry
     from rlbench.api import PolicySpec, Workload
     cls = registry.get(adapter)
-    session = cls().open(Workload("jax_masked:make", 4, PolicySpec(policy, hidden=(16,)), seed=0),
+    session = cls().open(Workload(env, 4, PolicySpec(policy, hidden=(16,)), seed=0, env_kwargs=env_kwargs or {}),
                          cls.resolve_options(options))
     try:
         steps = sum(session.step() for _ in range(3))
@@ -231,6 +231,48 @@ def test_a_carry_holding_one_array_twice_runs_and_the_policy_keeps_to_the_legal_
     steps, returns = jax(_masked_session, "gymnax", policy, {"scan_T": 10})
     assert steps == 3 * 10 * 4
     assert returns == [30.0] * 4          # +1 a step, every step legal (time-limit resets included)
+
+
+def test_action_spaces_are_read_as_each_package_writes_them():
+    """gymnax's Discrete and Box, Jumanji's DiscreteArray, MultiDiscreteArray and integer BoundedArray
+    (MultiCVRP's), gymnasium's MultiDiscrete (nvec) and Kinetix's (a scalar n, their total, with a count per
+    component): read without JAX."""
+    from types import SimpleNamespace as S
+
+    from adapters._kit.jax_env import _action, action_kind
+    assert _action(S(n=4, shape=()), "n", "low", "high") == ("discrete", 4)
+    kind, nvec, low = _action(S(num_values=np.array([3, 4]), shape=(2,), dtype=np.int32), "num_values", "minimum",
+                              "maximum")
+    assert kind == "multidiscrete" and nvec.tolist() == [3, 4] and nvec.dtype == np.int32 and low.tolist() == [0, 0]
+    kind, nvec, low = _action(S(shape=(2,), dtype=np.int16, minimum=np.int16(1), maximum=np.int16(21)),
+                              "num_values", "minimum", "maximum")
+    assert kind == "multidiscrete" and nvec.tolist() == [21, 21] and low.tolist() == [1, 1] and nvec.dtype == np.int16
+    kinetix = S(n=3, shape=(4,), number_of_dims_per_distribution=np.array([3, 3, 2, 2]), dtype=np.int32)
+    assert _action(kinetix, "n", "low", "high")[1].tolist() == [3, 3, 2, 2]
+    assert action_kind(S(nvec=np.array([2, 5]), shape=(2,), dtype=np.int64)) == "MultiDiscrete"
+    kind, lo, hi = _action(S(shape=(2,), dtype=np.float32, low=-np.inf, high=2.0), "n", "low", "high")
+    assert kind == "box" and lo.tolist() == [-1.0, -1.0] and hi.tolist() == [2.0, 2.0]
+    assert action_kind(S(shape=(2,), dtype=np.int64, low=0, high=2**40)) == "Box"   # too many values: a box
+
+
+@pytest.mark.parametrize("mask", ["joint", "each", "bounded"])
+@pytest.mark.parametrize("policy", ["random", "mlp"])
+def test_a_multi_discrete_action_is_a_choice_per_component_within_the_legal_ones(jax, mask, policy):
+    """Jumanji's BinPack, Sudoku, Tetris (a mask over every combination), JobShop and its multi-agent envs (a mask
+    per component, a reward per agent: summed) and MultiCVRP (integers between bounds) once crashed the random
+    policy (a float box sampled in int32) and were trained as a Gaussian by PPO. Every step legal: +1."""
+    steps, returns = jax(_masked_session, "gymnax", policy, {"scan_T": 10}, "jax_masked:make_multi", {"mask": mask})
+    assert steps == 3 * 10 * 4
+    assert returns == [30.0] * 4
+
+
+@pytest.mark.parametrize("mask", ["joint", "each", "bounded"])
+def test_ppo_samples_a_multi_discrete_action_within_the_legal_ones(jax, mask):
+    """150 steps of each of 4 envs: 3 episodes of 50 legal steps each (an illegal one: -1000 and the end)."""
+    options = {"num_steps": 25, "num_minibatches": 2, "update_epochs": 1, "updates_per_unit": 2}
+    steps, returns = jax(_masked_session, "purejaxrl-ppo", "mlp", options, "jax_masked:make_multi", {"mask": mask})
+    assert steps == 3 * 2 * 25 * 4
+    assert returns == [50.0]
 
 
 def _in_jax_gaussian_ppo(seed):
