@@ -12,6 +12,7 @@ from adapters._kit.jax_env import GYMNAX_NAMES, action_kind, flat, load
 from adapters._kit.jax_policy import (
     factored_actions,
     factored_logits,
+    greedy_actions,
     head_size,
     make_actor,
     masked,
@@ -395,11 +396,7 @@ def greedy_return(jax, workload, params, num_envs=32, seed=12345, steps=None, ap
     def body(c, key):
         state, obs, ret, alive = c
         legal = jax.vmap(env.legal)(obs, state) if env.legal else None
-        out = mlp_apply(jax, params["actor"], flat(jax, obs))
-        if env.action[0] == "multidiscrete":
-            action = factored_actions(jnp.argmax(factored_logits(jax, out, env.action[1], legal), -1), env.action)
-        else:
-            action = jnp.argmax(masked(jax, out, legal), -1)
+        action = greedy_actions(jax, mlp_apply(jax, params["actor"], flat(jax, obs)), env.action, legal)
         obs, state, r, done = jax.vmap(env.step)(jax.random.split(key, num_envs), state, action)
         ret = ret + r * alive
         return (state, obs, ret, alive * (1.0 - done)), None

@@ -210,12 +210,11 @@ def _action(space, count: str, low: str, high: str) -> tuple:
         return "multidiscrete", nvec, np.zeros_like(nvec)
     if hasattr(space, low) and hasattr(space, high):
         dtype = np.dtype(getattr(space, "dtype", np.float32))
+        lo, hi = (np.broadcast_to(np.asarray(getattr(space, b), dtype), space.shape) for b in (low, high))
         if dtype.kind in "iu":   # integers in bounds (MultiCVRP's vehicles' next nodes): a choice per entry
-            lo, hi = (np.broadcast_to(np.asarray(getattr(space, b), dtype), space.shape) for b in (low, high))
             counts = hi.astype(np.int64) - lo + 1
             if counts.size and counts.max() <= CHOICES_MAX:
                 return "multidiscrete", counts.astype(dtype), lo.copy()
-        lo, hi = (np.broadcast_to(np.asarray(getattr(space, b), dtype), space.shape) for b in (low, high))
         return ("box", np.where(np.isfinite(lo), lo, -1.0).astype(dtype),
                 np.where(np.isfinite(hi), hi, 1.0).astype(dtype))
     raise Unsupported(f"{type(space).__name__} actions: the JAX adapters carry a discrete space or a bounded box")

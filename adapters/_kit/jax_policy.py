@@ -52,27 +52,31 @@ def factored_actions(choice, action):
     return (choice.reshape(choice.shape[0], *nvec.shape) + low).astype(nvec.dtype)
 
 
+def greedy_actions(jax, out, action, legal=None):
+    """The actor's greedy choice from its outputs `out` for a discrete or a multi-discrete space (each
+    component's), among the legal actions where `legal` is given."""
+    import jax.numpy as jnp
+    if action[0] == "multidiscrete":
+        return factored_actions(jnp.argmax(factored_logits(jax, out, action[1], legal), -1), action)
+    return jnp.argmax(masked(jax, out, legal), -1).astype(jnp.int32)
+
+
 def make_actor(jax, workload, obs_shape, action):
     """(params, act(params, obs, key, legal=None) -> actions) for the workload's policy; `action` is
-    ("discrete", n), ("multidiscrete", nvec, low) (each component's count and lowest value, in the action's shape
-    and dtype) or
-    ("box", low, high) with finite bounds; `legal` (bool, batch x n; a multi-discrete space's batch x components
-    x largest count) keeps a choice among the legal actions."""
+    ("discrete", n), ("multidiscrete", nvec, low) (each component's count and lowest value, in the action's
+    shape and dtype) or ("box", low, high) with finite bounds; `legal` (bool, batch x n; a multi-discrete
+    space's batch x components x largest count) keeps a choice among the legal actions."""
     import jax.numpy as jnp
     key = jax.random.PRNGKey(workload.seed)
     discrete = action[0] == "discrete"
     n_out = head_size(action)
-    if action[0] == "multidiscrete":
-        nvec = action[1]
-        if workload.policy.name == "random":
+    if workload.policy.name == "random":
+        if action[0] == "multidiscrete":   # uniform over each component's legal choices
             def uniform_each(params, obs, k, legal=None):
                 zeros = jnp.zeros((obs.shape[0], n_out), jnp.float32)
-                return factored_actions(jax.random.categorical(k, factored_logits(jax, zeros, nvec, legal)), action)
+                return factored_actions(jax.random.categorical(k, factored_logits(jax, zeros, action[1], legal)),
+                                        action)
             return (), uniform_each
-        params = mlp_init(jax, key, [int(math.prod(obs_shape)), *workload.policy.hidden, n_out])
-        return params, lambda p, obs, k, legal=None: factored_actions(
-            jnp.argmax(factored_logits(jax, mlp_apply(jax, p, obs), nvec, legal), -1), action)
-    if workload.policy.name == "random":
         if discrete:
             def uniform(params, obs, k, legal=None):
                 if legal is None:
@@ -87,9 +91,8 @@ def make_actor(jax, workload, obs_shape, action):
         return (), lambda params, obs, k, legal=None: jax.random.uniform(k, (obs.shape[0], *low.shape), low.dtype,
                                                                          low, high)
     params = mlp_init(jax, key, [int(math.prod(obs_shape)), *workload.policy.hidden, n_out])
-    if discrete:
-        return params, lambda p, obs, k, legal=None: jnp.argmax(masked(jax, mlp_apply(jax, p, obs), legal),
-                                                                -1).astype(jnp.int32)
+    if action[0] != "box":
+        return params, lambda p, obs, k, legal=None: greedy_actions(jax, mlp_apply(jax, p, obs), action, legal)
     low, high = jnp.asarray(action[1]), jnp.asarray(action[2])
 
     def act(p, obs, k, legal=None):
