@@ -1,6 +1,7 @@
 """`rlbench`: the command line, its arguments and which command runs (rlbench.commands does it)."""
 import argparse
 import os
+import re
 import sys
 from dataclasses import MISSING, fields
 
@@ -167,8 +168,8 @@ def main(argv=None) -> int:
     try:
         args = parse_args(argv)
         return COMMANDS[args.command](args)
-    except UsageError as exc:
-        print(f"rlbench: error: {exc}", file=sys.stderr)
+    except UsageError as exc:  # one line, whatever a user's module put in its exception's text
+        print("rlbench: error: " + re.sub(r"\s*\n\s*", " ", str(exc).strip()), file=sys.stderr)
         return 2
     except BrokenPipeError:  # `rlbench list | head`: the reader has gone; say no more (Python's documented way)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

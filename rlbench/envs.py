@@ -13,6 +13,7 @@ import math
 import os
 import re
 import sys
+import types
 from dataclasses import dataclass, field, replace
 
 from rlbench.errors import Unsupported, UsageError, install_hint
@@ -146,7 +147,8 @@ def env_info(env_id: str) -> EnvInfo:
     ours = sorted(k for k, v in ENVS.items() if v.family != "dm_control")
     dm_control = ", ".join(k for k, v in ENVS.items() if v.family == "dm_control")
     raise UsageError(f"unknown env '{env_id}' (valid: a registered gymnasium id, e.g. Acrobot-v1; "
-                     f"module:EnvId-v0; package.module:make_env; {', '.join(ours)}; an Atari game "
+                     f"module:EnvId-v0; package.module:make_env, e.g. a JAX package's own ids as gymnax:make "
+                     f"--env-kwarg env_id=Breakout-MinAtar; {', '.join(ours)}; an Atari game "
                      f"as <Game>-v5, e.g. Pong-v5{'' if atari_games() else ' (ale-py is not installed)'}; "
                      f"a DeepMind Control task: {dm_control}{own})")
 
@@ -405,11 +407,11 @@ def structured_actions(workload, who: str):
             "rlbench's policies give one array of actions (serial and SB3 carry them)")
 
 
-def typed_env_kwargs(env_id: str, given: dict) -> dict:
+def typed_env_kwargs(env_id: str, given: dict, from_cli: bool = False) -> dict:
     """given env arguments checked against the env's known ones and typed like their defaults."""
     info = env_info(env_id)
     if info.kwargs is None:
-        return user_env_kwargs(env_id, given)
+        return user_env_kwargs(env_id, given, from_cli)
     out = {}
     for key, raw in given.items():
         if key not in info.kwargs:
@@ -435,25 +437,67 @@ def typed_env_kwargs(env_id: str, given: dict) -> dict:
     return out
 
 
-def planned_env_kwargs(env_id: str, given: dict) -> tuple:
+def planned_env_kwargs(env_id: str, given: dict, from_cli: bool = False) -> tuple:
     """(typed env_kwargs, frameskip) of a planned workload; the user's env is built once here, so one
     that does not build is refused before anything runs."""
-    kwargs = typed_env_kwargs(env_id, given)
+    kwargs = typed_env_kwargs(env_id, given, from_cli)
     info = env_info(env_id)
     if info.probed:
         spaces(env_id, kwargs)
     return kwargs, frameskip_of(info, kwargs)
 
 
-def user_env_kwargs(env_id: str, given: dict) -> dict:
-    """The user's env takes what it takes (its build while planning says what it refuses); a value from
-    the command line is read as TOML reads it (4 -> int, 0.5 -> float, true -> bool), else a string.
-    `frameskip` is rlbench's accounting too: an integer >= 1."""
+def user_env_kwargs(env_id: str, given: dict, from_cli: bool = False) -> dict:
+    """The user's env takes what it takes (its build while planning says what it refuses). A suite's value
+    is TOML's already; one from the command line is read as TOML reads it (4 -> int, 0.5 -> float, true ->
+    bool), else a string, and stays the string where the env declares that argument a string (Pgx's
+    `make(env_id: Literal["2048", ...])`: `--env-kwarg env_id=2048`). `frameskip` is rlbench's accounting
+    too: an integer >= 1."""
     from rlbench.workload import literal
-    out = {key: literal(raw) for key, raw in given.items()}
+    out = dict(given)
+    if from_cli:
+        strings = string_arguments(env_id) if given else set()
+        out = {key: raw if key in strings and not isinstance(literal(raw), str) else literal(raw)
+               for key, raw in given.items()}
     skip = out.get("frameskip", 1)
     if isinstance(skip, bool) or not isinstance(skip, int) or skip < 1:
         raise UsageError(f"frameskip={given.get('frameskip')!r} for {env_id} must be an integer >= 1")
+    return out
+
+
+def string_arguments(env_id: str) -> set:
+    """The arguments a user's env declares strings, by annotation (str, a Literal of strings, str | None)
+    or by a string default: its factory's, or a registered id's creator's and registered kwargs'. What
+    cannot be read declares nothing."""
+    import typing
+    base = env_id.split(WRAP)[0]
+    try:
+        kind, target = _user_target(base) if ":" in base else ("id", base)
+        defaults = {}
+        if kind == "id":
+            import gymnasium as gym
+            from gymnasium.envs.registration import load_env_creator
+            spec = gym.spec(target)
+            defaults = dict(spec.kwargs)
+            target = spec.entry_point if callable(spec.entry_point) else load_env_creator(spec.entry_point)
+        signature = inspect.signature(target)
+        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
+    except Exception:  # a callee rlbench cannot read (a C extension, an unresolvable annotation)
+        return set()
+
+    def textual(hint) -> bool:
+        args = typing.get_args(hint)
+        if typing.get_origin(hint) is typing.Literal:
+            return bool(args) and all(isinstance(a, str) for a in args)
+        if args and typing.get_origin(hint) in (typing.Union, types.UnionType):
+            kinds = [a for a in args if a is not type(None)]
+            return bool(kinds) and all(textual(a) for a in kinds)
+        return hint is str
+
+    out = {k for k, v in defaults.items() if isinstance(v, str)}
+    for name, param in signature.parameters.items():
+        if textual(hints.get(name)) or isinstance(param.default, str):
+            out.add(name)
     return out
 
 

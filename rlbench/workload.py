@@ -133,6 +133,32 @@ def _kv(raw: str, rest: str) -> dict:
     return out
 
 
+def cli_text(value) -> str:
+    """value as a command line gives it back through `literal`: the plain text where that reads back as the
+    same value (4, 0.5, dict), else TOML's inline form ("2048", true, {impl = "jax"}); the inverse of
+    `literal` for the commands rlbench prints."""
+    plain = str(value)
+    if not isinstance(value, bool) and type(literal(plain)) is type(value) and literal(plain) == value:
+        return plain
+    return _toml(value)
+
+
+def _toml(value) -> str:
+    import json
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', str(k)) else json.dumps(str(k))} = "
+                               f"{_toml(v)}" for k, v in value.items()) + "}"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
 def literal(raw):
     """A command-line value read as TOML reads it (4 -> int, 0.5 -> float, true -> bool), else the string:
     a user's env or policy argument, typed as the user's code expects without rlbench knowing its keys."""

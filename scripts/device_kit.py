@@ -89,8 +89,8 @@ IMPORTS = {"gpu-physics": ("mujoco.mjx", "trimesh"), "gpu-warp": ("mujoco_warp",
 # part -> its wall limit where WALL_S is too short (gpu-train: two learners, 2 repeats of 45 s, and Brax's PPO
 # compiling in each of its processes: 243 s on 2 CPU cores under jax 0.10.2, 115 s under 0.9.2; its call takes
 # the 600 s one command may have; gpu-physics: 17 cells, the eight mjx ones on the GPU compiling in their first
-# repeat, the second loading JAX's cache)
-PART_WALL_S = {"gpu-train": 540, "gpu-physics": 420}
+# repeat, the second loading JAX's cache; gpu-jax: 33 cells, 31.5 of which took the H200 330 s)
+PART_WALL_S = {"gpu-train": 540, "gpu-physics": 420, "gpu-jax": 420}
 CALL_LIMIT_S = 600   # the most one device command may run
 # What the GPU machines' image holds (the device tool's KINDS.md, read 2026-11-17): a rehearsal may import these
 # from this interpreter; anything else only from the kit's wheels.

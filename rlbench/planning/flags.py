@@ -58,7 +58,7 @@ def suite_from_flags(args) -> Suite:
     cells = []
     for env_id in (wrapped_id(e, args.env_wrapper) for e in args.env):
         try:
-            kw, frameskip = planned_env_kwargs(env_id, env_kwargs)
+            kw, frameskip = planned_env_kwargs(env_id, env_kwargs, from_cli=True)
         except UsageError as exc:
             raise UsageError(f"--env-kwarg: {exc}" if env_kwargs else str(exc)) from None
         for name in args.adapter:

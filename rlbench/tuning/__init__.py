@@ -237,7 +237,7 @@ def plan_workload(args) -> Workload:
     if registry.family_of_workload(args.env) is not None:
         raise UsageError(f"--env {args.env}: tune races env-stepping strategies; give an env, not a workload")
     env_id = wrapped_id(args.env, args.env_wrapper)
-    kwargs, frameskip = planned_env_kwargs(env_id, env_kwargs)
+    kwargs, frameskip = planned_env_kwargs(env_id, env_kwargs, from_cli=True)
     return Workload(env_id, 1, parse_policy(args.policy), 0, frameskip, kwargs)
 
 

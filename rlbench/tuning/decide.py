@@ -15,14 +15,14 @@ from rlbench.results.stats import ratio_ci, summarize
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import config
 from rlbench.tuning.placement import placement
-from rlbench.workload import kv_label
+from rlbench.workload import cli_text, kv_label
 
 
 def rlbench_command(cell) -> str:
     w = cell.workload
     parts = ["rlbench", "run", "--adapter", cell.adapter, "--env", w.env_id, "--num-envs", str(w.num_envs)]
     for k, v in sorted(w.env_kwargs.items()):
-        parts += ["--env-kwarg", f"{k}={v}"]
+        parts += ["--env-kwarg", f"{k}={cli_text(v)}"]
     if w.policy.name != "random":
         parts += ["--policy", w.policy.factory or w.policy.label]
     for k, v in sorted(cell.given_options.items()):

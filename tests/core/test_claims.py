@@ -57,8 +57,14 @@ def test_hardware_decides_what_is_comparable():
     assert on_cpu["survey-capacity"]["verdict"] == claims.NOT_COMPARABLE
     gpu_rows = [_row("gymnax", 2048, rep, 1.2e8, kind="jax", device="gpu", options={"platform": "gpu"},
                      cell_id="gymnax/CartPole-v1/n=2048/random/platform=gpu") for rep in range(3)]
+    minatar = "gymnax/gymnax:make(env_id=Breakout-MinAtar)/n=2048/random/platform=gpu"
+    gpu_rows += [_row("gymnax", 2048, rep, 4e6, kind="jax", device="cuda:0", options={"platform": "gpu"},
+                      env="gymnax:make", env_kwargs={"env_id": "Breakout-MinAtar"}, cell_id=minatar)
+                 for rep in range(3)]
     on_gpu = _by_id(claims.matrix([ResultSet.from_rows(gpu_rows, ONE_GPU)]))
     assert on_gpu["gymnax-a100-1000x"]["verdict"] == claims.REPRODUCED          # 1e6 / 1.2e8 s <= 0.05 s
+    assert on_gpu["gymnax-minatar-breakout"]["verdict"] == claims.NOT_REPRODUCED   # 0.25 s > 0.19 s
+    assert on_gpu["gymnax-minatar-breakout"]["cells"] == minatar
     assert on_gpu["survey-capacity"]["verdict"] == claims.NOT_COMPARABLE       # 126 GB < 300 GB
     assert on_gpu["purejaxrl-10x"]["verdict"] == claims.NOT_MEASURED
 

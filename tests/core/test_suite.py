@@ -17,7 +17,7 @@ BAD_SUITES = {
                           ["sweep[0]", "'bogus'", "valid: adapters, affinity, env_kwargs, envs, num_envs, omp_threads, options, policy"]),
     "unknown adapter": (sweep(["nope"]), ["'nope'", "valid:", "serial", "gymnasium-async", "envpool-sync"]),
     "unknown env": (sweep(["serial"], envs=["Nope-v0"]),
-                    ["envs", "'Nope-v0'", "valid: a registered gymnasium id, e.g. Acrobot-v1; module:EnvId-v0; package.module:make_env; Ant-v4, CartPole-v1, HalfCheetah-v4, Hopper-v4, Humanoid-v4, InvertedPendulum-v4, Swimmer-v4, Walker2d-v4, brax/ant, brax/halfcheetah, rlbench/Frames-v0, rlbench/Synthetic-v0; an Atari game", "replay/DQN-Qbert"]),
+                    ["envs", "'Nope-v0'", "valid: a registered gymnasium id, e.g. Acrobot-v1; module:EnvId-v0; package.module:make_env, e.g. a JAX package's own ids as gymnax:make --env-kwarg env_id=Breakout-MinAtar; Ant-v4, CartPole-v1, HalfCheetah-v4, Hopper-v4, Humanoid-v4, InvertedPendulum-v4, Swimmer-v4, Walker2d-v4, brax/ant, brax/halfcheetah, rlbench/Frames-v0, rlbench/Synthetic-v0; an Atari game", "replay/DQN-Qbert"]),
     "unknown option": (ASYNC + 'options.gymnasium-async = { bogus = 1 }\n',
                        ["options.gymnasium-async", "'bogus'", "valid: shared_memory, context"]),
     "option of the wrong type": (ASYNC + 'options.gymnasium-async = { shared_memory = "maybe" }\n',

@@ -266,7 +266,8 @@ def test_a_multi_discrete_action_is_a_choice_per_component_within_the_legal_ones
     assert returns == [30.0] * 4
 
 
-@pytest.mark.parametrize("mask", ["joint", "each", "bounded"])
+@pytest.mark.parametrize("mask", [pytest.param("joint", marks=pytest.mark.slow), "each",   # a PPO compile each
+                                  pytest.param("bounded", marks=pytest.mark.slow)])
 def test_ppo_samples_a_multi_discrete_action_within_the_legal_ones(jax, mask):
     """150 steps of each of 4 envs: 3 episodes of 50 legal steps each (an illegal one: -1000 and the end)."""
     options = {"num_steps": 25, "num_minibatches": 2, "update_epochs": 1, "updates_per_unit": 2}
@@ -295,7 +296,7 @@ def _in_jax_gaussian_ppo(seed):
         session.close()
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_ppo_learns_continuous_actions(jax, seed):
     """A Gaussian whose log probability, clipping or loss had a wrong sign would stay near the random walk's
     return (about half its episodes reach the goal in 50 steps)."""

@@ -62,10 +62,11 @@ def test_sync_driver_policy_collects_serials_transitions(no_ray_left, monkeypatc
     np.testing.assert_array_equal(np.stack(got), np.stack(want))
 
 
-@pytest.mark.parametrize("options, per_unit", [
+@pytest.mark.parametrize("options, per_unit", [   # each starts Ray (~10 s): the one quick, the others slow
     ({"mode": "sync", "policy": "actor", "transport": "object_store"}, 4),
-    ({"mode": "async", "wait_k": 1, "policy": "driver", "transport": "object_store"}, 2),
-    ({"mode": "async", "wait_k": 2, "policy": "actor", "transport": "inline"}, 4),
+    pytest.param({"mode": "async", "wait_k": 1, "policy": "driver", "transport": "object_store"}, 2,
+                 marks=pytest.mark.slow),
+    pytest.param({"mode": "async", "wait_k": 2, "policy": "actor", "transport": "inline"}, 4, marks=pytest.mark.slow),
 ])
 def test_modes_policies_and_transports_count_exactly(no_ray_left, monkeypatch, options, per_unit):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -106,7 +107,7 @@ def _per_env_calls(session, steps, envs=None, at_least=0):
 
 
 @pytest.mark.parametrize("options", [{"policy": "driver"}, {"policy": "driver", "mode": "async", "wait_k": 1},
-                                     {"policy": "actor"}])
+                                     pytest.param({"policy": "actor"}, marks=pytest.mark.slow)])
 def test_a_recurrent_policy_acts_for_each_env_as_in_the_serial_loop(no_ray_left, monkeypatch, options):
     """A recurrent user policy whose state sums an env's observations since its episode began: under every
     mode and placement each env sees the observations, start flags and actions the serial loop gives it (CartPole
