@@ -481,9 +481,12 @@ def string_arguments(env_id: str) -> set:
             defaults = dict(spec.kwargs)
             target = spec.entry_point if callable(spec.entry_point) else load_env_creator(spec.entry_point)
         signature = inspect.signature(target)
-        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
-    except Exception:  # a callee rlbench cannot read (a C extension, an unresolvable annotation)
+    except Exception:  # a callee rlbench cannot read (a C extension, an id that does not load)
         return set()
+    try:
+        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
+    except Exception:  # an annotation that does not resolve (a partial, a name imported for type checking only)
+        hints = {}
 
     def textual(hint) -> bool:
         args = typing.get_args(hint)

@@ -31,7 +31,8 @@ def flag_of(f) -> dict:
 
 # declared once for every command that takes them
 def _env_kwarg(**kw):
-    return flag("env argument", (), planned=True, metavar="KEY=VALUE", **kw)
+    return flag("env argument (repeat); VALUE read as TOML reads it (4, 0.5, true, {a = 1}), else a string, and a "
+                "string where the env declares one", (), planned=True, metavar="KEY=VALUE", **kw)
 
 
 def _env_wrapper(**kw):
