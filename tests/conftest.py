@@ -4,6 +4,7 @@ helpers (REPO, run_cli, write_suite, ...) are in tests/support, imported as `fro
 import os
 import shutil
 import signal
+import sys
 import tempfile
 
 import psutil
@@ -32,6 +33,23 @@ def no_leaked_children():
         leaked = {p for p in leaked if alive(p)}
         kill_tree(leaked)
     assert not leaked, f"test left child processes behind: {sorted(leaked)}"
+
+
+def _jax_started() -> bool:
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    return bool(getattr(bridge, "backends_are_initialized", lambda: False)())
+
+
+@pytest.fixture(autouse=True)
+def jax_never_started(request):
+    """Only a test marked `threaded_runtime` may start JAX's backend in the test runner: its threads make every
+    later fork of this process deadlock-prone, so a test that starts it elsewhere fails here, by name, and not
+    whichever later test forks or checks (test_jax's) on the same worker."""
+    before = _jax_started()
+    yield
+    if not before and request.node.get_closest_marker("threaded_runtime") is None:
+        assert not _jax_started(), ("this test started JAX's backend in the test runner: run what starts it in a "
+                                    "spawned interpreter (test_jax's `jax` fixture) or mark it threaded_runtime")
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -3,11 +3,13 @@ CPU cell, the rehearsal hides what the GPU machine lacks, a bad part or a missin
 is unpacked into reports/reference/<kind>/ with its table; and (slow, as CI runs them) the kit fits one call
 and each part's rehearsal runs its CPU cells here, each ok (the GPU cells are left out of a rehearsal)."""
 import json
+import multiprocessing as mp
 import os
 import subprocess
 import sys
 import tarfile
 import tomllib
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 from support import REPO, TINY, run_cli_subprocess
@@ -119,18 +121,38 @@ def test_a_stage_piece_that_changed_is_not_held(tmp_path):
     assert not (tmp_path / "held" / pieces[0]["piece"]).exists()
 
 
+@pytest.fixture(scope="module")
+def planner():
+    """plan(fn, *args) -> fn(*args) in a spawned interpreter: a part's JAX env (gpu-jax's gymnax:make) is built
+    while planning, which starts JAX's backend and its threads in the planning process, and later tests fork
+    this one."""
+    pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+    try:
+        pool.submit(os.getpid).result(timeout=120)   # the worker starts here, not inside the first test
+        yield lambda fn, *args: pool.submit(fn, *args).result(timeout=300)
+    finally:
+        pool.shutdown()
+
+
+def _planned(original_path, rehearsal_path):
+    original, rehearsal = load_suite(original_path), load_suite(rehearsal_path)
+    return (shape(rehearsal), shape(original, cpu_only=True),
+            [on_gpu(c.workload.policy.device, c.options) for c in rehearsal.cells], rehearsal.settings.repeats,
+            rehearsal.settings.duration_s, max(c.workload.num_envs for c in rehearsal.cells))
+
+
 @pytest.mark.parametrize("part", SUITE_PARTS)
-def test_a_rehearsal_keeps_every_kind_of_cell_at_tiny_sizes(tmp_path, part):
-    original = load_suite(str(REPO / "suites" / "device" / f"{part}.toml"))
+def test_a_rehearsal_keeps_every_kind_of_cell_at_tiny_sizes(tmp_path, planner, part):
+    original = str(REPO / "suites" / "device" / f"{part}.toml")
     out = tmp_path / f"{part}.toml"
-    subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "rehearse-suite",
-                    str(REPO / "suites" / "device" / f"{part}.toml"), str(out)], check=True)
-    rehearsal = load_suite(str(out))
-    assert shape(rehearsal) == shape(original, cpu_only=True)   # every kind of CPU cell, no GPU cell
-    assert not any(on_gpu(c.workload.policy.device, c.options) for c in rehearsal.cells)
-    assert rehearsal.settings.repeats == 1
-    assert rehearsal.settings.duration_s <= 0.05
-    assert max(c.workload.num_envs for c in rehearsal.cells) <= device_kit.REHEARSAL_NUM_ENVS
+    subprocess.run([sys.executable, str(REPO / "scripts" / "device_kit.py"), "rehearse-suite", original, str(out)],
+                   check=True)
+    rehearsed, cpu_cells, gpu, repeats, duration_s, most_envs = planner(_planned, original, str(out))
+    assert rehearsed == cpu_cells   # every kind of CPU cell, no GPU cell
+    assert not any(gpu)
+    assert repeats == 1
+    assert duration_s <= 0.05
+    assert most_envs <= device_kit.REHEARSAL_NUM_ENVS
     given = [v for sweep in tomllib.loads(out.read_text())["sweep"] for opts in sweep.get("options", {}).values()
              for values in opts.values() for v in values]   # the options the suite sets (not the defaults)
     assert all(v <= device_kit.REHEARSAL_OPTION for v in given if isinstance(v, int) and not isinstance(v, bool))
