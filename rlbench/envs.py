@@ -457,8 +457,9 @@ def user_env_kwargs(env_id: str, given: dict, from_cli: bool = False) -> dict:
     out = dict(given)
     if from_cli:
         strings = string_arguments(env_id) if given else set()
-        out = {key: raw if key in strings and not isinstance(literal(raw), str) else literal(raw)
-               for key, raw in given.items()}
+        for key, raw in given.items():
+            value = literal(raw)
+            out[key] = raw if key in strings and not isinstance(value, str) else value
     skip = out.get("frameskip", 1)
     if isinstance(skip, bool) or not isinstance(skip, int) or skip < 1:
         raise UsageError(f"frameskip={given.get('frameskip')!r} for {env_id} must be an integer >= 1")

@@ -138,7 +138,8 @@ def cli_text(value) -> str:
     same value (4, 0.5, dict), else TOML's inline form ("2048", true, {impl = "jax"}); the inverse of
     `literal` for the commands rlbench prints."""
     plain = str(value)
-    if not isinstance(value, bool) and type(literal(plain)) is type(value) and literal(plain) == value:
+    back = literal(plain)
+    if not isinstance(value, bool) and type(back) is type(value) and back == value:
         return plain
     return _toml(value)
 

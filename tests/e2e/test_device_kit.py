@@ -3,16 +3,15 @@ CPU cell, the rehearsal hides what the GPU machine lacks, a bad part or a missin
 is unpacked into reports/reference/<kind>/ with its table; and (slow, as CI runs them) the kit fits one call
 and each part's rehearsal runs its CPU cells here, each ok (the GPU cells are left out of a rehearsal)."""
 import json
-import multiprocessing as mp
 import os
 import subprocess
 import sys
 import tarfile
 import tomllib
-from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 from support import REPO, TINY, run_cli_subprocess
+from support.procs import spawned
 
 from rlbench.planning.suite import load_suite
 
@@ -126,12 +125,8 @@ def planner():
     """plan(fn, *args) -> fn(*args) in a spawned interpreter: a part's JAX env (gpu-jax's gymnax:make) is built
     while planning, which starts JAX's backend and its threads in the planning process, and later tests fork
     this one."""
-    pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
-    try:
-        pool.submit(os.getpid).result(timeout=120)   # the worker starts here, not inside the first test
-        yield lambda fn, *args: pool.submit(fn, *args).result(timeout=300)
-    finally:
-        pool.shutdown()
+    with spawned() as call:
+        yield call
 
 
 def _planned(original_path, rehearsal_path):

@@ -7,14 +7,13 @@ runner (later forks would be unsafe): planning runs in `rlbench` subprocesses, s
 interpreter (`jax` fixture)."""
 import importlib.util
 import json
-import multiprocessing as mp
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
 from support import REPO, TINY_PROTOCOL, run_cli_subprocess, write_suite
+from support.procs import spawned
 
 MISSING = [m for m in ("jax", "gymnax", "optax") if importlib.util.find_spec(m) is None]
 pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)}")
@@ -123,12 +122,8 @@ def test_planning_a_jax_env_keeps_jax_off_the_accelerator_and_out_of_the_cells_s
 
 @pytest.fixture(scope="module")
 def jax():
-    pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
-    try:
-        pool.submit(os.getpid).result(timeout=60)   # the worker starts here, not inside the first test
-        yield lambda fn, *args: pool.submit(fn, *args).result(timeout=300)
-    finally:
-        pool.shutdown()
+    with spawned() as call:
+        yield call
 
 
 def _in_jax_trajectory(env_id, actions):

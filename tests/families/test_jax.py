@@ -7,12 +7,11 @@ other test files) unsafe. Sessions run in one spawned interpreter (`jax` fixture
 functions below run there and return plain data, and the tests assert on it here."""
 import csv
 import importlib.util
-import multiprocessing as mp
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
 from support import REPO, run_cli, sweep, write_suite
+from support.procs import spawned
 
 from rlbench import registry
 from rlbench.api import SESSION_METRICS, PolicySpec, Workload
@@ -31,12 +30,9 @@ def _start_jax():
 @pytest.fixture(scope="module")
 def jax():
     """jax(fn, *args) -> fn(*args) run in the module's JAX interpreter."""
-    pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=_start_jax)
-    try:
-        assert pool.submit(_start_jax).result(timeout=120) == "cpu"
-        yield lambda fn, *args: pool.submit(fn, *args).result(timeout=300)
-    finally:
-        pool.shutdown()
+    with spawned(initializer=_start_jax) as call:
+        assert call(_start_jax) == "cpu"
+        yield call
 
 
 def _open(adapter, workload, **options):

@@ -2,9 +2,26 @@
 test worker) going on beside them, so a check for survivors, or a fault a test injects, never looks at the whole
 machine. Ray's daemons and actors, rlbench's cells and their workers all descend from the process that started
 them; one that outlived its parent was re-parented to init (pid 1) and counts when it was created after `since`."""
+import contextlib
+import multiprocessing as mp
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import psutil
+
+
+@contextlib.contextmanager
+def spawned(initializer=None):
+    """call(fn, *args) -> fn(*args) in one spawned interpreter, for what must not run in the test runner (JAX's
+    backend: its threads make every later fork of the runner deadlock-prone). Its worker starts here, not inside
+    the first test that calls it, whose check for left processes would count it."""
+    pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=initializer)
+    try:
+        pool.submit(os.getpid).result(timeout=120)
+        yield lambda fn, *args: pool.submit(fn, *args).result(timeout=300)
+    finally:
+        pool.shutdown()
 
 
 def ours(since: float = None) -> list:
