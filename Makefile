@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -c constraints.txt torch==2.13.0
 	$(PY) -m pip install -c constraints.txt -e ".[all]"
 	$(PY) -m pip check
+	# torchrl's segment trees for this torch, compiled now (cached) rather than in a prioritized replay cell
+	$(PY) -c "from adapters.torchrl import ensure_segment_trees; ensure_segment_trees()"
 	touch $(STAMP)
 
 # Adapters that cannot share the main environment (Sample Factory, Reverb, Brax, RLlib) get their own, pinned by

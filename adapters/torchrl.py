@@ -35,17 +35,25 @@ def _prioritized_sampler(capacity: int):
     import torch
     import torchrl
     from torchrl.data import PrioritizedSampler
+    try:
+        ensure_segment_trees()
+    except Exception as exc:
+        raise Unsupported(f"torchrl {torchrl.__version__}'s PrioritizedSampler needs its C++ extension "
+                          f"(torchrl._torchrl segment trees), which does not load with torch "
+                          f"{torch.__version__} ({_load_error()}) and could not be built from torchrl's "
+                          f"sources: {type(exc).__name__}: {str(exc)[-300:]}") from None
+    return PrioritizedSampler(capacity, alpha=PRIORITY_ALPHA, beta=PRIORITY_BETA)
+
+
+def ensure_segment_trees() -> None:
+    """The segment trees PrioritizedSampler's module uses: the wheel's, else built by `segment_trees()`.
+    `make install` calls it, so a fresh clone's first prioritized cell does not spend its timeout compiling
+    (75 s on 2 idle cores, past a 120 s cell timeout beside other tests)."""
+    from torchrl.data import PrioritizedSampler
     trees = PrioritizedSampler._init.__globals__  # its module's names (the class says it is the package's)
     if any(trees.get(name) is None for name in TREES):
-        try:
-            ext = segment_trees()
-        except Exception as exc:
-            raise Unsupported(f"torchrl {torchrl.__version__}'s PrioritizedSampler needs its C++ extension "
-                              f"(torchrl._torchrl segment trees), which does not load with torch "
-                              f"{torch.__version__} ({_load_error()}) and could not be built from torchrl's "
-                              f"sources: {type(exc).__name__}: {str(exc)[-300:]}") from None
+        ext = segment_trees()
         trees.update({name: getattr(ext, name) for name in TREES})
-    return PrioritizedSampler(capacity, alpha=PRIORITY_ALPHA, beta=PRIORITY_BETA)
 
 
 def _load_error() -> str:
