@@ -182,7 +182,8 @@ class GymnaxSession(CompiledScan):
 class Gymnax(Adapter):
     name = "gymnax"
     kind = "vector_env"
-    description = ("JAX envs (gymnax's, or yours with gymnax's, Jumanji's, Pgx's, XLand-MiniGrid's or Brax's API): "
+    description = ("JAX envs (gymnax's, or yours with gymnax's, Jumanji's, Pgx's, XLand-MiniGrid's, Brax's, "
+                   "Navix's or JaxMARL's API): "
                    "vmap over num_envs, lax.scan over scan_T steps, policy inside, AOT-compiled")
     requires = ("jax", "gymnax")
     jax_env_apis = JAX_APIS

@@ -75,17 +75,23 @@ ENVS = {
 }
 USER_FAMILIES = ("gymnasium", "custom")  # envs rlbench did not write: kwargs as given, spaces probed
 SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")  # what adapters may carry
-JAX_APIS = ("gymnax", "jumanji", "pgx", "xminigrid", "brax")  # the functional APIs of JAX envs a factory may return
+JAX_APIS = ("gymnax", "jumanji", "pgx", "xminigrid", "brax", "navix", "jaxmarl")  # the functional APIs of JAX envs a
+# factory may return
 _GYMNAX_API = ("reset", "step", "action_space", "observation_space")
 _JUMANJI_API = ("reset", "step")
 _PGX_API = ("init", "step", "observe")
 _XMINIGRID_API = ("reset", "step", "num_actions", "default_params")
 _BRAX_API = ("reset", "step")   # with the attributes action_size and observation_size
+_NAVIX_API = ("reset", "step")  # with action_space and observation_space attributes (spaces, not methods)
+_JAXMARL_API = ("reset", "step", "action_space", "observation_space")   # with agents and num_agents
 _API_NAMES = ("gymnax's (reset, step, action_space, observation_space, default_params), Jumanji's (reset(key), "
               "step(state, action), action_spec, observation_spec), Pgx's (init, step, observe, num_actions), "
               "XLand-MiniGrid's (reset(params, key), step(params, timestep, action), num_actions, default_params) or "
               "Brax's (reset(rng) and step(state, action) returning a State with obs, reward and done, action_size, "
-              "observation_size: Brax's and MuJoCo Playground's envs)")
+              "observation_size: Brax's and MuJoCo Playground's envs), Navix's (reset(key) and step(timestep, action) "
+              "returning a Timestep with observation, reward and step_type, action_space and observation_space "
+              "attributes) or JaxMARL's (agents, num_agents, reset(key), step(key, state, actions by agent) "
+              "returning rewards and dones by agent, action_space(agent))")
 _cell = False  # set in a cell's process: there the adapter, not planning, decides how JAX starts
 
 
@@ -215,6 +221,9 @@ def jax_api(env) -> str:
     and a user's env written to one of them alike."""
     def has(*methods):
         return all(callable(getattr(env, m, None)) for m in methods)
+    agents = getattr(env, "agents", None)
+    if has(*_JAXMARL_API) and isinstance(agents, (list, tuple)) and getattr(env, "num_agents", None):
+        return "jaxmarl"
     if has(*_GYMNAX_API) and hasattr(env, "default_params"):
         return "gymnax"
     if has(*_JUMANJI_API) and all(hasattr(env, m) for m in ("action_spec", "observation_spec")):
@@ -227,6 +236,9 @@ def jax_api(env) -> str:
     if has(*_BRAX_API) and all(inspect.getattr_static(env, m, None) is not None
                                for m in ("action_size", "observation_size")):
         return "brax"
+    if has(*_NAVIX_API) and all(getattr(env, m, None) is not None and not callable(getattr(env, m))
+                                for m in ("action_space", "observation_space")):
+        return "navix"
     return ""
 
 
@@ -243,11 +255,6 @@ def build_user_env(env_id: str, /, **kwargs):
         return env    # gymnax.make's and xminigrid.make's (env, params)
     if jax_api(env):
         return env
-    agents = getattr(env, "agents", None)
-    if isinstance(agents, (list, tuple)) and getattr(env, "num_agents", None):   # JaxMARL's MultiAgentEnv
-        raise UsageError(f"env '{env_id}': the factory returned {type(env).__name__}, a multi-agent env "
-                         f"({len(agents)} agents: {', '.join(map(str, agents[:4]))}{', ...' if len(agents) > 4 else ''}"
-                         f"); rlbench steps single-agent envs: a gymnasium.Env or a JAX env with {_API_NAMES}")
     raise UsageError(f"env '{env_id}': the factory returned {type(env).__name__}, not a gymnasium.Env nor a JAX "
                      f"env with {_API_NAMES}")
 
@@ -305,6 +312,38 @@ def _box(shape):
     return gym.spaces.Box(-np.inf, np.inf, tuple(shape), np.float32)
 
 
+def _navix_actions(space):
+    """Navix's Discrete (its count is maximum + 1) or Continuous (minimum, maximum) as gymnasium's."""
+    import gymnasium as gym
+    import numpy as np
+    if hasattr(space, "n"):
+        return gym.spaces.Discrete(int(space.n))
+    return gym.spaces.Box(np.asarray(space.minimum, np.float32), np.asarray(space.maximum, np.float32),
+                          tuple(space.shape), np.float32)
+
+
+def _jaxmarl_spaces(env_id: str, env):
+    """A JaxMARL env seen as one agent acting for the team: the observations of every agent as reset gives them
+    (their shapes traced), and one action component per agent (a discrete choice each, or their boxes joined)."""
+    import gymnasium as gym
+    import jax
+    import numpy as np
+    obs = jax.eval_shape(env.reset, jax.random.PRNGKey(0))[0]
+    leaves = jax.tree_util.tree_leaves_with_path(obs)
+    obs_space = gym.spaces.Dict({jax.tree_util.keystr(path, simple=True, separator="/") or "obs":
+                                 _box(tuple(leaf.shape)) for path, leaf in leaves})
+    per_agent = [env.action_space(agent) for agent in env.agents]
+    if all(hasattr(s, "n") and not tuple(getattr(s, "shape", ()) or ()) for s in per_agent):
+        return obs_space, gym.spaces.MultiDiscrete([int(s.n) for s in per_agent])
+    if all(hasattr(s, "low") and hasattr(s, "high") for s in per_agent):
+        low, high = (np.concatenate([np.broadcast_to(np.asarray(getattr(s, b), np.float32), s.shape).ravel()
+                                     for s in per_agent]) for b in ("low", "high"))
+        return obs_space, gym.spaces.Box(low, high, low.shape, np.float32)
+    kinds = sorted({type(s).__name__ for s in per_agent})
+    raise UsageError(f"env '{env_id}': its agents' actions are {', '.join(kinds)}: rlbench carries a JaxMARL env "
+                     "whose agents all have a Discrete action or all a Box")
+
+
 def _probe(env_id: str, frozen_kwargs: tuple):
     """(API, observation space, action space) of one env built with these arguments."""
     import gymnasium as gym
@@ -333,6 +372,10 @@ def _probe(env_id: str, frozen_kwargs: tuple):
                 size = env.observation_size
                 return (api, _box(dict(size) if isinstance(size, dict) else (int(size),)),
                         gym.spaces.Box(-1.0, 1.0, (int(env.action_size),), np.float32))
+            if api == "navix":
+                return api, _box(tuple(env.observation_space.shape)), _navix_actions(env.action_space)
+            if api == "jaxmarl":
+                return api, *_jaxmarl_spaces(env_id, env)
             return api, *(s() if inspect.ismethod(s) else s for s in (env.observation_spec, env.action_spec))
     try:
         return "gymnasium", env.observation_space, env.action_space

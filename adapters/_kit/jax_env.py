@@ -1,9 +1,10 @@
 """One functional interface over the JAX envs rlbench runs (gymnax's own registry, a user's env with gymnax's,
-Jumanji's, Pgx's, XLand-MiniGrid's or Brax's API), so the compiled loops (gymnax's vmap + scan, PureJaxRL's PPO) are
-written once. Both calls take and return one env (callers vmap them); `step` resets a finished env inside the
-step that finished it, so every step is one counted transition; `flat` makes the observation the policy's input;
-`legal` is the env's own mask of legal actions where it has one (board games end a game on an illegal move, so a
-policy blind to it would measure resets), which the policies sample within, as these packages' users do.
+Jumanji's, Pgx's, XLand-MiniGrid's, Brax's, Navix's or JaxMARL's API), so the compiled loops (gymnax's vmap + scan,
+PureJaxRL's PPO) are written once. Both calls take and return one env (callers vmap them); `step` resets a finished
+env inside the step that finished it, so every step is one counted transition; `flat` makes the observation the
+policy's input; `legal` is the env's own mask of legal actions where it has one (board games end a game on an
+illegal move, so a policy blind to it would measure resets), which the policies sample within, as these packages'
+users do.
 """
 import inspect
 import math
@@ -48,7 +49,8 @@ def load(jax, workload, api: str = "auto") -> FunctionalEnv:
     api = jax_api(env) if api == "auto" else api
     readers = {"gymnax": lambda: _gymnax(jax, env, params), "jumanji": lambda: _jumanji(jax, env),
                "pgx": lambda: _pgx(jax, env), "xminigrid": lambda: _xminigrid(jax, env, params),
-               "brax": lambda: _brax(jax, env)}
+               "brax": lambda: _brax(jax, env), "navix": lambda: _navix(jax, env),
+               "jaxmarl": lambda: _jaxmarl(jax, env)}
     if api in readers:
         return readers[api]()
     raise Unsupported(f"{workload.env_id}: the factory's {type(env).__name__} has no {api} API")
@@ -190,6 +192,92 @@ def _brax(jax, env) -> FunctionalEnv:
 
     low = -np.ones((int(env.action_size),), np.float32)
     return FunctionalEnv(reset, step, ("box", low, -low), *_obs_size(jax, reset), limit, "brax")
+
+
+def _navix(jax, env) -> FunctionalEnv:
+    """Navix's envs: the state is its Timestep. Navix's public step spends the call after an episode's last
+    step on a reset (a step that is no transition); the transition is its `_step`, called here where the env has
+    it, and a finished env starts again inside the step that finished it, as for the other APIs."""
+    import jax.numpy as jnp
+    transition = getattr(env, "_step", env.step)   # env.step never resets here: the carried timestep is not done
+
+    def reset(key):
+        timestep = env.reset(key)
+        return timestep.observation, timestep
+
+    def step(key, timestep, action):
+        new = transition(timestep, action)
+        done = jnp.asarray(new.step_type > 0, bool)   # 1: truncation, 2: termination
+        reward = jnp.asarray(new.reward, jnp.float32)
+        new = _restart(jax, done, env.reset(key), new)
+        return new.observation, new, reward, done
+
+    action = _action(env.action_space, "n", "minimum", "maximum")
+    steps = int(getattr(env, "max_steps", 0) or DEFAULT_EPISODE_STEPS)
+    return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "navix")
+
+
+def _jaxmarl(jax, env) -> FunctionalEnv:
+    """JaxMARL's envs, played by one policy for the team: the observation is every agent's, the action one
+    component per agent (a discrete choice each, the env's available actions its mask; or the agents' boxes
+    joined), the reward the agents' summed, done the env's "__all__". Its step resets a finished env itself."""
+    import jax.numpy as jnp
+    import numpy as np
+    agents = list(env.agents)
+    per_agent = [_action(env.action_space(agent), "n", "low", "high") for agent in agents]
+    if all(kind[0] == "discrete" for kind in per_agent):
+        nvec = np.asarray([kind[1] for kind in per_agent], np.int32)
+        action = ("multidiscrete", nvec, np.zeros_like(nvec))
+
+        def to_env(a):
+            return {agent: a[i] for i, agent in enumerate(agents)}
+    elif all(kind[0] == "box" for kind in per_agent):
+        shapes = [kind[1].shape for kind in per_agent]
+        bounds = [np.concatenate([kind[b].ravel() for kind in per_agent]) for b in (1, 2)]
+        action = ("box", *bounds)
+        ends = np.cumsum([math.prod(shape) for shape in shapes])[:-1].tolist()
+
+        def to_env(a):
+            return {agent: part.reshape(shape) for agent, part, shape in zip(agents, jnp.split(a, ends), shapes)}
+    else:
+        raise Unsupported(f"{type(env).__name__}: its agents' actions are {sorted({k[0] for k in per_agent})}: "
+                          "the JAX adapters carry agents that all choose discretely or all act in a box")
+
+    def reset(key):
+        return env.reset(key)
+
+    def step(key, state, a):
+        obs, state, rewards, dones, _ = env.step(key, state, to_env(a))
+        reward = sum(jnp.asarray(rewards[agent], jnp.float32) for agent in agents)
+        return obs, state, reward, jnp.asarray(dones["__all__"], bool)
+
+    legal = None
+    if action[0] == "multidiscrete":
+        legal = _jaxmarl_legal(jax, env, agents, nvec, reset)
+    steps = int(getattr(env, "max_steps", 0) or DEFAULT_EPISODE_STEPS)
+    return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "jaxmarl", legal)
+
+
+def _jaxmarl_legal(jax, env, agents, nvec, reset):
+    """The agents' masks of available actions as one (agents, widest) array, padded with illegal choices: the
+    env's `get_avail_actions` (MultiAgentEnv's; SMAX's), else its `get_legal_moves` (Hanabi's), else None."""
+    import jax.numpy as jnp
+    widest = int(nvec.max())
+    for name in ("get_avail_actions", "get_legal_moves"):
+        masks_of = getattr(env, name, None)
+        if not callable(masks_of):
+            continue
+
+        def legal(obs, state, masks_of=masks_of):
+            masks = masks_of(state)
+            return jnp.stack([jnp.pad(jnp.asarray(masks[agent], bool).reshape(-1), (0, widest - int(n)))
+                              for agent, n in zip(agents, nvec)])
+        try:
+            jax.eval_shape(lambda key: legal(*reset(key)), jax.random.PRNGKey(0))
+        except NotImplementedError:   # the base class's, where an env keeps every action available
+            continue
+        return legal
+    return None
 
 
 def _action(space, count: str, low: str, high: str) -> tuple:

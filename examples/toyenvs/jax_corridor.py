@@ -1,5 +1,5 @@
 """The corridor of `toyenvs` written in JAX, the way JAX env packages are: pure functions of an explicit
-state, one env at a time (the caller vmaps), with three APIs such packages offer. rlbench knows none of them.
+state, one env at a time (the caller vmaps), with five APIs such packages offer. rlbench knows none of them.
 
     PYTHONPATH=examples rlbench run --adapter gymnax --num-envs 256,4096 --env toyenvs.jax_corridor:make_gymnax
     PYTHONPATH=examples rlbench run --adapter gymnax --env toyenvs.jax_corridor:make_jumanji --policy mlp
@@ -9,7 +9,13 @@ returning obs, state, reward, done, info and resetting a finished env itself, `d
 `action_space(params)`); `make_jumanji` one with Jumanji's (`reset(key)` and `step(state, action)` returning
 (state, TimeStep), no reset inside, `action_spec`, a structured `observation_spec`); `make_brax` one with
 Brax's (`reset(rng)` and `step(state, action)` returning a State with obs, reward and done, no reset inside,
-`action_size`, `observation_size`; one continuous action in [-1, 1], rounded to a move). The agent starts at
+`action_size`, `observation_size`; one continuous action in [-1, 1], rounded to a move); `make_navix` one with
+Navix's (`reset(key)` and `step(timestep, action)` returning the next Timestep with `step_type` 1 or 2 at an
+episode's end, a step from such a timestep being its reset, and `_step` the transition alone; spaces as
+attributes); `make_jaxmarl` a team of `num_agents` with JaxMARL's (`agents`, `reset(key)` and
+`step(key, state, actions)` with observations, rewards and dones by agent, "__all__" the episode's, resetting a
+finished env itself; `action_space(agent)`, `get_avail_actions(state)`: "left" is unavailable at cell 0, where it
+does nothing; each agent walks its own corridor, the episode ends once all stand at the goal). The agent starts at
 cell 0 and moves left, stays or moves right (actions 0, 1, 2; Brax's -1, 0, 1); reaching cell `length - 1` pays
 1 and ends the episode, as does `episode_len` steps. The APIs give the same transitions under the same actions.
 """
@@ -154,6 +160,81 @@ class BraxCorridor:
         return 3
 
 
+class NavixTimestep(NamedTuple):
+    t: jnp.ndarray
+    observation: jnp.ndarray   # float32[3], as make_gymnax's
+    reward: jnp.ndarray
+    step_type: jnp.ndarray     # 0 transition, 1 truncation, 2 termination (Navix's)
+    state: State
+
+
+class Bounded(NamedTuple):   # Navix's spaces: a shape and bounds; a discrete one's count is maximum + 1
+    shape: tuple
+    minimum: object
+    maximum: object
+
+    @property
+    def n(self):
+        return self.maximum + 1
+
+
+class NavixCorridor:
+    def __init__(self, length: int = 16, episode_len: int = 200):
+        self.params = Params(int(length), int(episode_len))
+        self.max_steps = int(episode_len)
+        self.action_space = Bounded((), 0, 2)
+        self.observation_space = Bounded((3,), 0.0, float(length))
+
+    def reset(self, key):
+        state = State(jnp.int32(0), jnp.int32(0))
+        return NavixTimestep(jnp.int32(0), _flat(_observe(state.pos, self.params.length)), jnp.float32(0),
+                             jnp.int32(0), state)
+
+    def _step(self, timestep, action):
+        state, reward, at_end = _move(timestep.state, action, self.params)
+        kind = jnp.where(state.pos == self.params.length - 1, 2, jnp.where(at_end, 1, 0)).astype(jnp.int32)
+        return NavixTimestep(state.t, _flat(_observe(state.pos, self.params.length)), reward, kind, state)
+
+    def step(self, timestep, action):
+        return jax.lax.cond(timestep.step_type > 0, lambda ts: self.reset(jax.random.PRNGKey(0)),
+                            lambda ts: self._step(ts, action), timestep)
+
+
+class JaxMARLCorridors:
+    def __init__(self, length: int = 16, episode_len: int = 200, num_agents: int = 1):
+        self.params = Params(int(length), int(episode_len))
+        self.num_agents = int(num_agents)
+        self.agents = [f"agent_{i}" for i in range(self.num_agents)]
+
+    def reset(self, key):
+        state = State(jnp.zeros(self.num_agents, jnp.int32), jnp.int32(0))
+        return self._observe(state), state
+
+    def _observe(self, state):
+        return {agent: _flat(_observe(state.pos[i], self.params.length)) for i, agent in enumerate(self.agents)}
+
+    def step(self, key, state, actions):
+        move = jnp.stack([actions[agent] for agent in self.agents])
+        pos = jnp.clip(state.pos + move - 1, 0, self.params.length - 1)
+        t = state.t + 1
+        at_goal = pos == self.params.length - 1
+        done = jnp.logical_or(at_goal.all(), t >= self.params.episode_len)
+        fresh_obs, fresh = self.reset(key)
+        state = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, State(pos, t))
+        rewards = {agent: at_goal[i].astype(jnp.float32) for i, agent in enumerate(self.agents)}
+        dones = {**{agent: done for agent in self.agents}, "__all__": done}
+        return self._observe(state), state, rewards, dones, {}
+
+    def get_avail_actions(self, state):
+        return {agent: jnp.array([state.pos[i] > 0, True, True]) for i, agent in enumerate(self.agents)}
+
+    def action_space(self, agent):
+        return Discrete(3)
+
+    def observation_space(self, agent):
+        return Box(0.0, float(self.params.length), (3,), jnp.float32)
+
+
 def make_gymnax(length: int = 16, episode_len: int = 200):
     env = GymnaxCorridor(length, episode_len)
     return env, env.default_params   # as gymnax.make returns it
@@ -165,3 +246,11 @@ def make_jumanji(length: int = 16, episode_len: int = 200):
 
 def make_brax(length: int = 16, episode_len: int = 200):
     return BraxCorridor(length, episode_len)
+
+
+def make_navix(length: int = 16, episode_len: int = 200):
+    return NavixCorridor(length, episode_len)
+
+
+def make_jaxmarl(length: int = 16, episode_len: int = 200, num_agents: int = 1):
+    return JaxMARLCorridors(length, episode_len, num_agents)

@@ -1,8 +1,9 @@
-"""A user's JAX env (`--env package.module:factory` returning an env with gymnax's or Jumanji's API) runs on
-the JAX adapters with the same accounting as gymnax's own envs; every other adapter is dropped while
-planning with the reason; both APIs give the same transitions; a real package's env (Craftax) runs end to end.
+"""A user's JAX env (`--env package.module:factory` returning an env with gymnax's, Jumanji's, Brax's, Navix's or
+JaxMARL's API) runs on the JAX adapters with the same accounting as gymnax's own envs; every other adapter is
+dropped while planning with the reason; the APIs give the same transitions; a real package's env (Craftax) runs
+end to end.
 
-The envs: examples/toyenvs/jax_corridor.py (one corridor, both APIs). Nothing here imports JAX into the test
+The envs: examples/toyenvs/jax_corridor.py (one corridor, every API). Nothing here imports JAX into the test
 runner (later forks would be unsafe): planning runs in `rlbench` subprocesses, sessions in a spawned
 interpreter (`jax` fixture)."""
 import importlib.util
@@ -21,6 +22,8 @@ EXAMPLES = str(REPO / "examples")
 GYMNAX_API = "toyenvs.jax_corridor:make_gymnax"
 JUMANJI_API = "toyenvs.jax_corridor:make_jumanji"
 BRAX_API = "toyenvs.jax_corridor:make_brax"
+NAVIX_API = "toyenvs.jax_corridor:make_navix"
+JAXMARL_API = "toyenvs.jax_corridor:make_jaxmarl"
 CRAFTAX = "craftax.craftax_env:make_craftax_env_from_name"
 
 
@@ -44,7 +47,7 @@ def test_gymnasium_adapters_are_dropped_before_anything_runs_with_the_api_named(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env", [GYMNAX_API, JUMANJI_API, BRAX_API])
+@pytest.mark.parametrize("env", [GYMNAX_API, JUMANJI_API, BRAX_API, NAVIX_API, JAXMARL_API])
 def test_each_api_runs_on_gymnax_and_purejaxrl_with_exact_counts(tmp_path, env):
     """Brax's API has continuous actions (Brax's convention): PPO samples them from a Gaussian."""
     suite = write_suite(tmp_path, (
@@ -84,24 +87,31 @@ def test_a_factory_returning_neither_api_is_a_usage_error_naming_both(tmp_path):
 
 def test_a_factory_named_by_a_dotted_path_and_a_multi_agent_env(tmp_path):
     """`module:object.function`, as entry points name one (MuJoCo Playground's `mujoco_playground:registry.load`),
-    is a factory; a multi-agent env (JaxMARL's: `agents`, `num_agents`) is refused naming what it is."""
+    is a factory; a multi-agent env (JaxMARL's: `agents`, `num_agents`) is one policy acting for the team: every
+    agent's observation, a choice per agent (or their boxes joined); agents with mixed action kinds are refused."""
     (tmp_path / "userreg.py").write_text(
         "from toyenvs import jax_corridor\n"
         "class registry:\n    load = staticmethod(jax_corridor.make_brax)\n"
-        "class Spread:\n    agents = ['agent_0', 'agent_1', 'agent_2']\n    num_agents = 3\n"
-        "    def reset(self, key):\n        pass\n"
-        "def make_marl():\n    return Spread()\n")
+        "class Box:\n    low, high, shape = -1.0, 1.0, (2,)\n"
+        "class Mixed(jax_corridor.JaxMARLCorridors):\n"
+        "    def action_space(self, agent):\n"
+        "        return Box() if agent == 'agent_1' else jax_corridor.Discrete(3)\n"
+        "def make_mixed():\n    return Mixed(num_agents=2)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), EXAMPLES))}
     code = ("from rlbench.envs import env_api, spaces; "
-            "print(env_api('userreg:registry.load', {}), *spaces('userreg:registry.load'))")
+            "print(env_api('userreg:registry.load', {}), *spaces('userreg:registry.load')); "
+            f"print(env_api({JAXMARL_API!r}, {{}}), *spaces({JAXMARL_API!r}, {{'num_agents': 3}}), sep='|')")
     import subprocess
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "brax Box(-inf, inf, (3,), float32) Box(-1.0, 1.0, (1,), float32)"
-    run = run_cli_subprocess(["run", "--adapter", "gymnax", "--env", "userreg:make_marl"], tmp_path / "run", env=env)
+    brax, marl = out.stdout.strip().splitlines()
+    assert brax == "brax Box(-inf, inf, (3,), float32) Box(-1.0, 1.0, (1,), float32)"
+    boxes = ", ".join(f"'agent_{i}': Box(-inf, inf, (3,), float32)" for i in range(3))
+    assert marl == f"jaxmarl|Dict({boxes})|MultiDiscrete([3 3 3])"
+    run = run_cli_subprocess(["run", "--adapter", "gymnax", "--env", "userreg:make_mixed"], tmp_path / "run", env=env)
     assert run.rc == 2 and not (tmp_path / "run").exists()
-    assert ("the factory returned Spread, a multi-agent env (3 agents: agent_0, agent_1, agent_2); rlbench steps "
-            "single-agent envs") in run.stderr.strip().splitlines()[-1]
+    assert ("env 'userreg:make_mixed': its agents' actions are Box, Discrete: rlbench carries a JaxMARL env whose "
+            "agents all have a Discrete action or all a Box") in run.stderr.strip().splitlines()[-1]
 
 
 def test_planning_a_jax_env_keeps_jax_off_the_accelerator_and_out_of_the_cells_settings():
@@ -139,8 +149,9 @@ def _in_jax_trajectory(env_id, actions):
     obs, state = jax.vmap(env.reset)(keys)
     out = [(np.asarray(flat(jax, obs)), np.zeros(4), np.zeros(4, bool))]
     step = jax.jit(jax.vmap(env.step))
-    for a in actions:   # a discrete move 0, 1, 2; Brax's API takes it as one float in [-1, 1]
-        a = np.asarray(a, np.int32) if env.action[0] == "discrete" else np.asarray(a, np.float32)[:, None] - 1
+    for a in actions:   # a discrete move 0, 1, 2 (one agent's: a component); Brax's API, one float in [-1, 1]
+        a = {"discrete": np.asarray(a, np.int32), "multidiscrete": np.asarray(a, np.int32)[:, None]}.get(
+            env.action[0], np.asarray(a, np.float32)[:, None] - 1)
         obs, state, reward, done = step(keys, state, a)
         out.append((np.asarray(flat(jax, obs)), np.asarray(reward), np.asarray(done)))
     return env.obs_dim, env.action, out
@@ -154,12 +165,15 @@ def test_the_apis_give_the_same_transitions_resets_included(jax):
     dim_g, act_g, gym_api = jax(_in_jax_trajectory, GYMNAX_API, actions)
     dim_j, act_j, jum_api = jax(_in_jax_trajectory, JUMANJI_API, actions)
     dim_b, act_b, brax_api = jax(_in_jax_trajectory, BRAX_API, actions)
-    assert dim_g == dim_j == dim_b == 3 and act_g == act_j == ("discrete", 3)
+    dim_n, act_n, navix_api = jax(_in_jax_trajectory, NAVIX_API, actions)
+    dim_m, act_m, marl_api = jax(_in_jax_trajectory, JAXMARL_API, actions)
+    assert dim_g == dim_j == dim_b == dim_n == dim_m == 3 and act_g == act_j == act_n == ("discrete", 3)
     assert act_b[0] == "box" and act_b[1].tolist() == [-1.0] and act_b[2].tolist() == [1.0]
-    for (o1, r1, d1), (o2, r2, d2), (o3, r3, d3) in zip(gym_api, jum_api, brax_api):
-        for first, second, third in ((o1, o2, o3), (r1, r2, r3), (d1, d2, d3)):
-            np.testing.assert_array_equal(first, second)
-            np.testing.assert_array_equal(first, third)
+    assert act_m[0] == "multidiscrete" and act_m[1].tolist() == [3] and act_m[2].tolist() == [0]
+    for steps in zip(gym_api, jum_api, brax_api, navix_api, marl_api):
+        for i in range(3):   # observation, reward, done
+            for other in steps[1:]:
+                np.testing.assert_array_equal(steps[0][i], other[i])
     dones = np.array([d for _, _, d in gym_api])
     rewards = np.array([r for _, r, _ in gym_api])
     assert dones.sum() >= 4 and rewards.sum() >= 4      # episodes ended and envs went on (auto-reset)
@@ -259,6 +273,26 @@ def test_a_multi_discrete_action_is_a_choice_per_component_within_the_legal_ones
     steps, returns = jax(_masked_session, "gymnax", policy, {"scan_T": 10}, "jax_masked:make_multi", {"mask": mask})
     assert steps == 3 * 10 * 4
     assert returns == [30.0] * 4
+
+
+@pytest.mark.parametrize("adapter, options", [("gymnax", {"scan_T": 10}),
+                                               ("purejaxrl-ppo", {"num_steps": 25, "num_minibatches": 2,
+                                                                  "update_epochs": 1, "updates_per_unit": 2})])
+def test_a_team_of_agents_chooses_each_within_its_own_legal_actions(jax, adapter, options):
+    """JaxMARL's API: agents of 3 and 4 actions, `get_avail_actions` by agent (padded to one mask), a reward
+    each (summed): a step all legal pays 1, one illegal choice -500 and ends the episode."""
+    steps, returns = jax(_masked_session, adapter, "mlp", options, "jax_masked:make_team")
+    if adapter == "gymnax":
+        assert steps == 3 * 10 * 4 and returns == [30.0] * 4
+    else:
+        assert steps == 3 * 2 * 25 * 4 and returns == [50.0]
+
+
+def test_a_team_whose_masks_are_its_legal_moves_keeps_to_them(jax):
+    """Hanabi's masks are `get_legal_moves` (its `get_avail_actions` is the base class's, raising)."""
+    steps, returns = jax(_masked_session, "gymnax", "random", {"scan_T": 10}, "jax_masked:make_team",
+                         {"masks": "get_legal_moves"})
+    assert steps == 3 * 10 * 4 and returns == [30.0] * 4
 
 
 @pytest.mark.parametrize("mask", [pytest.param("joint", marks=pytest.mark.slow), "each",   # a PPO compile each

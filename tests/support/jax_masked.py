@@ -4,7 +4,9 @@ actions are legal at each step (its observation's `action_mask`, as Jumanji's Sn
 action pays 1, an illegal one -1000 and ends the episode, so a policy that ever picks an illegal action shows in
 the return. Which actions are legal rotates with the step: no fixed action is always right. `make_multi`: the same
 with a multi-discrete action (a mask over every combination, a mask and a reward per component, or integers
-between bounds), where the harness once sampled a float box and crashed.
+between bounds), where the harness once sampled a float box and crashed. `make_team`: the "each" case with
+JaxMARL's API (two agents of 3 and 4 actions, `get_avail_actions` by agent or Hanabi's `get_legal_moves`, a reward each, its step resetting a
+finished env itself), where the masks of unequal widths are padded to one.
 """
 from typing import NamedTuple
 
@@ -157,3 +159,53 @@ class MultiEnv:
 
 def make_multi(mask: str = "joint"):
     return MultiEnv(mask)
+
+
+class Discrete(NamedTuple):
+    n: int
+
+
+class Team:
+    """JaxMARL's MultiAgentEnv as its envs are written: agent_0 chooses among 3 actions, agent_1 among 4, the legal
+    ones those of `_each_mask`; 0.5 each for a legal choice, -500 for an illegal one, which ends the episode."""
+    time_limit = 50
+    agents = ["agent_0", "agent_1"]
+    num_agents = 2
+
+    def reset(self, key):
+        board = jax.random.uniform(key, (3,))
+        return {agent: board for agent in self.agents}, State(Board(board), jnp.int32(0))
+
+    def step(self, key, state, actions):
+        mask = _each_mask(state.t)
+        legal = [mask[i, actions[agent]] for i, agent in enumerate(self.agents)]
+        t = state.t + 1
+        done = ~(legal[0] & legal[1]) | (t >= self.time_limit)
+        fresh_obs, fresh = self.reset(key)
+        state = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, State(state.obs, t))
+        rewards = {agent: jnp.where(ok, 0.5, -500.0).astype(jnp.float32) for agent, ok in zip(self.agents, legal)}
+        dones = {**{agent: done for agent in self.agents}, "__all__": done}
+        return {agent: state.obs.board for agent in self.agents}, state, rewards, dones, {}
+
+    def get_avail_actions(self, state):
+        mask = _each_mask(state.t)
+        return {"agent_0": mask[0, :3], "agent_1": mask[1]}
+
+    def action_space(self, agent):
+        return Discrete(3 if agent == "agent_0" else 4)
+
+    def observation_space(self, agent):
+        return Array((3,), jnp.float32)
+
+
+class HanabiTeam(Team):
+    """The masks as Hanabi gives them: `get_legal_moves`, the base class's `get_avail_actions` raising."""
+    def get_avail_actions(self, state):
+        raise NotImplementedError
+
+    def get_legal_moves(self, state):
+        return Team.get_avail_actions(self, state)
+
+
+def make_team(masks: str = "get_avail_actions"):
+    return {"get_avail_actions": Team, "get_legal_moves": HanabiTeam}[masks]()
