@@ -322,16 +322,24 @@ def _navix_actions(space):
                           tuple(space.shape), np.float32)
 
 
-def _jaxmarl_spaces(env_id: str, env):
-    """A JaxMARL env seen as one agent acting for the team: the observations of every agent as reset gives them
-    (their shapes traced), and one action component per agent (a discrete choice each, or their boxes joined)."""
-    import gymnasium as gym
-    import jax
+def _declared_boxes(space, name: str):
+    """(name, Box) per array of a declared space: one space with a shape (Hanabi's an int), or a dict of them
+    (STORM's), their names joined with "/"."""
     import numpy as np
-    obs = jax.eval_shape(env.reset, jax.random.PRNGKey(0))[0]
-    leaves = jax.tree_util.tree_leaves_with_path(obs)
-    obs_space = gym.spaces.Dict({jax.tree_util.keystr(path, simple=True, separator="/") or "obs":
-                                 _box(tuple(leaf.shape)) for path, leaf in leaves})
+    if isinstance(space, dict):
+        for key, inner in space.items():
+            yield from _declared_boxes(inner, f"{name}/{key}")
+        return
+    yield name, _box(tuple(np.reshape(space.shape, -1).astype(int).tolist()))
+
+
+def _jaxmarl_spaces(env_id: str, env):
+    """A JaxMARL env seen as one agent acting for the team: every agent's observation space (its shape, as the env
+    declares it), and one action component per agent (a discrete choice each, or their boxes joined)."""
+    import gymnasium as gym
+    import numpy as np
+    obs_space = gym.spaces.Dict({name: box for agent in env.agents
+                                 for name, box in _declared_boxes(env.observation_space(agent), str(agent))})
     per_agent = [env.action_space(agent) for agent in env.agents]
     if all(hasattr(s, "n") and not tuple(getattr(s, "shape", ()) or ()) for s in per_agent):
         return obs_space, gym.spaces.MultiDiscrete([int(s.n) for s in per_agent])
