@@ -90,6 +90,7 @@ class Brax(Adapter):
     description = ("Brax envs (jax): envs.training.wrap (vmap, episode, auto-reset), lax.scan over scan_T steps, "
                    "random or MLP actions inside, AOT-compiled")
     requires = ("brax", "jax")
+    unit_option = "scan_T"
     options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)", low=1),
                BACKEND, EPISODE_LENGTH, *JAX_OPTIONS)
 

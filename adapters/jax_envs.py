@@ -187,6 +187,7 @@ class Gymnax(Adapter):
                    "vmap over num_envs, lax.scan over scan_T steps, policy inside, AOT-compiled")
     requires = ("jax", "gymnax")
     jax_env_apis = JAX_APIS
+    unit_option = "scan_T"
     options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan; each of num_envs envs)", low=1),
                ENV_API, *JAX_OPTIONS)
 
@@ -610,6 +611,7 @@ class EnvPoolXla(Adapter):
     kind = "vector_env"
     description = "EnvPool's XLA interface: the C++ pool's send/recv called from a jitted lax.scan, policy in JAX"
     requires = ("jax", "envpool")
+    unit_option = "scan_T"
     options = (Option("scan_T", int, 128, "env steps per unit (one lax.scan of send + recv)", low=1),
                Option("num_threads", int, 0, "pool threads; 0 = EnvPool default, min(num_envs, hardware threads)"),
                *(o for o in JAX_OPTIONS if o.name != "devices"))  # one pool, one program, one device

@@ -129,6 +129,7 @@ class MJX(Adapter):
                    "steps (frame skip physics steps each), gymnasium's termination and reset inside, random or "
                    "MLP actions, AOT-compiled")
     requires = ("mujoco", "jax")
+    unit_option = "scan_T"
     options = (Option("scan_T", int, 16, "env steps per unit (one lax.scan; each of num_envs envs)", low=1),
                Option("solver", str, "model", "constraint solver: model = the model's own, Newton where that is "
                                               "PGS (MJX has none: Humanoid-v4), or newton / cg",

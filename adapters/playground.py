@@ -80,6 +80,7 @@ class Playground(Adapter):
                    "lax.scan over scan_T steps, random or MLP actions inside, AOT-compiled; impl jax (MJX) or "
                    "warp (MuJoCo Warp)")
     requires = ("mujoco_playground", "jax")
+    unit_option = "scan_T"
     options = (Option("scan_T", int, 16, "env steps per unit (one lax.scan; each of num_envs envs)", low=1),
                IMPL,
                Option("full_reset", bool, False, "an ended env runs env.reset (True) or takes the cached first "

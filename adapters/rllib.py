@@ -205,6 +205,7 @@ class RLlibEnvRunner(Adapter):
                    "RLModule); one unit = one sample() round across runners")
     requires = ("ray", "torch")
     environment = "rllib"    # adapters/envs/rllib.txt: ray[rllib] 2.60.0, gymnasium 1.2.2
+    unit_option = "rollout_fragment_length"
     options = (
         Option("num_env_runners", int, 2, "remote SingleAgentEnvRunner actors, each stepping num_envs / "
                                           "num_env_runners envs; 0 = one local EnvRunner in the cell process"),

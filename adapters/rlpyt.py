@@ -249,6 +249,7 @@ SAMPLER_OPTIONS = (
 class RlpytSampler(Adapter):
     requires = ("gymnasium",)
     options = SAMPLER_OPTIONS + WORKER_OPTIONS
+    unit_option = "batch_T"
     mode = ""
     min_workers = 1
 

@@ -190,6 +190,7 @@ class SampleFactory(Adapter):
     description = "Sample Factory 2's asynchronous sampler: rollout worker processes, double-buffered envs"
     requires = ("sample_factory",)
     environment = "sample-factory"   # adapters/envs/sample-factory.txt: its own pinned environment
+    unit_option = "rollout"
     options = (
         Option("workers", int, 0, "rollout worker processes; 0 = num_envs // envs_per_worker (1 if both are 0)"),
         Option("envs_per_worker", int, 0, "envs per rollout worker; 0 = num_envs // workers"),

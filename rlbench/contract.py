@@ -98,6 +98,10 @@ class Adapter:
     requires: ClassVar[tuple] = ()      # importable module names
     environment: ClassVar[str] = ""     # own virtual env pinned by envs/<environment>.txt beside the module
     jax_env_apis: ClassVar[tuple] = ()  # the JAX env APIs (rlbench.envs.JAX_APIS) of a user's env it runs
+    # the option that sets how many steps of each env one unit takes (rlpyt's batch_T, a compiled scan's scan_T, a
+    # rollout's length): `rlbench tune` shortens it where the env's cost would make a unit long
+    # (rlbench.tuning.units); "" where a unit is one step of every env
+    unit_option: ClassVar[str] = ""
 
     def available(self):
         """None when usable here, else the reason (checked without importing the framework)."""

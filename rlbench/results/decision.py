@@ -125,6 +125,8 @@ class Decision:
     calibration_s: Optional[float] = None
     uncalibrated: Mapping = None   # adapter -> why its calibration gave no prediction
     placement: str = ""            # where the winner's policy runs (device, central or in workers), with the figures
+    # the budget too small to separate the contenders (the lead untested or within the noise), with one that would
+    budget_note: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "trace", freeze(list(self.trace)))
@@ -145,7 +147,7 @@ class Decision:
                 "interrupted": self.interrupted, "budget_s": self.budget_s, "used_s": self.used_s,
                 "search": self.search, "note": self.note, "rounds": thaw(self.trace),
                 "calibration": self.calibration, "calibration_s": self.calibration_s,
-                "uncalibrated": thaw(self.uncalibrated), "placement": self.placement}
+                "uncalibrated": thaw(self.uncalibrated), "placement": self.placement, "budget_note": self.budget_note}
 
     @classmethod
     def from_json(cls, doc: Mapping) -> Optional["Decision"]:
@@ -164,4 +166,5 @@ class Decision:
                    interrupted=doc.get("interrupted", ""), budget_s=doc.get("budget_s"), used_s=doc.get("used_s"),
                    note=doc.get("note", ""), trace=tuple(doc.get("rounds") or ()),
                    calibration=doc.get("calibration") or "", calibration_s=doc.get("calibration_s"),
-                   uncalibrated=doc.get("uncalibrated") or {}, placement=doc.get("placement") or "")
+                   uncalibrated=doc.get("uncalibrated") or {}, placement=doc.get("placement") or "",
+                   budget_note=doc.get("budget_note") or "")

@@ -124,17 +124,18 @@ class Verdict:
         return text + f"; runner-up {self.runner_up.text} at {self.runner_share.text} of it, {LEAD_WORDS[self.lead]}"
 
 
-def rank(entries) -> tuple:
+def rank(entries, min_tested: int = MIN_TESTED) -> tuple:
     """Measured entries (a positive median), fastest first; ties keep the order given. Where any entry has
-    MIN_TESTED repeats, those with fewer are not ranked: one lucky repeat does not beat a median with a CI."""
+    min_tested repeats, those with fewer are not ranked: one lucky repeat does not beat a median with a CI."""
     measured = [e for e in entries if e.values and e.median > 0]
-    tested = [e for e in measured if len(e.values) >= MIN_TESTED]
+    tested = [e for e in measured if len(e.values) >= min_tested]
     return tuple(sorted(tested or measured, key=lambda e: -e.median))
 
 
-def verdict(entries) -> Optional[Verdict]:
-    """The verdict over these entries (one workload), or None when none was measured."""
-    ranked = rank(entries)
+def verdict(entries, min_tested: int = MIN_TESTED) -> Optional[Verdict]:
+    """The verdict over these entries (one workload), or None when none was measured; min_tested=1 ranks a
+    configuration measured once beside those with a CI (a tune whose budget ended before its second repeat)."""
+    ranked = rank(entries, min_tested)
     if not ranked:
         return None
     win = ranked[0]

@@ -22,10 +22,10 @@ from rlbench.planning.suite import Suite
 from rlbench.report.writer import write_atomic
 from rlbench.results.model import ResultSet
 from rlbench.running.session import Job, session
-from rlbench.tuning import calibrate
+from rlbench.tuning import calibrate, units
 from rlbench.tuning.calibration import calibrate_here, not_calibrated, sentence
 from rlbench.tuning.candidates import Space, available_mb, cpus_here, default_max_envs, stepping_adapters
-from rlbench.tuning.clock import Clock
+from rlbench.tuning.clock import Clock, report_s
 from rlbench.tuning.decide import decide, lines
 from rlbench.tuning.measure import SPAWN_S, SweepMeasurer
 from rlbench.tuning.profile import EnvProfile
@@ -98,7 +98,7 @@ class Tuning:
             print(f"rlbench tune: profiling {label(workload)} in its own process", file=sys.stderr)
             self.profile = EnvProfile.from_json(profile_env(workload))
         self.max_envs = max_envs or default_max_envs(self.profile)
-        self.space = Space(workload, named, self.max_envs, self.cpus, self.profile.devices)
+        self.space = Space(workload, named, self.max_envs, self.cpus, self.profile)
         sizes = probe_sizes(self.cpus, self.max_envs, self.profile)
         self.runnable = [a for a in self.space.adapters if any(self.space.settings(a, n) for n in sizes)]
         if not self.runnable:
@@ -127,7 +127,8 @@ class Tuning:
                 if r.status != "lost" and not r.get("profiled")}
         self.rows_before = sorted(kept)
         measurer = SweepMeasurer(s.run_id, s.job.settings, s.path, envs, cluster=s.cluster, kept=kept,
-                                 clock=self.clock.elapsed, open_s=float(self.profile.doc.get("build_s") or 0.0))
+                                 clock=self.clock.elapsed, open_s=float(self.profile.doc.get("build_s") or 0.0),
+                                 step_s=units.cost_s_per_step(self.profile), cpus=self.cpus)
         self.found.measurer = self.measurer = measurer
         if self.earlier.get("calibration"):
             self.calibration = self.earlier["calibration"]
@@ -215,11 +216,6 @@ def _address(request) -> str:
         return ""
     from rlbench.planning.suite import parse_settings
     return parse_settings("command line", {"cluster": request.cluster}, names={"cluster": "--cluster"}).cluster
-
-
-def report_s(budget_s: float) -> float:
-    """Kept from the budget for the decision and the report."""
-    return min(10.0, max(3.0, 0.05 * budget_s))
 
 
 def _machine(cluster) -> str:

@@ -10,6 +10,7 @@ from rlbench.errors import UsageError
 from rlbench.planning.suite import make_cell
 from rlbench.results.ranking import raced_kinds
 from rlbench.running.adapter_envs import environment_of
+from rlbench.tuning import units
 from rlbench.workload import kv_label, placed
 
 
@@ -76,9 +77,11 @@ class Space:
     policy kept in workers, as rlpyt's CpuSampler keeps it, runs on the CPU only). Every adapter or
     configuration that cannot race is kept in `left` with the reason, once."""
 
-    def __init__(self, workload, named, max_envs: int, cpus: int, devices: tuple = None):
-        self.workload, self.max_envs, self.cpus = workload, max_envs, cpus
-        self.devices = tuple(devices or (workload.policy.device_label,))
+    def __init__(self, workload, named, max_envs: int, cpus: int, profile=None):
+        """profile: the env's (rlbench.tuning.profile.EnvProfile): the devices the policy may run on, and the cost of
+        a step each adapter's unit is sized by (rlbench.tuning.units); None: the policy's device, units as given."""
+        self.workload, self.max_envs, self.cpus, self.profile = workload, max_envs, cpus, profile
+        self.devices = tuple(profile.devices if profile is not None else (workload.policy.device_label,))
         self.adapters, self.left, self._cells, self._instances = [], [], {}, {}
         self.index = 0
         for name in stepping_adapters(named):
@@ -106,6 +109,7 @@ class Space:
                 instance = self._instances[adapter]
                 placings = [(g, d) for g in instance.tune_space(num_envs, self.cpus) for d in self.devices]
                 for variant, (given, device) in enumerate(placings):
+                    given = self.unit_sized(adapter, given, num_envs, device)
                     workload = replace(self.workload, num_envs=num_envs)
                     if device != workload.policy.device_label:
                         if self.central(adapter, given) is False:
@@ -127,6 +131,12 @@ class Space:
             self._cells[key] = out
         return self._cells[key]
 
+    def unit_sized(self, adapter: str, given: dict, num_envs: int, device: str) -> dict:
+        """A tune_space setting with the adapter's unit no longer than the env's cost allows (rlbench.tuning.units)."""
+        if self.profile is None:
+            return given
+        return units.sized(registry.get(adapter), given, num_envs, units.cost_s_per_step(self.profile, device))
+
     def central(self, adapter: str, given: dict) -> bool:
         """Whether the adapter with these settings acts for its envs with one central copy of the policy."""
         cls = registry.get(adapter)
@@ -139,10 +149,14 @@ class Space:
 
     def probe_setting(self, adapter: str, num_envs: int) -> list:
         """[(variant, cell)]: the setting a probe starts from, the adapter's defaults where its tune_space
-        has them (what the calibration measured), else its first."""
+        has them (what the calibration measured; its unit's length aside, which the env's cost sets), else its
+        first."""
         there = self.settings(adapter, num_envs)
-        defaults = registry.get(adapter).resolve_options({})
-        return [next((vc for vc in there if vc[1].options == defaults), there[0])] if there else []
+        cls = registry.get(adapter)
+        defaults = cls.resolve_options({})
+        unit = {cls.unit_option} if cls.unit_option else set()
+        same = [vc for vc in there if all(vc[1].options.get(k) == v for k, v in defaults.items() if k not in unit)]
+        return [same[0] if same else there[0]] if there else []
 
     def neighbours(self, adapter: str, num_envs: int, variant: int, given: dict, device: str = None) -> list:
         """[(axis, variant, cell)] one step away along every axis: num_envs doubled (at most to --max-envs)

@@ -35,3 +35,8 @@ class Clock:
         finally:
             self.apart_here += self.now() - self._since
             self._since = None
+
+
+def report_s(budget_s: float) -> float:
+    """Kept from the budget for the decision and the report."""
+    return min(10.0, max(3.0, 0.05 * budget_s))

@@ -3,6 +3,7 @@ rows (the fastest configuration, its speedup over the serial baseline, the runne
 is significant: the run's own headline, word for word), the winner's median and 95% CI, one line per other
 strategy saying why it lost or never ran (and, where the calibration gave it no prediction, why not), how the
 machine's calibration was had, and the library call for the winner."""
+import math
 import shlex
 
 import numpy as np
@@ -14,7 +15,9 @@ from rlbench.results.decision import Decision, Fate, Point, RunnerUp, Speedup, W
 from rlbench.results.stats import ratio_ci, summarize
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import config
+from rlbench.tuning.clock import report_s
 from rlbench.tuning.placement import placement
+from rlbench.tuning.search import FINAL_REPEATS, START_REPEATS
 from rlbench.workload import cli_text, kv_label
 
 
@@ -69,7 +72,11 @@ def decide(search, results, profile: dict, max_envs: int = None, **context) -> D
     run's cells (the same a `rlbench run` headline of them gives), each strategy's fate in the search, the search
     drawn and traced, the strategies raced without a prediction and why. `context`: the Decision's label, where,
     stop_reason, interrupted, budget_s, used_s, calibration and calibration_s."""
-    v = ranking.verdict([ranking.entry(c, results) for c in ranking.competing(results.cells.values())])
+    entries = [ranking.entry(c, results) for c in ranking.competing(results.cells.values())]
+    v = ranking.verdict(entries)
+    once = measured_once_faster(entries, v)
+    if once:   # never an answer slower than a configuration the search measured: the fastest, with its caveat
+        v = ranking.verdict(entries, min_tested=1)
     trace = dict(points=chart_points(search), trace=tuple(search.rounds), uncalibrated=uncalibrated(search),
                  **context)
     if v is None:
@@ -88,11 +95,45 @@ def decide(search, results, profile: dict, max_envs: int = None, **context) -> D
         share = v.runner_share
         runner_up = RunnerUp(v.runner_up.cell_id, config(by_id[v.runner_up.cell_id].cell), v.runner_up.median,
                              share.value, share.low, share.high, v.lead)
-    note = (f"the winner runs the largest num_envs allowed ({max_envs}): more envs may be faster still "
-            f"(--max-envs {2 * max_envs})") if max_envs and cell.workload.num_envs >= max_envs > 1 else ""
+    notes = [once] if once else []
+    if max_envs and cell.workload.num_envs >= max_envs > 1:
+        notes.append(f"the winner runs the largest num_envs allowed ({max_envs}): more envs may be faster still "
+                     f"(--max-envs {2 * max_envs})")
     return Decision(winner=winner, verdict=v.sentence(), speedup=speedup, runner_up=runner_up,
-                    strategies=strategies(search, win, profile, results), note=note,
-                    placement=placement(cell, profile, _cell_rows(results, cell.cell_id)), **trace)
+                    strategies=strategies(search, win, profile, results), note="; ".join(notes),
+                    placement=placement(cell, profile, _cell_rows(results, cell.cell_id)),
+                    budget_note=budget_note(search, v, context.get("used_s")), **trace)
+
+
+def measured_once_faster(entries, v) -> str:
+    """Where the budget ended before a configuration's second repeat and that one repeat is faster than the
+    tested winner: the caveat of answering with it (issue 63: tune answered a serial loop at 6.03k env steps/s
+    while listing rlpyt-cpu at 11.20k, measured once, as "not raced to the end"); "" otherwise."""
+    if v is None:
+        return ""
+    faster = [e for e in entries if 0 < len(e.values) < ranking.MIN_TESTED and e.median > v.winner.median]
+    if not faster:
+        return ""
+    best = max(faster, key=lambda e: e.median)
+    n = len(best.values)
+    return (f"{best.text} was measured {n} time{'s' * (n != 1)} only (the budget ended before its repeat "
+            f"{n + 1}): its rate has no CI, but it is the fastest measured, {best.median / v.winner.median:.2f}x "
+            f"{v.winner.text} ({len(v.winner.values)} repeats)")
+
+
+def budget_note(search, v, used_s) -> str:
+    """One line where the budget ended the search before the winner could be told from the runner-up (their lead
+    untested or within the noise): which two, and the budget that would race them to their confirmation."""
+    if search.converged or v.runner_up is None or v.lead == "significant":
+        return ""
+    pair = [search.by_id[e.cell_id] for e in (v.winner, v.runner_up) if e.cell_id in search.by_id]
+    untested = [c for c in search.candidates if c.status == "budget"]
+    more_s = search.cost_s(pair, FINAL_REPEATS) + search.cost_s(untested, START_REPEATS)
+    need_s = (used_s if used_s is not None else search.measurer.elapsed()) + more_s
+    lead = ranking.LEAD_WORDS[v.lead].split(" (")[0]
+    return (f"the budget was too small to separate {v.winner.text} from {v.runner_up.text} ({lead}); "
+            f"--budget {math.ceil((need_s + report_s(need_s)) / 60)}m would race them to {FINAL_REPEATS} "
+            f"repeats each" + (f" and test the {len(untested)} configurations left" if untested else ""))
 
 
 def chart_points(search) -> tuple:
@@ -177,6 +218,8 @@ def lines(decision: Decision, profile: dict) -> list:
     out.append(f"  search: {decision.search}")
     if decision.note:
         out.append(f"  note: {decision.note}")
+    if decision.budget_note:
+        out.append(f"  budget: {decision.budget_note}")
     out.append("\nWhy the others lost:")
     for f in decision.strategies:
         head = f"  {f.adapter}: "

@@ -14,10 +14,12 @@ SPAWN_S = 0.3   # a job's cost beyond its process's own wall time (spawn, reapin
 
 class SweepMeasurer:
     def __init__(self, run_id: str, settings, out_dir: str, envs: dict, t0: float = None, cluster=None,
-                 kept: dict = None, clock=None, open_s: float = 0.0):
+                 kept: dict = None, clock=None, open_s: float = 0.0, step_s: float = 0.0, cpus: int = 1):
         """clock: the budget used so far (rlbench.tuning.clock.Clock.elapsed: time apart left out); default the
         wall time since t0 (default now). open_s: opening the env as the profile did (a JAX env's: importing,
-        building and compiling its loop), which every job pays again."""
+        building and compiling its loop), which every job pays again. step_s: one env step's profiled cost (env
+        and policy, rlbench.tuning.units.cost_s_per_step), stepped on at most `cpus` cores: what a job's units
+        take at least."""
         self.run_id, self.settings, self.out_dir, self.envs = run_id, settings, out_dir, envs
         # a resumed tune's rows, (cell_id, repeat) -> Run: a job asked again is answered from them at no cost, so
         # the search retraces its path to where it was stopped and goes on from there
@@ -30,24 +32,36 @@ class SweepMeasurer:
         # wall times, in seconds, kept apart by what they belong to: a cell's own jobs, and every job of an
         # adapter (the calibration's among them), so telling one from the other never reads an id's spelling
         self.cell_walls, self.adapter_walls = {}, {}
-        self.open_s = open_s
+        self.open_s, self.step_s, self.cpus = open_s, step_s, cpus
 
     def elapsed(self) -> float:
         return self.clock() if self.clock is not None else time.monotonic() - self.t0
 
     def job_s(self, cell) -> float:
-        """A job's expected wall time: the cell's own so far; else the slowest of its adapter's (Ray and JAX
-        start slowly, and a process per env costs more the more envs); else any job's; else a guess (a process,
-        the env opened as the profile took, the warm-up and the window)."""
+        """A job's expected wall time: the cell's own so far; else the most of the slowest of its adapter's (Ray
+        and JAX start slowly, and a process per env costs more the more envs), the median of this env's jobs so
+        far (its observations and resets cost every strategy) and the least its units can take at the profiled
+        cost of a step (a process, the env opened as the profile took, the warm-up and the window): the
+        calibration's jobs step a free env, and a round that trusted them ran past the budget on a 28 KB frame
+        (issue 63)."""
         own = self.cell_walls.get(cell.cell_id)
         if own:
             return float(np.median(own))
-        adapter = self.adapter_walls.get(cell.adapter)
-        if adapter:
-            return max(adapter)
         every = [w for ws in self.cell_walls.values() for w in ws]
+        return max(max(self.adapter_walls.get(cell.adapter) or [0.0]), float(np.median(every)) if every else 0.0,
+                   self.least_s(cell))
+
+    def least_s(self, cell) -> float:
+        """The least a job of the cell can take: a process, the env opened as the profile took, the warm-up and the
+        timed window, each at least its units at the profiled cost of a step on the cores the envs may use."""
         s = self.settings
-        return float(np.median(every)) if every else 1.5 + self.open_s + s.warmup_s + s.duration_s
+        workload = getattr(cell, "workload", None)
+        unit_s = 0.0
+        if workload is not None and self.step_s > 0:
+            steps = workload.num_envs * _unit_length(cell)
+            unit_s = steps * self.step_s / max(1, min(self.cpus, workload.num_envs))
+        warmup_units, min_units = getattr(s, "warmup_units", 0), getattr(s, "min_units", 0)
+        return 1.5 + self.open_s + max(s.warmup_s, warmup_units * unit_s) + max(s.duration_s, min_units * unit_s)
 
     def learn(self, walls: dict) -> None:
         """Wall times of jobs run elsewhere (adapter -> seconds: the calibration's) count for their adapters
@@ -79,3 +93,11 @@ class SweepMeasurer:
             self.cell_walls.setdefault(row.cell_id, []).append(float(wall) + SPAWN_S)
             self.adapter_walls.setdefault(row["adapter"], []).append(float(wall) + SPAWN_S)
         return row
+
+
+def _unit_length(cell) -> int:
+    """Steps of each env in one of the cell's units: its unit option's value (rlbench.contract.Adapter.unit_option),
+    else 1 (a vector step)."""
+    from rlbench import registry
+    name = registry.get(cell.adapter).unit_option
+    return int(cell.options.get(name, 1)) if name else 1

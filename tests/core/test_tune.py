@@ -109,6 +109,29 @@ def test_tune_and_the_run_headline_give_one_verdict_in_the_same_words():
     assert "gymnasium.vector.AsyncVectorEnv([lambda: gymnasium.make('CartPole-v1')] * 4" in text
 
 
+def test_the_answer_is_never_slower_than_a_configuration_it_measured():
+    """Issue 63: the budget ended after one repeat of a configuration at 1.86x the tested winner, which the answer
+    listed as "not raced to the end" under a slower winner. Now the fastest measured is the answer, with its one
+    repeat named as the caveat, and one line says the budget was too small to separate the two, with one that
+    would."""
+    rates = {("serial", n): _five(100) for n in (1, 2, 4, 8)}
+    rates.update({("gymnasium-async", n): _five(r) for n, r in ((1, 120), (2, 150), (4, 130))})
+    rates[("gymnasium-async", 8)] = [280.0]    # its second repeat never came: the budget ended
+    search, results = _searched(rates, ["serial", "gymnasium-async"])
+    d = decide(search, results, PROFILE, label="CartPole-v1 with policy random", used_s=170.0, budget_s=180.0)
+    assert (d.winner.adapter, d.winner.num_envs, d.winner.n) == ("gymnasium-async", 8, 1)
+    assert d.note.startswith("gymnasium-async (num_envs=8) was measured 1 time only (the budget ended before its "
+                             "repeat 2): its rate has no CI, but it is the fastest measured, 1.87x "
+                             "gymnasium-async (num_envs=2) (5 repeats)")
+    assert d.budget_note.startswith("the budget was too small to separate gymnasium-async (num_envs=8) from ")
+    assert "(lead untested); --budget " in d.budget_note and "m would race them to 5 repeats each" in d.budget_note
+    text = "\n".join(lines(d, PROFILE))
+    assert f"  budget: {d.budget_note}" in text and f"  note: {d.note}" in text
+    assert Decision.from_json(json.loads(json.dumps(d.to_json()))).budget_note == d.budget_note   # tune.json keeps it
+    faster = [f for f in d.strategies if f.steps_per_s and f.steps_per_s > d.winner.steps_per_s]
+    assert not faster
+
+
 def test_a_clear_lead_is_significant_in_both():
     rates = {("serial", n): _five(100) for n in (1, 2, 4, 8)}
     rates.update({("sb3-subproc", n): _five(r) for n, r in ((1, 80), (2, 150), (4, 300), (8, 250))})

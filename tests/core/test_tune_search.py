@@ -287,3 +287,32 @@ def test_within_the_noise_means_not_significantly_slower_or_an_overlapping_ci():
     assert s.within_noise(far, lead) == ""       # p < 0.05, CIs apart
     assert s.within_noise(once, lead) == ""      # one repeat: nothing to test yet
     assert s.within_noise(lead, lead) == ""
+
+
+def test_a_dear_measurement_still_climbs_the_leader_and_no_round_runs_past_the_budget():
+    """Issue 63's driving simulator: 29 ms a step, each job 5 s, eight strategies, 114 s to measure in. A probe
+    round of every strategy ate the budget; now a round of new configurations takes at most ROUND_SHARE of what is
+    left, the leader's neighbours first and then the most promising, so the leader is climbed, the strategy that
+    doubles the loops is found, and no job ends past the deadline."""
+    two_cores = {"serial": lambda n: 34.0, "rlpyt-serial": lambda n: 34.0, "gymnasium-sync": lambda n: 33.0,
+                 "rlpyt-cpu": lambda n: 66.0 if n >= 2 else 34.0, "gymnasium-async": lambda n: 64.0 if n >= 2 else 30.0,
+                 "sb3-subproc": lambda n: 63.0 if n >= 2 else 30.0, "tianshou-subproc": lambda n: 62.0 if n >= 2 else 30.0,
+                 "pufferlib-mp": lambda n: 60.0 if n >= 2 else 30.0}
+    zero_cost = {"serial": 3e5, "rlpyt-serial": 3e5, "gymnasium-sync": 1.3e5, "rlpyt-cpu": 2.2e5, "gymnasium-async": 1e4,
+                 "sb3-subproc": 1.2e4, "tianshou-subproc": 1.1e4, "pufferlib-mp": 2e5}
+    calibration = {a: {"16": {"steps_per_s": rate, "workers": 1 if a in ("serial", "rlpyt-serial", "gymnasium-sync")
+                              else 2}} for a, rate in zero_cost.items()}
+    dear = EnvProfile.from_json({"step": {"median_us": 29_000.0, "cv": 0.26}, "obs_bytes": 64, "rss_per_env_mb": 1.0,
+                                 "policy_us_per_batch": {"1": 1.0}})
+    space = Space(Workload("CartPole-v1", 1, PolicySpec()), list(two_cores), 64, 2, dear)
+    sim = Simulated(two_cores, noise=0.02, job_s=5.0)
+    s = Search(space, sim, 114.0, dear, calibration, 2, stream=open("/dev/null", "w"))
+    s.go()
+    assert max(end for _, _, end in sim.jobs) <= 114.0
+    assert any(r["deferred"] for r in s.rounds)    # the probe round was cut to its share
+    lead = best(s)
+    assert lead.adapter not in ("serial", "rlpyt-serial", "gymnasium-sync") and lead.tested
+    assert any(c.values for c in s.candidates if c.origin.startswith(f"neighbour of {lead.config}")
+               or (lead.origin.startswith("neighbour of") and c is lead))
+    # rlpyt's unit sized to the env: batch_T x num_envs steps of 29 ms stay within half a second a unit
+    assert {c.num_envs: c.cell.options["batch_T"] for c in s.candidates if c.adapter == "rlpyt-serial"}[16] == 1
