@@ -113,10 +113,12 @@ def sweep(env, kwargs, policy, record, args, out, puffer=None) -> tuple:
     from rlbench.running.sweep import run_sweep
     from rlbench.tuning import SETTINGS, prepare
     from rlbench.tuning.candidates import Space, cpus_here
+    from rlbench.tuning.profile import EnvProfile
     from rlbench.workload import Workload, parse_policy
     workload = Workload(env, 1, parse_policy(policy), 0, 1, dict(kwargs))
-    devices = record.get("profile", {}).get("policy_curves") or None   # where tune's profile placed the policy
-    space = Space(workload, args.adapters.split(","), max(args.sizes), cpus_here(), tuple(devices or ()))
+    # tune's profile: where it placed the policy and the cost of a step its units were sized by, the same here
+    profile = EnvProfile.from_json(record["profile"]) if record.get("profile") else None
+    space = Space(workload, args.adapters.split(","), max(args.sizes), cpus_here(), profile)
     per_size = sum(len(space.settings(a, max(args.sizes))) for a in space.adapters)
     sizes, note = sized(args.sizes, per_size, args.max_cells)
     if note:
