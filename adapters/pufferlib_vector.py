@@ -4,6 +4,7 @@
 counted. How it is driven: docs/strategies/stepping.md, "How the PufferLib adapters are built".
 """
 from adapters._kit.batch import ARRAY_SPACES
+from adapters._kit.nets import policy_params
 from rlbench.api import (
     Adapter,
     Option,
@@ -59,8 +60,8 @@ class PufferSession:
             self.vec.async_reset(workload.seed)
             self.obs, _, term, trunc, _, _, self.env_ids, _ = self.vec.recv()
             self.resetting = np.logical_or(term, trunc)
-            self.policy = make_policy(workload, self.vec.single_observation_space, self.vec.single_action_space,
-                                      batch_size=len(self.obs))
+            space, self.view = self._observations(workload)
+            self.policy = make_policy(workload, space, self.vec.single_action_space, batch_size=len(self.obs))
             if self.policy.recurrent:
                 # per env id: does its next observation start an episode? Its first does; after a done, the
                 # next send resets it and the recv after that gives the new episode's first observation
@@ -72,9 +73,32 @@ class PufferSession:
             raise
         self.info = {"workers": kwargs.get("num_workers", 1), "batch_size": len(self.obs)}
 
+    def _observations(self, workload):
+        """The observation space a policy is built for and how a batch reaches it. PufferLib's emulation hands a
+        Dict or Tuple observation over as the bytes of one structured record per env; a network of rlbench's
+        (mlp, cnn, cnn:impala, lstm) gets it back as the env's own Dict or Tuple, a batch per part (the same
+        inputs as under every other strategy: a CNN per image entry needs the images); any other policy the
+        bytes, as PufferLib's users get them."""
+        driver = self.vec.driver_env
+        native = driver.env.observation_space
+        emulated = getattr(driver, "is_obs_emulated", False)
+        if not emulated or not policy_params(workload.policy, native, self.vec.single_action_space):
+            return self.vec.single_observation_space, lambda obs: obs
+        record, np = driver.obs_dtype, self.np
+
+        def parts(struct, space):
+            kind = type(space).__name__
+            if kind == "Dict":
+                return {key: parts(struct[key], part) for key, part in space.spaces.items()}
+            if kind == "Tuple":
+                return tuple(parts(struct[f"f{i}"], part) for i, part in enumerate(space.spaces))
+            return np.ascontiguousarray(struct)   # a field of the records: strided, copied out
+
+        return native, lambda obs: parts(np.ascontiguousarray(obs).view(record)[:, 0], native)
+
     def step(self) -> int:
         made = len(self.obs) - int(self.np.count_nonzero(self.resetting))  # envs reset by this send: no step
-        self.vec.send(self.policy(self.obs))
+        self.vec.send(self.policy(self.view(self.obs)))
         self.obs, _, term, trunc, *_ = self.vec.recv()
         self.resetting = self.np.logical_or(term, trunc)
         return made
@@ -82,7 +106,7 @@ class PufferSession:
     def _step_recurrent(self) -> int:
         """A batch of any envs (an async recv): the policy is told their ids and which start an episode."""
         made = len(self.obs) - int(self.np.count_nonzero(self.resetting))
-        self.vec.send(self.policy(self.obs, self.starts, self.env_ids))
+        self.vec.send(self.policy(self.view(self.obs), self.starts, self.env_ids))
         self.obs, _, term, trunc, _, _, self.env_ids, _ = self.vec.recv()
         self.resetting = self.np.logical_or(term, trunc)
         self._track_starts()

@@ -4,12 +4,14 @@ zeroed when an env's episode starts). The same torsos the torch learners train (
 
 One call acts for the whole batch on the policy's device; the copies to the device and back are inside
 the call, so the harness's policy time (`policy_s`) includes them. uint8 frames cross to the device as
-uint8 (4x fewer bytes) and are scaled there, as CleanRL's Atari PPO does. Discrete actions are the
+uint8 (4x fewer bytes) and are scaled there, as CleanRL's Atari PPO does. `cnn`, `cnn:impala` and `lstm` take a
+Dict or Tuple observation with image entries too (a CNN per image, the rest concatenated, as SB3's
+MultiInputPolicy): its parts cross one by one, each in its own dtype. Discrete actions are the
 argmax, Box actions tanh per dimension.
 """
 import numpy as np
 
-from adapters._kit.nets import flat_obs, head_size, obs_scale, torso_of
+from adapters._kit.nets import flat_obs, head_size, obs_leaves, obs_scale, torso_of
 from rlbench.api import Unsupported, register_policy
 
 
@@ -40,7 +42,14 @@ def _pick(torch, action_space):
 
 
 def _inputs(torch, observation_space, device):
-    """A batch of observations -> the network's flat float input on the device."""
+    """A batch of observations -> the network's flat float input on the device. A Dict or Tuple crosses part by
+    part in its own dtype (a uint8 screen as uint8) and is joined there, in the space's order, unscaled: the
+    torso scales each image entry itself (adapters._kit.nets.obs_entries)."""
+    if getattr(observation_space, "spaces", None) is not None:
+        def to_device_parts(obs):
+            parts = [torch.as_tensor(np.asarray(p)).to(device) for p in obs_leaves(obs, observation_space)]
+            return torch.cat([p.reshape(len(p), -1).float() for p in parts], 1)
+        return to_device_parts
     scale = obs_scale(getattr(observation_space, "dtype", None) or np.float32)
 
     def to_device(obs):

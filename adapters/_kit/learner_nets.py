@@ -2,7 +2,9 @@
 before any process starts: an actor-critic learner (impala, seed, a3c, ga3c, ddp / rlpyt-sync, cleanrl-ppo) and
 apex train `mlp`, `cnn` or `cnn:impala`, impala and seed also `lstm` (a recurrent actor-critic,
 adapters._kit.nets.recurrent_actor_critic), the recurrent Q-learner (r2d2) `mlp` or `lstm`; a CNN policy needs
-image observations (adapters._kit.nets.torso_of says why not, after building one env to read its space).
+image observations (adapters._kit.nets.torso_of says why not, after building one env to read its space). The
+network is the acting policies' own (torso_of: frames, or a CNN per image entry of a Dict or Tuple), so a learner
+trains what a stepping strategy acts with; the learners' buffers still carry Box observations only.
 """
 from adapters._kit.nets import CNN_POLICIES, torso_of
 from rlbench.api import Unsupported, spaces

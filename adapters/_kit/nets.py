@@ -5,10 +5,13 @@ shared memory for parameters is made before the workers fork, and a process that
 touched torch yet. torch itself is imported only inside the builders.
 
 A torso takes the observation flattened and scaled (`flat_obs`, `obs_scale`), as every learner already
-batches it, and restores the frame's shape itself: so a CNN plugs in wherever an MLP did.
+batches it, and restores the frame's shape itself: so a CNN plugs in wherever an MLP did. A Dict or Tuple
+observation with image entries (a pixel screen beside game variables, as first-person shooters give) gets a CNN
+per image and its other entries passed on flattened, concatenated (SB3's CombinedExtractor): `obs_entries` says
+where each entry sits in the flat input, and each image is scaled in the torso, since its dtype is lost there.
 """
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -19,6 +22,19 @@ NATURE_OUT = 512
 IMPALA_CHANNELS = (16, 32, 32)                 # Espeholt et al. 2018, the "deep" network
 IMPALA_OUT = 256
 CNN_POLICIES = {"cnn": "nature", "cnn:impala": "impala"}
+
+
+def obs_leaves(obs, space=None) -> list:
+    """The arrays of a batch (or of one observation): an array alone, a Dict's values and a Tuple's items one
+    after the other, nested ones opened, in the order of `space`'s keys when it is given (else the dict's own,
+    which every batcher here builds from the space), the order `obs_entries` lays the flat input out in."""
+    if isinstance(obs, dict):
+        keys = list(space.spaces) if space is not None else list(obs)
+        return [leaf for k in keys for leaf in obs_leaves(obs[k], space[k] if space is not None else None)]
+    if isinstance(obs, tuple):
+        return [leaf for i, part in enumerate(obs)
+                for leaf in obs_leaves(part, space[i] if space is not None else None)]
+    return [obs]
 
 
 def obs_size(observation_space) -> int:
@@ -34,8 +50,8 @@ def flat_obs(obs):
     """A batch of observations (an array, or a dict or tuple of them, as vector envs batch Dict and Tuple
     observations) as one [batch, obs_size] array: the parts flattened and joined in the space's order."""
     if isinstance(obs, (dict, tuple)):
-        parts = [flat_obs(p) for p in (obs.values() if isinstance(obs, dict) else obs)]
-        return np.concatenate([p.astype(np.float32, copy=False) for p in parts], axis=1)
+        parts = [np.asarray(p) for p in obs_leaves(obs)]
+        return np.concatenate([p.reshape(len(p), -1).astype(np.float32, copy=False) for p in parts], axis=1)
     obs = np.asarray(obs)
     return obs.reshape(len(obs), -1)
 
@@ -59,16 +75,66 @@ def lstm_params(inputs: int, units: int) -> int:
     return 4 * units * (inputs + units) + 8 * units
 
 
-def frame_layout(observation_space):
-    """(channels, height, width, 'chw' or 'hwc') of stacked frames, or None when the observation is not
-    one 3-D image: 4x84x84 as EnvPool and gymnasium's FrameStackObservation give them, 84x84x4 as
-    CleanRL's Atari wrappers do. The channel axis is the shorter of the two ends (a tie reads as CHW)."""
+Frame = tuple[int, int, int, str]   # (channels, height, width, "chw" or "hwc")
+MIN_SIDE = {"nature": 36, "impala": 1}   # the smallest side each CNN's layers leave a cell of
+NEEDS = "image observations of at least 36x36 (stacked frames CxHxW or HxWxC)"
+
+
+def image_layout(shape) -> Frame:
+    """(channels, height, width, layout) of an image of this rank-3 shape: the channel axis is the shorter of
+    the two ends (a tie reads as CHW), as SB3's is_image_space_channels_first decides before VecTransposeImage:
+    4x84x84 as EnvPool and gymnasium's FrameStackObservation give frames, 84x84x4 as CleanRL's Atari wrappers
+    do, 240x320x3 as a game's RGB screen comes."""
+    if shape[0] <= shape[2]:
+        return int(shape[0]), int(shape[1]), int(shape[2]), "chw"
+    return int(shape[2]), int(shape[0]), int(shape[1]), "hwc"
+
+
+def frame_layout(observation_space) -> Frame | None:
+    """The layout of stacked frames (`image_layout`), or None when the observation is not one 3-D image (a
+    Dict or Tuple with images is `obs_entries`'s)."""
     shape = getattr(observation_space, "shape", None)
     if getattr(observation_space, "spaces", None) is not None or shape is None or len(shape) != 3:
         return None
-    if shape[0] <= shape[2]:
-        return shape[0], shape[1], shape[2], "chw"
-    return shape[2], shape[0], shape[1], "hwc"
+    return image_layout(shape)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One leaf of a Dict or Tuple observation in the flat input (in `flat_obs`'s order): inputs
+    start..start+size-1. An image (a Box of rank 3, uint8 or float) has its `frame` and gets a CNN of its own;
+    `scale` is what its pixels are multiplied by first (1/255 for uint8, as SB3's preprocess_obs, since the flat
+    input is floats of every entry and no longer tells their dtypes). Any other leaf is passed on flattened, as
+    CombinedExtractor's nn.Flatten does (a Discrete one as its index)."""
+    path: str
+    start: int
+    size: int
+    frame: Frame | None = None
+    scale: float = 1.0
+
+
+def obs_entries(observation_space) -> tuple[Entry, ...]:
+    """The leaves of a Dict or Tuple observation space (nested ones opened, in the space's order), each with its
+    place in the flat input; () for any other space, which enters a torso whole."""
+    if getattr(observation_space, "spaces", None) is None:
+        return ()
+    entries: list[Entry] = []
+
+    def walk(space, path: str, start: int) -> int:
+        parts = getattr(space, "spaces", None)
+        if parts is not None:
+            named = parts.items() if isinstance(parts, dict) else enumerate(parts)
+            for key, part in named:
+                start = walk(part, f"{path}/{key}" if path else str(key), start)
+            return start
+        size, shape = obs_size(space), getattr(space, "shape", None)
+        image = type(space).__name__ == "Box" and shape is not None and len(shape) == 3
+        entries.append(Entry(path, start, size, image_layout(shape) if image else None,
+                             obs_scale(space.dtype) if image else 1.0))
+        return start + size
+
+    walk(observation_space, "", 0)
+    return tuple(entries)
 
 
 def nature_sizes(height: int, width: int):
@@ -87,24 +153,66 @@ def impala_size(side: int) -> int:
     return side
 
 
+CNN_OUT = {"nature": NATURE_OUT, "impala": IMPALA_OUT}
+
+
+def cnn_params(kind: str, frame: Frame) -> int:
+    """Parameters of `cnn(nn, kind, frame)`: its last layer's inputs are the feature map of this frame's size
+    (SB3 finds them with a dummy forward pass; here they are arithmetic, torch not imported yet)."""
+    channels, height, width, _ = frame
+    if kind == "nature":
+        convs, c_in = 0, channels
+        for c_out, kernel, _ in NATURE:
+            convs, c_in = convs + conv_params(c_in, c_out, kernel), c_out
+        h, w = nature_sizes(height, width)[-1]
+        return convs + dense_params([c_in * h * w, NATURE_OUT])
+    feed, c_in = 0, channels
+    for c_out in IMPALA_CHANNELS:
+        feed += conv_params(c_in, c_out, 3) + 4 * conv_params(c_out, c_out, 3)  # stem + 2 blocks of 2
+        c_in = c_out
+    return feed + dense_params([c_in * impala_size(height) * impala_size(width), IMPALA_OUT])
+
+
+def cnn(nn, kind: str, frame: Frame):
+    """The `kind` CNN (nature, impala) on flattened frames of this layout: [batch, C*H*W] -> [batch, its out]."""
+    channels, height, width, layout = frame
+    shape = (channels, height, width) if layout == "chw" else (height, width, channels)
+    if kind == "nature":
+        layers, c_in = [], channels
+        for c_out, kernel, stride in NATURE:
+            layers += [nn.Conv2d(c_in, c_out, kernel, stride), nn.ReLU()]
+            c_in = c_out
+        h, w = nature_sizes(height, width)[-1]
+        body = nn.Sequential(*layers, nn.Flatten(), nn.Linear(c_in * h * w, NATURE_OUT), nn.ReLU())
+    else:
+        body = impala_resnet(nn, channels, impala_size(height) * impala_size(width))
+    return Frames(nn, shape, layout == "hwc", body)
+
+
 @dataclass(frozen=True)
 class Torso:
     """What turns one flattened observation into features: `kind` mlp (the `hidden` widths, tanh), nature or
-    impala (a CNN on frames of `frame` = (channels, height, width, layout)), each optionally topped by an
+    impala (a CNN on frames of `frame` = (channels, height, width, layout), or, for a Dict or Tuple observation,
+    one CNN per image of `entries` and the other entries as they are, concatenated), each optionally topped by an
     LSTM of `lstm` units (0: none)."""
     kind: str
     inputs: int
     hidden: tuple = ()
-    frame: tuple = None
+    frame: Frame | None = None
     lstm: int = 0
+    entries: tuple[Entry, ...] = ()
+
+    @property
+    def images(self) -> tuple[Entry, ...]:
+        return tuple(e for e in self.entries if e.frame is not None)
 
     @property
     def feed_width(self) -> int:
         """Features out of the feed-forward part."""
-        if self.kind == "nature":
-            return NATURE_OUT
-        if self.kind == "impala":
-            return IMPALA_OUT
+        if self.entries:
+            return len(self.images) * CNN_OUT[self.kind] + sum(e.size for e in self.entries if e.frame is None)
+        if self.kind in CNN_OUT:
+            return CNN_OUT[self.kind]
         return self.hidden[-1] if self.hidden else self.inputs
 
     @property
@@ -113,19 +221,10 @@ class Torso:
 
     @property
     def params(self) -> int:
-        channels, height, width, _ = self.frame or (0, 0, 0, "")
-        if self.kind == "nature":
-            convs, c_in = 0, channels
-            for c_out, kernel, _ in NATURE:
-                convs, c_in = convs + conv_params(c_in, c_out, kernel), c_out
-            h, w = nature_sizes(height, width)[-1]
-            feed = convs + dense_params([c_in * h * w, NATURE_OUT])
-        elif self.kind == "impala":
-            feed, c_in = 0, channels
-            for c_out in IMPALA_CHANNELS:
-                feed += conv_params(c_in, c_out, 3) + 4 * conv_params(c_out, c_out, 3)  # stem + 2 blocks of 2
-                c_in = c_out
-            feed += dense_params([c_in * impala_size(height) * impala_size(width), IMPALA_OUT])
+        if self.entries:
+            feed = sum(cnn_params(self.kind, e.frame) for e in self.images)
+        elif self.kind in CNN_OUT:
+            feed = cnn_params(self.kind, self.frame)
         else:
             feed = dense_params([self.inputs, *self.hidden])
         return feed + (lstm_params(self.feed_width, self.lstm) if self.lstm else 0)
@@ -141,18 +240,9 @@ class Torso:
                 layers += [nn.Linear(size, h), nn.Tanh()]
                 size = h
             return nn.Sequential(*layers)
-        channels, height, width, layout = self.frame
-        shape = (channels, height, width) if layout == "chw" else (height, width, channels)
-        if self.kind == "nature":
-            layers, c_in = [], channels
-            for c_out, kernel, stride in NATURE:
-                layers += [nn.Conv2d(c_in, c_out, kernel, stride), nn.ReLU()]
-                c_in = c_out
-            h, w = nature_sizes(height, width)[-1]
-            body = nn.Sequential(*layers, nn.Flatten(), nn.Linear(c_in * h * w, NATURE_OUT), nn.ReLU())
-        else:
-            body = impala_resnet(nn, channels, impala_size(height) * impala_size(width))
-        return Frames(nn, shape, layout == "hwc", body)
+        if self.entries:
+            return combined(torch, self.kind, self.entries)
+        return cnn(nn, self.kind, self.frame)
 
     def recurrent_cell(self):
         import torch
@@ -172,6 +262,28 @@ def Frames(nn, shape, channels_last: bool, body):
             return self.body(x.permute(0, 3, 1, 2) if channels_last else x)
 
     return FramesModule()
+
+
+def combined(torch, kind: str, entries: tuple[Entry, ...]):
+    """SB3's CombinedExtractor on the flat input: each image entry through a `kind` CNN of its own (its pixels
+    scaled first), the other entries flattened, the features concatenated in the entries' order."""
+    nn = torch.nn
+
+    class Combined(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cnns = nn.ModuleList([cnn(nn, kind, e.frame) for e in entries if e.frame is not None])
+
+        def forward(self, x):
+            features, cnns = [], iter(self.cnns)
+            for e in entries:
+                part = x[:, e.start:e.start + e.size]
+                if e.frame is not None:
+                    part = next(cnns)(part * e.scale if e.scale != 1.0 else part)
+                features.append(part)
+            return torch.cat(features, 1)
+
+    return Combined()
 
 
 def impala_resnet(nn, channels: int, cells: int):
@@ -195,30 +307,65 @@ def impala_resnet(nn, channels: int, cells: int):
 
 
 def torso_of(policy, observation_space) -> Torso:
-    """The torso of the workload's policy (a PolicySpec) on this observation: `cnn` and `cnn:impala` need
-    frames, `lstm` puts its LSTM (of hidden[-1] units) on the Nature CNN for frames or on an MLP of the
-    other hidden sizes; every other policy (mlp, random, a user's) gives a learner its MLP of `hidden`."""
-    inputs, frame = obs_size(observation_space), frame_layout(observation_space)
-    kind = CNN_POLICIES.get(policy.name)
+    """The torso of the workload's policy (a PolicySpec) on this observation, for every acting policy and
+    learner alike: `cnn` and `cnn:impala` need frames, or a Dict or Tuple with image entries (`image_torso`);
+    `lstm` puts its LSTM (of hidden[-1] units) on the Nature CNN where it fits them or on an MLP of the other
+    hidden sizes; every other policy (mlp, random, a user's) gives a learner its MLP of `hidden`."""
+    inputs = obs_size(observation_space)
     if policy.name == "lstm":
-        if frame is not None and _fits(frame, "nature"):
-            return Torso("nature", inputs, frame=frame, lstm=policy.hidden[-1])
-        return Torso("mlp", inputs, tuple(policy.hidden[:-1]), lstm=policy.hidden[-1])
+        try:
+            return replace(image_torso("nature", policy.name, observation_space), lstm=policy.hidden[-1])
+        except Unsupported:
+            return Torso("mlp", inputs, tuple(policy.hidden[:-1]), lstm=policy.hidden[-1])
+    kind = CNN_POLICIES.get(policy.name)
     if kind is None:
         return Torso("mlp", inputs, tuple(policy.hidden))
-    if frame is None or not _fits(frame, kind):
-        raise Unsupported(f"policy {policy.name} needs image observations of at least 36x36 (stacked frames "
-                          f"CxHxW or HxWxC); got {_space_text(observation_space)}")
-    return Torso(kind, inputs, frame=frame)
+    return image_torso(kind, policy.name, observation_space)
 
 
-def _fits(frame, kind) -> bool:
+def image_torso(kind: str, policy_name: str, observation_space) -> Torso:
+    """The `kind` CNN torso on this observation: frames, or a Dict or Tuple with at least one image entry (a CNN
+    each, the rest passed on); Unsupported, in one line, before anything is built, when there is no image, or
+    when an image is smaller than the CNN takes (each such entry named with its size)."""
+    inputs, frame = obs_size(observation_space), frame_layout(observation_space)
+    entries = obs_entries(observation_space)
+    refused = f"policy {policy_name} needs {NEEDS}; got "
+    if frame is not None:
+        if not _fits(frame, kind):
+            raise Unsupported(refused + _space_text(observation_space))
+        return Torso(kind, inputs, frame=frame)
+    images = [e for e in entries if e.frame is not None]
+    if not images:
+        what = _space_text(observation_space)
+        raise Unsupported(refused + (f"{what}, with no image entry (a Box of rank 3)" if entries else what))
+    small = [f"image '{e.path}' of {e.frame[1]}x{e.frame[2]} ({_space_text(_leaf(observation_space, e.path))})"
+             for e in images if not _fits(e.frame, kind)]
+    if small:
+        raise Unsupported(refused + ", ".join(small))
+    return Torso(kind, inputs, entries=entries)
+
+
+def _fits(frame: Frame, kind: str) -> bool:
     """Whether the CNN's layers leave at least one cell of the frame (the Nature CNN needs 36x36)."""
     _, height, width, _ = frame
-    return kind == "impala" or min(nature_sizes(height, width)[-1]) >= 1
+    return min(height, width) >= MIN_SIDE[kind]
+
+
+def _leaf(space, path: str):
+    for key in path.split("/"):
+        space = space.spaces[key] if isinstance(space.spaces, dict) else space.spaces[int(key)]
+    return space
 
 
 def _space_text(space) -> str:
+    """A space in a refusal: Box(4,), Dict(screen: Box(240, 320, 3), vars: Box(5,)), Tuple(Box(2,), ...)."""
+    parts = getattr(space, "spaces", None)
+    if parts is not None:
+        inner = (", ".join(f"{k}: {_space_text(p)}" for k, p in parts.items()) if isinstance(parts, dict)
+                 else ", ".join(_space_text(p) for p in parts))
+        return f"{type(space).__name__}({inner})"
+    if type(space).__name__ == "Discrete":
+        return f"Discrete({int(space.n)})"
     shape = getattr(space, "shape", None)
     return f"{type(space).__name__}{tuple(shape) if shape is not None else ''}"
 

@@ -8,7 +8,9 @@
 An agent walks a corridor of `length` cells towards a goal; `step_cost_us` burns CPU inside step() like a
 physics engine would, per frame (`frameskip` frames per step). `obs` picks the observation space (box, dict,
 tuple, discrete, multidiscrete, multibinary; and what third-party envs bring: text, sequence, graph, mission
-(a Dict of an image, a direction and a custom MissionSpace holding a str, as MiniGrid's)) and `act` the
+(a Dict of an image, a direction and a custom MissionSpace holding a str, as MiniGrid's), dict_image (a
+first-person shooter's: a `screen` of HxWx3 uint8 pixels, `screen="240x320"` by default, and a `vars` vector of
+5 floats, for `--policy cnn` on Dict observations)) and `act` the
 action space (discrete, box, multidiscrete,
 multibinary), so one env exercises every space an adapter may or may not carry. The dynamics depend only on
 the actions and the reset seed: the same seed and actions give the same transitions under every strategy.
@@ -19,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 OBS = ("box", "dict", "tuple", "discrete", "multidiscrete", "multibinary",
-       "text", "sequence", "graph", "mission")   # the last four: what third-party envs bring
+       "text", "sequence", "graph", "mission", "dict_image")   # the last five: what third-party envs bring
 WORDS = ("go", "left", "right", "to", "the", "goal")
 
 
@@ -45,13 +47,18 @@ class Corridor(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, length: int = 16, obs: str = "box", act: str = "discrete", step_cost_us: float = 0.0,
-                 episode_len: int = 200, frameskip: int = 1):
+                 episode_len: int = 200, frameskip: int = 1, screen: str = "240x320"):
         if obs not in OBS or act not in ACT:
             raise ValueError(f"obs={obs!r} act={act!r} (valid obs: {', '.join(OBS)}; act: {', '.join(ACT)})")
         self.length, self.obs_kind, self.act_kind = int(length), obs, act
         self.step_cost_s, self.episode_len = float(step_cost_us) / 1e6, int(episode_len)
         self.frameskip = int(frameskip)  # frames per step: the action repeats, the cost is paid per frame
         n = self.length
+        height, width = (int(side) for side in str(screen).lower().split("x"))
+        self.screen = None
+        if obs == "dict_image":   # drawn into, copied out per step; the other spaces hold no screen
+            self.screen = np.zeros((height, width, 3), np.uint8)
+            self.screen[height // 2:, :, 2] = 96                   # a floor
         self.observation_space = {
             "box": gym.spaces.Box(-1.0, 1.0, (4,), np.float32),
             "dict": gym.spaces.Dict({"position": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
@@ -65,6 +72,8 @@ class Corridor(gym.Env):
             "graph": gym.spaces.Graph(gym.spaces.Box(-1.0, 1.0, (2,), np.float32), gym.spaces.Discrete(2)),
             "mission": gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (3, 3, 3), np.uint8),
                                         "direction": gym.spaces.Discrete(4), "mission": MissionSpace()}),
+            "dict_image": gym.spaces.Dict({"screen": gym.spaces.Box(0, 255, (height, width, 3), np.uint8),
+                                           "vars": gym.spaces.Box(-1.0, 1.0, (5,), np.float32)}),
         }[obs]
         self.action_space = {
             "discrete": gym.spaces.Discrete(3),
@@ -105,6 +114,9 @@ class Corridor(gym.Env):
             return np.array([p, g], np.int64)
         if self.obs_kind == "multibinary":
             return (np.arange(n) == p).astype(np.int8)
+        if self.obs_kind == "dict_image":
+            return {"screen": self._draw(), "vars": np.concatenate([x, walls[:2], [self.t / self.episode_len]],
+                                                                    dtype=np.float32)}
         mission = f"go {'left' if g < p else 'right'} to the goal"
         if self.obs_kind == "text":
             return mission
@@ -116,6 +128,14 @@ class Corridor(gym.Env):
         image = np.zeros((3, 3, 3), np.uint8)                      # mission
         image[1, 1] = (10 * p, 10 * g, 255 * (p == g))
         return {"image": image, "direction": int(p < g) + 2 * int(p > g), "mission": mission}
+
+    def _draw(self) -> np.ndarray:
+        """The screen: the agent's column red, the goal's green (cheap: one copy, two slices)."""
+        frame, n = self.screen.copy(), self.length
+        band = max(frame.shape[1] // n, 1)
+        frame[:, self.pos * band:(self.pos + 1) * band, 0] = 255
+        frame[: frame.shape[0] // 2, self.goal * band:(self.goal + 1) * band, 1] = 255
+        return frame
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)

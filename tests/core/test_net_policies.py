@@ -1,12 +1,14 @@
 """The torch policies users run (cnn, cnn:impala, large mlp, lstm): their parameter counts are known before
 torch is imported, every stepping strategy acts with the same weights, and an lstm's state is carried per env
 and zeroed where an episode starts, whichever way the strategy batches its envs."""
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
-from support import TINY, run_cli
+from support import REPO, TINY, run_cli
 
-from adapters._kit.nets import actor_critic, actor_critic_params, policy_params, torso_of
+from adapters._kit.nets import actor_critic, actor_critic_params, flat_obs, policy_params, torso_of
 from rlbench import registry
 from rlbench.errors import Unsupported, UsageError
 from rlbench.policy import make_policy
@@ -204,3 +206,130 @@ def test_frames_env_is_deterministic_given_seed_and_actions():
     assert ra[3] is True  # truncated at episode_len
     with pytest.raises(ValueError, match="layout='nchw'"):
         registry_env(FRAMES, layout="nchw")
+
+
+# -- Dict and Tuple observations with images (a first-person shooter's screen beside its game variables) --------
+
+def _box(shape, dtype=np.uint8):
+    return gym.spaces.Box(0, 255, shape, dtype) if dtype == np.uint8 else gym.spaces.Box(0.0, 1.0, shape, dtype)
+
+
+SHOOTER = gym.spaces.Dict({"screen": _box((240, 320, 3)), "vars": gym.spaces.Box(-1.0, 1.0, (5,), np.float32)})
+
+
+def _batch(space, n, seed=0):
+    """n observations of `space` batched as the vector envs batch them (a dict or tuple of arrays)."""
+    from gymnasium.vector.utils import concatenate, create_empty_array
+    space.seed(seed)
+    return concatenate(space, [space.sample() for _ in range(n)], create_empty_array(space, n))
+
+
+def _net_policy(policy, space, actions=6):
+    built = make_policy(Workload("CartPole-v1", 4, parse_policy(policy)), space, gym.spaces.Discrete(actions))
+    _amplify(built)
+    return built
+
+
+@pytest.mark.parametrize("policy", ["cnn", "cnn:impala", "lstm:hidden=32"])
+def test_a_dict_with_a_240x320_screen_gets_a_cnn_per_image_and_the_rest_concatenated(policy):
+    """SB3's CombinedExtractor: the screen through the CNN (its flatten size from the real 240x320, any aspect
+    ratio), the 5 game variables as they are, then the head; one action per env, parameters known before torch."""
+    spec = parse_policy(policy)
+    torso = torso_of(spec, SHOOTER)
+    assert [e.path for e in torso.images] == ["screen"] and torso.images[0].frame == (3, 240, 320, "hwc")
+    out = {"cnn": 512, "cnn:impala": 256, "lstm": 512}[spec.name]
+    assert torso.feed_width == out + 5 and torso.images[0].scale == 1 / 255
+    built = _net_policy(policy, SHOOTER)
+    assert sum(p.numel() for p in built.net.parameters()) == policy_params(spec, SHOOTER, gym.spaces.Discrete(6))
+    actions = built(_batch(SHOOTER, 4)) if spec.name != "lstm" else built(_batch(SHOOTER, 4), None, None)
+    assert actions.shape == (4,) and set(actions.tolist()) <= set(range(6))
+    if spec.name != "lstm":
+        net = actor_critic(torso, 6)
+        assert sum(p.numel() for p in net.parameters()) == actor_critic_params(torso, 6)
+        logits, values = net(torch.as_tensor(flat_obs(_batch(SHOOTER, 3))))
+        assert logits.shape == (3, 6) and values.shape == (3,)
+
+
+def test_a_tuple_with_an_image_and_a_discrete_part():
+    space = gym.spaces.Tuple((_box((4, 40, 52)), gym.spaces.Discrete(7), gym.spaces.Box(-1.0, 1.0, (2,), np.float32)))
+    for policy in ("cnn", "cnn:impala"):
+        torso = torso_of(parse_policy(policy), space)
+        assert [(e.path, e.size) for e in torso.entries] == [("0", 4 * 40 * 52), ("1", 1), ("2", 2)]
+        assert torso.images[0].frame == (4, 40, 52, "chw")
+        assert _net_policy(policy, space)(_batch(space, 5)).shape == (5,)
+
+
+@pytest.mark.parametrize("policy", ["cnn", "cnn:impala"])
+def test_channels_first_and_last_and_uint8_and_float_images_act_alike(policy):
+    """The same screens as 3x48x64 or 48x64x3, as uint8 or as floats in [0, 1], give the same actions: the channel
+    axis is the short end and uint8 pixels are scaled by 1/255, as SB3's preprocessing does."""
+    hwc = gym.spaces.Dict({"screen": _box((48, 64, 3)), "vars": gym.spaces.Box(-1.0, 1.0, (3,), np.float32)})
+    batch = _batch(hwc, 6, seed=1)
+    chw_space = gym.spaces.Dict({"screen": _box((3, 48, 64)), "vars": hwc["vars"]})
+    float_space = gym.spaces.Dict({"screen": _box((48, 64, 3), np.float32), "vars": hwc["vars"]})
+    chw = {"screen": batch["screen"].transpose(0, 3, 1, 2).copy(), "vars": batch["vars"]}
+    floats = {"screen": batch["screen"].astype(np.float32) * np.float32(1 / 255), "vars": batch["vars"]}
+    want = _net_policy(policy, hwc)(batch)
+    assert len(set(want.tolist())) > 1
+    np.testing.assert_array_equal(_net_policy(policy, chw_space)(chw), want)
+    np.testing.assert_array_equal(_net_policy(policy, float_space)(floats), want)
+    assert torso_of(parse_policy(policy), float_space).images[0].scale == 1.0
+
+
+def test_images_too_small_for_the_nature_cnn_are_refused_naming_each():
+    space = gym.spaces.Dict({"screen": _box((20, 24, 3)), "minimap": _box((1, 30, 30)), "map": _box((36, 40, 1)),
+                             "vars": gym.spaces.Box(-1.0, 1.0, (5,), np.float32)})
+    with pytest.raises(Unsupported) as err:
+        torso_of(parse_policy("cnn"), space)
+    assert str(err.value) == ("policy cnn needs image observations of at least 36x36 (stacked frames CxHxW or "
+                              "HxWxC); got image 'minimap' of 30x30 (Box(1, 30, 30)), image 'screen' of 20x24 "
+                              "(Box(20, 24, 3))")
+    assert len(torso_of(parse_policy("cnn:impala"), space).images) == 3   # the ResNet's pools take any size
+    assert torso_of(parse_policy("lstm"), space).kind == "mlp"              # lstm falls back to its MLP, as on Box
+
+
+def test_a_dict_without_an_image_is_refused_naming_that():
+    space = gym.spaces.Dict({"cell": gym.spaces.Discrete(16), "position": gym.spaces.Box(-1.0, 1.0, (2,))})
+    with pytest.raises(Unsupported) as err:
+        make_policy(Workload("CartPole-v1", 2, parse_policy("cnn:impala")), space, gym.spaces.Discrete(3))
+    assert str(err.value) == ("policy cnn:impala needs image observations of at least 36x36 (stacked frames CxHxW "
+                              "or HxWxC); got Dict(cell: Discrete(16), position: Box(2,)), with no image entry "
+                              "(a Box of rank 3)")
+
+
+def test_plain_frames_keep_their_network():
+    """A Box of frames is the torso it was: no entries, the documented parameter counts (docs/protocol.md)."""
+    frames, six = _box((4, 84, 84)), gym.spaces.Discrete(6)
+    assert torso_of(parse_policy("cnn"), frames).entries == ()
+    assert policy_params(parse_policy("cnn"), frames, six) == 1_687_206
+    assert policy_params(parse_policy("cnn:impala"), frames, six) == 1_090_774
+    assert policy_params(parse_policy("lstm"), frames, six) == 3_788_454
+    net = _net_policy("cnn", frames).net
+    assert [name for name, _ in net.named_parameters()][:2] == ["0.body.0.weight", "0.body.0.bias"]
+
+
+@pytest.mark.parametrize("policy", ["cnn", "lstm:hidden=32"])
+def test_every_strategy_acts_alike_on_a_dict_with_a_screen(policy):
+    """The toy corridor's obs=dict_image (a 48x64x3 screen and 5 variables) under the serial loop, gymnasium's
+    vector envs and rlpyt's samplers: each env's actions are the same everywhere."""
+    examples = str(REPO / "examples")
+    if examples not in sys.path:
+        sys.path.insert(0, examples)
+    workload = Workload("toyenvs:make_corridor", 4, parse_policy(policy), seed=0,
+                        env_kwargs={"obs": "dict_image", "screen": "48x64", "episode_len": 4})
+    seen = {}
+    for adapter, options in [("serial", {}), ("gymnasium-sync", {}), ("gymnasium-async", {}),
+                             ("rlpyt-serial", {"batch_T": 3}), ("rlpyt-cpu", {"batch_T": 3, "workers": 2})]:
+        cls = registry.get(adapter)
+        opts = cls.resolve_options(options)
+        assert cls().supports(workload, opts) is None, adapter
+        session = cls().open(workload, opts)
+        try:
+            _amplify(session.policy)
+            seen[adapter] = _actions(session, adapter, steps=9)
+        finally:
+            session.close()
+    first = seen["serial"]
+    assert first.shape == (9, 4) and len(np.unique(first)) > 1
+    for adapter, actions in seen.items():
+        np.testing.assert_array_equal(actions, first, err_msg=adapter)

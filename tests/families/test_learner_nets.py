@@ -212,3 +212,32 @@ def test_every_feed_forward_learner_runs_a_cnn_cell_through_a_suite(tmp_path):
         row = run.row(adapter)
         assert row["status"] == "ok", (adapter, row.get("error"))
         assert row["updates_per_s"] > 0
+
+
+def test_the_learners_networks_share_the_image_encoder_of_dict_observations():
+    """A Dict of a 240x320 uint8 screen and game variables gives every learner's network the acting policies'
+    torso (adapters._kit.nets.torso_of: a CNN per image, the rest concatenated); counts known before torch."""
+    from adapters._kit.nets import flat_obs, recurrent_actor_critic, recurrent_actor_critic_params
+    space = gym.spaces.Dict({"screen": gym.spaces.Box(0, 255, (240, 320, 3), np.uint8),
+                             "vars": gym.spaces.Box(-1.0, 1.0, (5,), np.float32)})
+    space.seed(0)
+    x = torch.as_tensor(flat_obs({k: np.stack([space.sample()[k] for _ in range(2)]) for k in ("screen", "vars")}))
+    for policy in (CNN, IMPALA_CNN):
+        torso = torso_of(policy, space)
+        assert len(torso.images) == 1 and dqn.q_torso(policy, space) == torso
+        net = actor_critic(torso, 4)
+        assert _count(net) == actor_critic_params(torso, 4)
+        logits, values = net(x)
+        assert logits.shape == (2, 4) and values.shape == (2,)
+        q = dqn.q_net(torso, 4)
+        assert _count(q) == dqn.q_net_params(torso, 4) and q(x).shape == (2, 4)
+    torso = dqn.recurrent_q_torso(LSTM, space)
+    assert (torso.kind, torso.lstm, torso.feed_width) == ("nature", 32, 512 + 5)
+    net = recurrent_actor_critic(torso, 4)
+    assert _count(net) == recurrent_actor_critic_params(torso, 4)
+    logits, values, _ = net.step(x, torch.zeros(2, dtype=torch.bool), net.initial_state(2))
+    assert logits.shape == (2, 4) and values.shape == (2,)
+    small = gym.spaces.Dict({"screen": gym.spaces.Box(0, 255, (24, 32, 3), np.uint8), "vars": space["vars"]})
+    with pytest.raises(Exception, match=r"^policy cnn needs image observations of at least 36x36 \(stacked frames "
+                                        r"CxHxW or HxWxC\); got image 'screen' of 24x32 \(Box\(24, 32, 3\)\)$"):
+        dqn.q_torso(CNN, small)

@@ -180,3 +180,43 @@ def test_a_run_gives_ok_rows_with_workers_and_batches(tmp_path, puffer_python):
     assert {r["status"] for r in rows.values()} == {"ok"}
     assert rows["pufferlib-mp"]["workers"] == 2 and rows["pufferlib-mp"]["batch_size"] == 2
     assert rows["pufferlib-serial"]["env_steps"] > 0
+
+
+SCREENS = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from rlbench import registry
+    from rlbench.policy import make_policy
+    from rlbench.workload import Workload, parse_policy
+    from toyenvs import make_corridor
+    kwargs = {"obs": "dict_image", "screen": "48x64"}
+    workload = Workload("toyenvs:make_corridor", 4, parse_policy(sys.argv[1]), seed=3, env_kwargs=kwargs)
+    cls = registry.get("pufferlib-serial")
+    session = cls().open(workload, cls.resolve_options({}))
+    seen, act = [], session.policy
+    def spy(obs, *state):
+        actions = act(obs, *state); seen.append((obs, np.array(actions))); return actions
+    session.policy = spy
+    for _ in range(3):
+        session.step()
+    session.close()
+    env = make_corridor(**kwargs)
+    first = [env.reset(seed=3 + i)[0] for i in range(4)]
+    alone = make_policy(workload, env.observation_space, env.action_space)
+    obs = seen[0][0]
+    print(json.dumps({"keys": sorted(obs), "shape": list(obs["screen"].shape), "dtype": str(obs["screen"].dtype),
+                      "first": all(np.array_equal(obs[k][i], first[i][k]) for i in range(4) for k in obs),
+                      "same": all(np.array_equal(alone(o, *([None, None] if alone.recurrent else [])), a)
+                                  for o, a in seen[:1])}))
+""")
+
+
+@pytest.mark.parametrize("policy", ["cnn", "mlp"])
+def test_a_network_gets_a_dict_observation_back_from_pufferlibs_records(puffer_python, policy):
+    """PufferLib hands a Dict observation over as one record of bytes per env: rlbench's networks get the env's own
+    Dict back (a CNN per image entry needs the screen), the same observations and actions as built alone."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [EXAMPLES, os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([puffer_python, "-c", SCREENS, policy], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"keys": ["screen", "vars"], "shape": [4, 48, 64, 3], "dtype": "uint8", "first": True, "same": True}
