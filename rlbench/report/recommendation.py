@@ -37,6 +37,8 @@ def recommendation_section(decision) -> str:
         parts.append(charts.to_html(fig, charts.chart_id("tune-search", decision.label)))
     if decision.note:
         parts.append(f"<p>Note: {esc(decision.note)}.</p>")
+    if decision.regime:
+        parts.append(f"<p>What bounds it: {esc(decision.regime)}.</p>")
     if decision.budget_note:
         parts.append(f"<p>Budget: {esc(decision.budget_note)}.</p>")
     code = "\n".join(filter(None, [win.snippet, win.command]))

@@ -127,6 +127,7 @@ class Decision:
     placement: str = ""            # where the winner's policy runs (device, central or in workers), with the figures
     # the budget too small to separate the contenders (the lead untested or within the noise), with one that would
     budget_note: str = ""
+    regime: str = ""               # what bounds the winner, the figure that shows it, what would move it
 
     def __post_init__(self):
         object.__setattr__(self, "trace", freeze(list(self.trace)))
@@ -147,7 +148,8 @@ class Decision:
                 "interrupted": self.interrupted, "budget_s": self.budget_s, "used_s": self.used_s,
                 "search": self.search, "note": self.note, "rounds": thaw(self.trace),
                 "calibration": self.calibration, "calibration_s": self.calibration_s,
-                "uncalibrated": thaw(self.uncalibrated), "placement": self.placement, "budget_note": self.budget_note}
+                "uncalibrated": thaw(self.uncalibrated), "placement": self.placement, "budget_note": self.budget_note,
+                "regime": self.regime}
 
     @classmethod
     def from_json(cls, doc: Mapping) -> Optional["Decision"]:
@@ -167,4 +169,4 @@ class Decision:
                    note=doc.get("note", ""), trace=tuple(doc.get("rounds") or ()),
                    calibration=doc.get("calibration") or "", calibration_s=doc.get("calibration_s"),
                    uncalibrated=doc.get("uncalibrated") or {}, placement=doc.get("placement") or "",
-                   budget_note=doc.get("budget_note") or "")
+                   budget_note=doc.get("budget_note") or "", regime=doc.get("regime") or "")

@@ -17,6 +17,7 @@ from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import config
 from rlbench.tuning.clock import report_s
 from rlbench.tuning.placement import placement
+from rlbench.tuning.regime import regime
 from rlbench.tuning.search import FINAL_REPEATS, START_REPEATS
 from rlbench.workload import cli_text, kv_label
 
@@ -99,9 +100,11 @@ def decide(search, results, profile: dict, max_envs: int = None, **context) -> D
     if max_envs and cell.workload.num_envs >= max_envs > 1:
         notes.append(f"the winner runs the largest num_envs allowed ({max_envs}): more envs may be faster still "
                      f"(--max-envs {2 * max_envs})")
+    rows = _cell_rows(results, cell.cell_id)
+    bound = regime(rows, profile, gpu_option=any(d != "cpu" for d in profile.devices))
     return Decision(winner=winner, verdict=v.sentence(), speedup=speedup, runner_up=runner_up,
                     strategies=strategies(search, win, profile, results), note="; ".join(notes),
-                    placement=placement(cell, profile, _cell_rows(results, cell.cell_id)),
+                    placement=placement(cell, profile, rows), regime=bound.text if bound else "",
                     budget_note=budget_note(search, v, context.get("used_s")), **trace)
 
 
@@ -215,6 +218,8 @@ def lines(decision: Decision, profile: dict) -> list:
     out.append(f"  {decision.verdict}")
     if decision.placement:
         out.append(f"  {decision.placement}")
+    if decision.regime:
+        out.append(f"  bound: {decision.regime}")
     out.append(f"  search: {decision.search}")
     if decision.note:
         out.append(f"  note: {decision.note}")
