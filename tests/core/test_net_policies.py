@@ -121,19 +121,25 @@ def test_every_strategy_takes_the_same_actions_for_the_same_observations(policy)
     """Frames-v0 with 4-step episodes over 12 steps: each env's actions are the same under every strategy
     (the same weights in every worker, the lstm's state zeroed at each of the three episode starts)."""
     workload = Workload(FRAMES, 4, parse_policy(policy), seed=0, env_kwargs={"episode_len": 4, "n_actions": 4})
+    _assert_same_actions(workload, STRATEGIES, steps=12)
+
+
+def _assert_same_actions(workload, strategies, steps: int):
+    """Each env's actions over `steps` are the serial loop's under every strategy (its policy amplified, so that
+    distinct observations give distinct actions)."""
     seen = {}
-    for adapter, options in STRATEGIES:
+    for adapter, options in strategies:
         cls = registry.get(adapter)
         opts = cls.resolve_options(options)
-        assert cls().supports(workload, opts) is None
+        assert cls().supports(workload, opts) is None, adapter
         session = cls().open(workload, opts)
         try:
             _amplify(session.policy)
-            seen[adapter] = _actions(session, adapter, steps=12)
+            seen[adapter] = _actions(session, adapter, steps=steps)
         finally:
             session.close()
     first = seen["serial"]
-    assert first.shape == (12, 4) and len(np.unique(first)) > 1
+    assert first.shape == (steps, workload.num_envs) and len(np.unique(first)) > 1
     for adapter, actions in seen.items():
         np.testing.assert_array_equal(actions, first, err_msg=adapter)
 
@@ -317,19 +323,6 @@ def test_every_strategy_acts_alike_on_a_dict_with_a_screen(policy):
         sys.path.insert(0, examples)
     workload = Workload("toyenvs:make_corridor", 4, parse_policy(policy), seed=0,
                         env_kwargs={"obs": "dict_image", "screen": "48x64", "episode_len": 4})
-    seen = {}
-    for adapter, options in [("serial", {}), ("gymnasium-sync", {}), ("gymnasium-async", {}),
-                             ("rlpyt-serial", {"batch_T": 3}), ("rlpyt-cpu", {"batch_T": 3, "workers": 2})]:
-        cls = registry.get(adapter)
-        opts = cls.resolve_options(options)
-        assert cls().supports(workload, opts) is None, adapter
-        session = cls().open(workload, opts)
-        try:
-            _amplify(session.policy)
-            seen[adapter] = _actions(session, adapter, steps=9)
-        finally:
-            session.close()
-    first = seen["serial"]
-    assert first.shape == (9, 4) and len(np.unique(first)) > 1
-    for adapter, actions in seen.items():
-        np.testing.assert_array_equal(actions, first, err_msg=adapter)
+    _assert_same_actions(workload, [("serial", {}), ("gymnasium-sync", {}), ("gymnasium-async", {}),
+                                    ("rlpyt-serial", {"batch_T": 3}), ("rlpyt-cpu", {"batch_T": 3, "workers": 2})],
+                         steps=9)
