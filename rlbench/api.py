@@ -8,6 +8,7 @@ from rlbench.envs import (
                           JAX_APIS,
                           USER_FAMILIES,
                           build_user_env,
+                          declares,
                           env_api,
                           env_call,
                           env_fns,
@@ -38,7 +39,7 @@ __all__ = [
     "USER_FAMILIES", "spaces", "unsupported_spaces", "unsupported_leaves", "structured_actions",
     "env_call",
     # a user's JAX env (family custom, built by its factory): its API, and the env itself
-    "JAX_APIS", "env_api", "jax_api", "build_user_env",
+    "JAX_APIS", "env_api", "jax_api", "build_user_env", "declares",
 ]
 
 # every process that runs an adapter forks safely: a forked worker never frees its parent's objects

@@ -75,8 +75,8 @@ ENVS = {
 }
 USER_FAMILIES = ("gymnasium", "custom")  # envs rlbench did not write: kwargs as given, spaces probed
 SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")  # what adapters may carry
-JAX_APIS = ("gymnax", "jumanji", "pgx", "xminigrid", "brax", "navix", "jaxmarl")  # the functional APIs of JAX envs a
-# factory may return
+# the functional APIs of JAX envs a factory may return
+JAX_APIS = ("gymnax", "jumanji", "pgx", "xminigrid", "brax", "navix", "jaxmarl", "gxm")
 _GYMNAX_API = ("reset", "step", "action_space", "observation_space")
 _JUMANJI_API = ("reset", "step")
 _PGX_API = ("init", "step", "observe")
@@ -84,14 +84,16 @@ _XMINIGRID_API = ("reset", "step", "num_actions", "default_params")
 _BRAX_API = ("reset", "step")   # with the attributes action_size and observation_size
 _NAVIX_API = ("reset", "step")  # with action_space and observation_space attributes (spaces, not methods)
 _JAXMARL_API = ("reset", "step", "action_space", "observation_space")   # with agents and num_agents
+_GXM_API = ("init", "reset", "step")   # with action_space and observation_space attributes
 _API_NAMES = ("gymnax's (reset, step, action_space, observation_space, default_params), Jumanji's (reset(key), "
               "step(state, action), action_spec, observation_spec), Pgx's (init, step, observe, num_actions), "
               "XLand-MiniGrid's (reset(params, key), step(params, timestep, action), num_actions, default_params) or "
               "Brax's (reset(rng) and step(state, action) returning a State with obs, reward and done, action_size, "
               "observation_size: Brax's and MuJoCo Playground's envs), Navix's (reset(key) and step(timestep, action) "
               "returning a Timestep with observation, reward and step_type, action_space and observation_space "
-              "attributes) or JaxMARL's (agents, num_agents, reset(key), step(key, state, actions by agent) "
-              "returning rewards and dones by agent, action_space(agent))")
+              "attributes), gxm's (init(key), step(key, state, action) returning (state, Timestep), action_space "
+              "and observation_space attributes) or JaxMARL's (agents, num_agents, reset(key), step(key, state, "
+              "actions by agent) returning rewards and dones by agent, action_space(agent))")
 _cell = False  # set in a cell's process: there the adapter, not planning, decides how JAX starts
 
 
@@ -147,7 +149,7 @@ def env_info(env_id: str) -> EnvInfo:
         _user_target(env_id)  # the module imports and names a factory or a registered id
         return EnvInfo(env_id, "custom", kwargs=None)
     if _registered(env_id):
-        return EnvInfo(env_id, "gymnasium", kwargs=None)
+        return EnvInfo(env_id, "gymnasium", frameskip=_registered_frameskip(env_id), kwargs=None)
     own = "".join(f", or a {f.name} workload, e.g. {f.workload_example}" for f in registry.families()
                   if f.workload_prefix)
     ours = sorted(k for k, v in ENVS.items() if v.family != "dm_control")
@@ -155,13 +157,27 @@ def env_info(env_id: str) -> EnvInfo:
     raise UsageError(f"unknown env '{env_id}' (valid: a registered gymnasium id, e.g. Acrobot-v1; "
                      f"module:EnvId-v0; package.module:make_env, e.g. a JAX package's own ids as gymnax:make "
                      f"--env-kwarg env_id=Breakout-MinAtar; {', '.join(ours)}; an Atari game "
-                     f"as <Game>-v5, e.g. Pong-v5{'' if atari_games() else ' (ale-py is not installed)'}; "
+                     f"as <Game>-v5, e.g. Pong-v5 (EnvPool's preprocessing), or ALE's own id, e.g. ALE/Pong-v5"
+                     f"{'' if atari_games() else ' (ale-py is not installed)'}; "
                      f"a DeepMind Control task: {dm_control}{own})")
 
 
 def _registered(env_id: str) -> bool:
+    """A registered gymnasium id; ALE's (`ALE/Pong-v5`) are registered by importing ale_py, as gymnasium 1.x asks
+    its users to (`gym.register_envs(ale_py)`): done here when ale-py is installed, in planning and in every cell."""
     import gymnasium as gym
+    if env_id not in gym.envs.registry and env_id.startswith("ALE/") and importlib.util.find_spec("ale_py"):
+        import ale_py
+        gym.register_envs(ale_py)
     return env_id in gym.envs.registry
+
+
+def _registered_frameskip(env_id: str) -> int:
+    """The frames a step of a registered id makes, as its spec's fixed `frameskip` says (ALE's v5 ids: 4), so that
+    frames are counted as for rlbench's own Atari ids; 1 where it states none (or a random range, ALE's v0)."""
+    import gymnasium as gym
+    skip = gym.spec(env_id).kwargs.get("frameskip", 1)
+    return int(skip) if isinstance(skip, int) and skip > 0 else 1
 
 
 @functools.lru_cache(maxsize=None)
@@ -236,8 +252,11 @@ def jax_api(env) -> str:
     if has(*_BRAX_API) and all(inspect.getattr_static(env, m, None) is not None
                                for m in ("action_size", "observation_size")):
         return "brax"
-    if has(*_NAVIX_API) and all(getattr(env, m, None) is not None and not callable(getattr(env, m))
-                                for m in ("action_space", "observation_space")):
+    spaces_as_attributes = all(getattr(env, m, None) is not None and not callable(getattr(env, m))
+                               for m in ("action_space", "observation_space"))
+    if has(*_GXM_API) and spaces_as_attributes:
+        return "gxm"
+    if has(*_NAVIX_API) and spaces_as_attributes:
         return "navix"
     return ""
 
@@ -297,14 +316,14 @@ def _wrapper(path: str):
 
 
 def frameskip_of(info: EnvInfo, env_kwargs: dict) -> int:
-    """The user's env states its frameskip as an env argument (passed to the env too, as ALE's is)."""
-    return int(env_kwargs.get("frameskip", 1)) if info.kwargs is None else info.frameskip
+    """The user's env states its frameskip as an env argument (passed to the env too, as ALE's is), else its
+    registered spec does (info.frameskip: 1 for a factory)."""
+    return int(env_kwargs.get("frameskip", info.frameskip)) if info.kwargs is None else info.frameskip
 
 
-@functools.lru_cache(maxsize=None)
 def _box(shape):
-    """The observation space of an API that states only a shape, or a dict of them (Pgx, XLand-MiniGrid):
-    planning reads its size."""
+    """The observation space of an API that states only a shape, or a dict of them (Pgx, XLand-MiniGrid,
+    MuJoCo Playground's observation_size): planning reads its size."""
     import gymnasium as gym
     import numpy as np
     if isinstance(shape, dict):
@@ -312,14 +331,38 @@ def _box(shape):
     return gym.spaces.Box(-np.inf, np.inf, tuple(shape), np.float32)
 
 
-def _navix_actions(space):
-    """Navix's Discrete (its count is maximum + 1) or Continuous (minimum, maximum) as gymnasium's."""
+def declares(space, name: str) -> bool:
+    """hasattr for the spaces of JAX env packages, whose properties may raise anything for what they lack
+    (gxm's Box.n: NotImplementedError)."""
+    try:
+        getattr(space, name)
+    except Exception:  # noqa: BLE001  (the package's property, not rlbench, chose the error)
+        return False
+    return True
+
+
+def _declared_actions(space, low: str = "minimum", high: str = "maximum"):
+    """A Discrete (Navix's count is maximum + 1) or a bounded box (Navix's minimum and maximum, gxm's low and
+    high) as gymnasium's."""
     import gymnasium as gym
     import numpy as np
-    if hasattr(space, "n"):
+    if declares(space, "n"):
         return gym.spaces.Discrete(int(space.n))
-    return gym.spaces.Box(np.asarray(space.minimum, np.float32), np.asarray(space.maximum, np.float32),
-                          tuple(space.shape), np.float32)
+    if not (declares(space, low) and declares(space, high)):
+        return space   # named as it is, and refused by the adapters' space check
+    shape = tuple(space.shape)
+    low, high = (np.broadcast_to(np.asarray(getattr(space, b), np.float32), shape) for b in (low, high))
+    return gym.spaces.Box(low, high, shape, np.float32)
+
+
+def _declared_shapes(space):
+    """gxm's observation space (a Box, a Discrete, or a Tree of them) as its shapes, a dict for a Tree."""
+    inner = getattr(space, "spaces", None)
+    if isinstance(inner, dict):
+        return {str(k): _declared_shapes(v) for k, v in inner.items()}
+    if isinstance(inner, (list, tuple)):
+        return {str(i): _declared_shapes(v) for i, v in enumerate(inner)}
+    return tuple(int(d) for d in (getattr(space, "shape", None) or ()))
 
 
 def _declared_boxes(space, name: str):
@@ -381,7 +424,10 @@ def _probe(env_id: str, frozen_kwargs: tuple):
                 return (api, _box(dict(size) if isinstance(size, dict) else (int(size),)),
                         gym.spaces.Box(-1.0, 1.0, (int(env.action_size),), np.float32))
             if api == "navix":
-                return api, _box(tuple(env.observation_space.shape)), _navix_actions(env.action_space)
+                return api, _box(tuple(env.observation_space.shape)), _declared_actions(env.action_space)
+            if api == "gxm":
+                return api, _box(_declared_shapes(env.observation_space)), _declared_actions(env.action_space,
+                                                                                             "low", "high")
             if api == "jaxmarl":
                 return api, *_jaxmarl_spaces(env_id, env)
             return api, *(s() if inspect.ismethod(s) else s for s in (env.observation_spec, env.action_spec))

@@ -1,17 +1,17 @@
 """One functional interface over the JAX envs rlbench runs (gymnax's own registry, a user's env with gymnax's,
-Jumanji's, Pgx's, XLand-MiniGrid's, Brax's, Navix's or JaxMARL's API), so the compiled loops (gymnax's vmap + scan,
-PureJaxRL's PPO) are written once. Both calls take and return one env (callers vmap them); `step` resets a finished
-env inside the step that finished it, so every step is one counted transition; `flat` makes the observation the
-policy's input; `legal` is the env's own mask of legal actions where it has one (board games end a game on an
-illegal move, so a policy blind to it would measure resets), which the policies sample within, as these packages'
-users do.
+Jumanji's, Pgx's, XLand-MiniGrid's, Brax's, Navix's, JaxMARL's or gxm's API), so the compiled loops (gymnax's
+vmap + scan, PureJaxRL's PPO) are written once. Both calls take and return one env (callers vmap them); `step`
+resets a finished env inside the step that finished it, so every step is one counted transition; `flat` makes the
+observation the policy's input; `legal` is the env's own mask of legal actions where it has one (board games end a
+game on an illegal move, so a policy blind to it would measure resets), which the policies sample within, as these
+packages' users do.
 """
 import inspect
 import math
 from dataclasses import dataclass
 from typing import Callable
 
-from rlbench.api import Unsupported, build_user_env, env_info, jax_api
+from rlbench.api import Unsupported, build_user_env, declares, env_info, jax_api
 
 GYMNAX_NAMES = {"CartPole-v1": "CartPole-v1"}   # rlbench (EnvPool) name -> gymnax name
 DEFAULT_EPISODE_STEPS = 1000  # evaluation horizon of an env that states none
@@ -50,7 +50,7 @@ def load(jax, workload, api: str = "auto") -> FunctionalEnv:
     readers = {"gymnax": lambda: _gymnax(jax, env, params), "jumanji": lambda: _jumanji(jax, env),
                "pgx": lambda: _pgx(jax, env), "xminigrid": lambda: _xminigrid(jax, env, params),
                "brax": lambda: _brax(jax, env), "navix": lambda: _navix(jax, env),
-               "jaxmarl": lambda: _jaxmarl(jax, env)}
+               "jaxmarl": lambda: _jaxmarl(jax, env), "gxm": lambda: _gxm(jax, env)}
     if api in readers:
         return readers[api]()
     raise Unsupported(f"{workload.env_id}: the factory's {type(env).__name__} has no {api} API")
@@ -58,7 +58,9 @@ def load(jax, workload, api: str = "auto") -> FunctionalEnv:
 
 def _gymnax(jax, env, params) -> FunctionalEnv:
     """gymnax's step returns (obs, state, reward, done, info), or since gymnax 1.0 (obs, state, reward,
-    terminated, truncated, info): either is read."""
+    terminated, truncated, info): either is read. An env written for gymnax before 1.0 (popgym-arcade's, on
+    stable-gymnax: its state has no `time`, its step_env's done holds the time limit) cannot answer 1.0's
+    is_truncated, so it steps as gymnax then did: step_env, and reset_env where done."""
     import jax.numpy as jnp
 
     def reset(key):
@@ -69,9 +71,32 @@ def _gymnax(jax, env, params) -> FunctionalEnv:
         done = out[3] if len(out) == 5 else jnp.logical_or(out[3], out[4])
         return out[0], out[1], jnp.asarray(out[2], jnp.float32), jnp.asarray(done, bool)
 
+    def step_before_1(key, state, action):
+        key_step, key_reset = jax.random.split(key)
+        obs, state, reward, done, _ = env.step_env(key_step, state, action, params)
+        done = jnp.asarray(done, bool)
+        fresh_obs, fresh_state = env.reset_env(key_reset, params)
+        return (_restart(jax, done, fresh_obs, obs), _restart(jax, done, fresh_state, state),
+                jnp.asarray(reward, jnp.float32), done)
+
+    if not _answers_truncation(jax, env, params, reset):
+        step = step_before_1
+
     action = _action(env.action_space(params), "n", "low", "high")
     steps = int(getattr(params, "max_steps_in_episode", 0) or DEFAULT_EPISODE_STEPS)
     return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "gymnax")
+
+
+def _answers_truncation(jax, env, params, reset) -> bool:
+    """Whether gymnax's own step can run on this env: before 1.0 it has no is_truncated to ask."""
+    if not hasattr(env, "is_truncated"):
+        return True
+    state = jax.eval_shape(reset, jax.random.PRNGKey(0))[1]
+    try:
+        jax.eval_shape(lambda s: env.is_truncated(s, params), state)
+    except AttributeError:
+        return False
+    return True
 
 
 def _restart(jax, done, fresh, current):
@@ -217,6 +242,25 @@ def _navix(jax, env) -> FunctionalEnv:
     return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "navix")
 
 
+def _gxm(jax, env) -> FunctionalEnv:
+    """gxm's envs (one API over gymnax's, Pgx's, Navix's, Brax's, XLand-MiniGrid's...): init(key) gives the first
+    (state, Timestep); its step resets a finished env itself; done is terminated or truncated."""
+    import jax.numpy as jnp
+
+    def reset(key):
+        state, timestep = env.init(key)
+        return timestep.next_obs, state
+
+    def step(key, state, action):
+        state, timestep = env.step(key, state, action)
+        done = jnp.logical_or(timestep.terminated, timestep.truncated)
+        return timestep.next_obs, state, jnp.sum(jnp.asarray(timestep.reward, jnp.float32)), done
+
+    action = _action(env.action_space, "n", "low", "high")
+    steps = int(getattr(env, "time_limit", 0) or DEFAULT_EPISODE_STEPS)   # gxm's TimeLimit wrapper's
+    return FunctionalEnv(reset, step, action, *_obs_size(jax, reset), steps, "gxm")
+
+
 def _jaxmarl(jax, env) -> FunctionalEnv:
     """JaxMARL's envs, played by one policy for the team: the observation is every agent's, the action one
     component per agent (a discrete choice each, the env's available actions its mask; or the agents' boxes
@@ -287,16 +331,16 @@ def _action(space, count: str, low: str, high: str) -> tuple:
     import numpy as np
     shape = tuple(getattr(space, "shape", None) or ())
     per = getattr(space, "number_of_dims_per_distribution", None)   # Kinetix's MultiDiscrete: n, their total
-    if hasattr(space, count) and np.ndim(getattr(space, count)) == 0 and not shape:
+    if declares(space, count) and np.ndim(getattr(space, count)) == 0 and not shape:
         return "discrete", int(getattr(space, count))
-    if hasattr(space, count) or hasattr(space, "nvec"):   # a count per component (gymnasium's: nvec)
+    if declares(space, count) or declares(space, "nvec"):   # a count per component (gymnasium's: nvec)
         dtype = np.dtype(getattr(space, "dtype", np.int32))
         counts = per if per is not None else getattr(space, "nvec", None)
         counts = getattr(space, count) if counts is None else counts
         nvec = np.broadcast_to(np.asarray(counts), shape or np.shape(counts))
         nvec = nvec.astype(dtype if dtype.kind in "iu" else np.int32)
         return "multidiscrete", nvec, np.zeros_like(nvec)
-    if hasattr(space, low) and hasattr(space, high):
+    if declares(space, low) and declares(space, high):
         dtype = np.dtype(getattr(space, "dtype", np.float32))
         lo, hi = (np.broadcast_to(np.asarray(getattr(space, b), dtype), space.shape) for b in (low, high))
         if dtype.kind in "iu":   # integers in bounds (MultiCVRP's vehicles' next nodes): a choice per entry
@@ -312,7 +356,7 @@ def action_kind(space) -> str:
     """"Discrete", "MultiDiscrete", "Box" or the space's own type name (what supports() refuses), read without
     JAX."""
     try:
-        kind = _action(space, "n", "low", "high") if hasattr(space, "n") or hasattr(space, "low") else \
+        kind = _action(space, "n", "low", "high") if declares(space, "n") or declares(space, "low") else \
             _action(space, "num_values", "minimum", "maximum")
     except Unsupported:
         return type(space).__name__

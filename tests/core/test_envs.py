@@ -99,3 +99,87 @@ def test_envpool_counts_transitions_not_its_auto_reset_steps():
     dones_before_last -= spy.last_dones  # episodes ending on the last step have not been reset yet
     assert dones_before_last > 10  # random CartPole episodes are short
     assert counted == units * 4 - dones_before_last
+
+
+DECLARED = '''
+class Box:
+    def __init__(self, shape):
+        self.shape, self.low, self.high = shape, -1.0, 1.0
+
+    @property
+    def n(self):   # as gxm's Box: a property that raises for what the space lacks
+        raise NotImplementedError("Box space does not have a single dimension 'n'.")
+
+
+class Discrete:
+    def __init__(self, n):
+        self.n = n
+
+
+class Tree:
+    def __init__(self, spaces):
+        self.spaces = spaces
+
+
+class Playground:   # Brax's API, a dict of observation shapes (MuJoCo Playground's observation_size)
+    action_size = 3
+    observation_size = {"state": (5,), "privileged_state": (2, 4)}
+
+    def reset(self, rng): ...
+    def step(self, state, action): ...
+
+
+class Gxm:
+    def __init__(self, continuous):
+        self.action_space = Box((2,)) if continuous else Discrete(4)
+        self.observation_space = Tree({"pixels": Box((3, 3)), "position": Box((2,))})
+
+    def init(self, key): ...
+    def reset(self, key, state): ...
+    def step(self, key, state, action): ...
+
+
+def playground():
+    return Playground()
+
+
+def gxm(continuous=False):
+    return Gxm(continuous)
+'''
+
+
+READ_SPACES = """
+import json, sys
+from rlbench.envs import env_api, spaces
+out = {}
+for env, kwargs in (("declared_envs:playground", {}), ("declared_envs:gxm", {}),
+                    ("declared_envs:gxm", {"continuous": True})):
+    obs, act = spaces(env, kwargs)
+    out[env + str(kwargs)] = [env_api(env), {k: list(v.shape) for k, v in obs.spaces.items()}, type(act).__name__,
+                              [int(d) for d in getattr(act, "shape", ()) or ()], int(getattr(act, "n", 0) or 0),
+                              act.low.tolist() if hasattr(act, "low") else None]
+out["jax imported"] = "jax" in sys.modules
+print(json.dumps(out))
+"""
+
+
+def test_planning_reads_the_spaces_jax_env_packages_declare_without_jax(tmp_path):
+    """A dict of observation shapes (Playground's), a Tree of boxes and a box whose `n` raises (gxm's): read as
+    gymnasium spaces while planning, nothing built in JAX (checked in a fresh interpreter: the runner's other tests
+    may have imported JAX)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "declared_envs.py").write_text(DECLARED)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", READ_SPACES], env=env, capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["declared_envs:playground{}"][:3] == ["brax", {"state": [5], "privileged_state": [2, 4]}, "Box"]
+    assert got["declared_envs:playground{}"][3] == [3]
+    assert got["declared_envs:gxm{}"][:3] == ["gxm", {"pixels": [3, 3], "position": [2]}, "Discrete"]
+    assert got["declared_envs:gxm{}"][4] == 4
+    continuous = got["declared_envs:gxm{'continuous': True}"]
+    assert continuous[2:4] == ["Box", [2]] and continuous[5] == [-1.0, -1.0]
+    assert got["jax imported"] is False

@@ -1,4 +1,4 @@
-"""JAX env packages of ten kinds (tests/e2e/envzoo/requirements.txt, `make envzoo`; Craftax from constraints.txt),
+"""JAX env packages of thirteen kinds (tests/e2e/envzoo/requirements.txt, `make envzoo`; Craftax from constraints.txt),
 each through its own factory as its users call it, under the JAX adapters: every (env, adapter) pair either runs
 with exact counts (a row's env steps are its units x num_envs x steps per unit) or is dropped while planning with
 its reason; none is an error row. The table is docs/compatibility-jax-envs.md, checked here (RLBENCH_WRITE_DOCS=1
@@ -13,7 +13,7 @@ import pytest
 from support import REPO, TINY_PROTOCOL, run_cli_subprocess, write_suite
 
 ZOO_DIR = REPO / ".envzoo"
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800),   # the run: ~13 min on 2 cores
               pytest.mark.skipif(not (ZOO_DIR / ".installed").exists(), reason="no .envzoo: make envzoo")]
 
 # kind -> (package, env as rlbench names it, env_kwargs as the package's factory takes them)
@@ -29,6 +29,10 @@ ZOO = {
     "gridworld, a Timestep API": ("navix 0.7.4", "navix:make", {"name": "Navix-DoorKey-5x5-v0"}),
     "multi-agent team, particle physics": ("jaxmarl 0.2.0", "jaxmarl:make", {"env_id": "MPE_simple_spread_v3"}),
     "multi-agent card game, legal-action masks": ("jaxmarl 0.2.0", "jaxmarl:make", {"env_id": "hanabi"}),
+    "pixel POMDP arcade game, written for gymnax before 1.0": ("popgym-arcade 0.0.7", "popgym_arcade:make",
+                                                               {"env_id": "MineSweeperEasy"}),
+    "two-agent matrix game": ("matrax 0.0.5", "matrax:make", {"id": "Climbing-stateless-v0"}),
+    "one API over other packages' envs": ("gxm 0.4.0", "gxm:make", {"id": "Pgx/othello"}),
 }
 # adapter -> (options, env steps per unit and env)
 ADAPTERS = {"gymnax": ({"scan_T": 4}, 4),
@@ -100,7 +104,7 @@ def _rows(run, env, kwargs, adapter):
 
 def test_the_committed_table_is_what_planning_decides(facts):
     head = ("# JAX env packages\n\n"
-            "JAX env packages of ten kinds, installed as tests/e2e/envzoo/requirements.txt pins them (`make envzoo`; "
+            "JAX env packages of thirteen kinds, installed as tests/e2e/envzoo/requirements.txt pins them (`make envzoo`; "
             "Craftax is in constraints.txt), each through its own factory, under the JAX adapters: `runs` (an ok row "
             "whose env steps are exactly its units x num_envs x steps per unit: tests/e2e/test_jax_env_zoo.py) or "
             "`dropped` while planning with the reason. The API is the one rlbench detected; where the env has a "
