@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras browser bench bench-cluster check-cluster lint test test-slow envzoo report compare ci-report check-overhead check-tune check-history claims \
+.PHONY: install install-extras browser bench bench-cluster check-cluster lint test test-slow envzoo report compare ci-report check-overhead check-tune check-tune-real check-history claims \
 	device-kit device-rehearse reference docs clean
 
 install: $(STAMP)
@@ -112,6 +112,11 @@ check-history: install
 # envs (a benchmark, not a test: ARGS="--budget 60s --sizes 2,4,8,16,32" and more, see the script).
 check-tune: install
 	$(PY) scripts/check_tune.py $(ARGS)
+
+# The same against env packages users train on (a driving simulator, Box2D, Atari through ALE with the CNN, MuJoCo,
+# crafter's pixels with the CNN, MiniGrid), installed into .envzoo as a user would (ARGS="--envs highway").
+check-tune-real: install envzoo
+	$(PY) scripts/check_tune.py --panel real --budget 3m $(ARGS)
 
 # The claims matrix of every committed reference set (its claims.csv and claims.md) and docs/claims.md from them.
 claims: install

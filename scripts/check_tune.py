@@ -40,6 +40,20 @@ PANEL = {
     "cnn": (FRAMES, {"step_cost_us": 20}, "cnn"),
     "slow": (ENV, {"step_cost_us": 29_000}, "random"),
 }
+# The real-env panel (`make check-tune-real`: --panel real): env packages users train on, each with the policy its
+# users train, installed as a user would (tests/e2e/envzoo/requirements.txt into .envzoo by `make envzoo`; ale-py,
+# mujoco, Box2D's gymnasium envs from constraints.txt). name -> (env, env arguments, policy), as PANEL.
+REAL_PANEL = {
+    "highway": ("highway_env:highway-fast-v0", {}, "random"),            # pure-Python driving: ~20 ms a step
+    "lunar": ("LunarLander-v3", {}, "mlp"),                               # a C++ physics engine (Box2D)
+    "pong": ("ALE/Pong-v5", {}, "cnn"),                                   # Atari pixels through ALE, the Nature CNN
+    "ant": ("Ant-v4", {}, "mlp"),                                         # MuJoCo
+    "crafter": ("crafter_gym:make_env", {}, "cnn"),                       # procedurally generated, 64x64 pixels
+    "minigrid": ("minigrid:MiniGrid-DoorKey-5x5-v0", {}, "random"),       # a Dict observation with a text mission
+}
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ZOO = os.path.join(REPO, ".envzoo")
+ZOO_PATHS = [ZOO, os.path.join(REPO, "tests", "e2e", "envzoo")]   # the packages, and crafter_gym's old-API wrapper
 ADAPTERS = "serial,rlpyt-serial,rlpyt-cpu,gymnasium-sync,gymnasium-async,sb3-subproc"
 MAX_CELLS = 120   # an exhaustive sweep larger than this keeps every other size (powers of 4): see sized()
 
@@ -171,8 +185,11 @@ def pufferlib_python(args):
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget", default="60s", help="each tune's budget (default 60s)")
-    p.add_argument("--envs", default=",".join(e for e in PANEL if e != "slow"),
-                   help=f"panel entries (valid: {', '.join(PANEL)}; default all but slow)")
+    p.add_argument("--panel", choices=("synthetic", "real"), default="synthetic",
+                   help="synthetic (rlbench's own envs, default) or real: env packages users train on (`make envzoo` "
+                        f"first): {', '.join(REAL_PANEL)}")
+    p.add_argument("--envs", help=f"panel entries (synthetic: {', '.join(PANEL)}, default all but slow; real: "
+                                  f"{', '.join(REAL_PANEL)}, default all)")
     p.add_argument("--adapters", default=ADAPTERS, help="strategies swept (and raced, unless --tune-adapters)")
     p.add_argument("--tune-adapters", help="strategies tune races, if not those swept ('all': every one available "
                                            "here, as a user's tune; its pick is added to the sweep)")
@@ -187,11 +204,20 @@ def main() -> int:
     args = p.parse_args()
     from rlbench.tuning.candidates import cpus_here
     args.sizes = sorted({int(n) for n in args.sizes.split(",")}) if args.sizes else default_sizes(cpus_here())
-    names = args.envs.split(",")
-    bad = [n for n in names if n not in PANEL]
+    panel = REAL_PANEL if args.panel == "real" else PANEL
+    names = (args.envs or ",".join(e for e in panel if e != "slow")).split(",")
+    bad = [n for n in names if n not in panel]
     if bad:
-        print(f"check-tune: unknown env '{bad[0]}' (valid: {', '.join(PANEL)})", file=sys.stderr)
+        print(f"check-tune: unknown env '{bad[0]}' (valid: {', '.join(panel)})", file=sys.stderr)
         return 2
+    if args.panel == "real":
+        if not os.path.exists(os.path.join(ZOO, ".installed")):
+            print("check-tune: the real panel's packages are not installed (valid: run `make envzoo` first)",
+                  file=sys.stderr)
+            return 2
+        # every tune, sweep and cell process imports the packages from there, as the env zoo's tests do
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [*ZOO_PATHS, os.environ.get("PYTHONPATH")]))
+        sys.path[:0] = ZOO_PATHS
     import pandas as pd
 
     from rlbench.results.ranking import entry, verdict
@@ -204,7 +230,7 @@ def main() -> int:
     puffer_python = pufferlib_python(args)
     rows = []
     for name in names:
-        env, kwargs, policy = PANEL[name]
+        env, kwargs, policy = panel[name]
         base = os.path.join(args.out, name)
         record, tune_s = tune(name, env, kwargs, policy, args, os.path.join(base, "tune"))
         puffer = autotune(name, env, kwargs, policy, args, puffer_python, os.path.join(base, "autotune"),
