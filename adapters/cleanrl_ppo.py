@@ -4,6 +4,11 @@ SyncVectorEnv), `subproc` (AsyncVectorEnv) or `envpool` (EnvPool's pool).
 
 One unit is one PPO iteration. EnvPool's reset slots are masked out of GAE and the loss and not counted, so every
 `vec` counts the same transitions. How it is built: docs/strategies/learners.md.
+
+A Dict or Tuple observation (a screen beside game variables) is kept in one rollout buffer per part (a uint8 part
+uint8, any other float32, as a Box is kept) and handed to the network as its one flat float input (nets.net_input);
+only a Gaussian's normalized observations, floats anyway, are flattened into one row (EnvPool's DeepMind Control
+Dicts).
 """
 import math
 from collections import deque
@@ -11,9 +16,21 @@ from time import perf_counter, perf_counter_ns
 
 import numpy as np
 
+from adapters._kit.batch import take
 from adapters._kit.gym_vec import close_vector
 from adapters._kit.learner_nets import learner_reason
-from adapters._kit.nets import CNN_POLICIES, Torso, actor_critic, flat_obs, obs_scale, obs_size, torso_of
+from adapters._kit.nets import (
+    CNN_POLICIES,
+    Torso,
+    actor_critic,
+    flat_obs,
+    map_obs,
+    net_input,
+    obs_leaves,
+    obs_scale,
+    obs_size,
+    torso_of,
+)
 from adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
@@ -154,7 +171,8 @@ def mlp_actor_critic(obs_shape, hidden, n_actions, uint8: bool):
     """ppo.py's Agent: a separate tanh MLP for the actor and for the critic (a shared torso lets the value
     loss, whose targets reach the hundreds on CartPole, steer the policy's features), each a
     actor_critic of the policy's hidden sizes keeping only its own head, with CleanRL's init
-    (torso sqrt(2), policy head 0.01, value head 1); flattens the observation (uint8 scaled to [0, 1])."""
+    (torso sqrt(2), policy head 0.01, value head 1); flattens the observation (uint8 scaled to [0, 1]; a Dict's
+    or Tuple's parts joined, as they are)."""
     import torch
     torso = Torso("mlp", int(math.prod(obs_shape)), tuple(hidden))
     actor, critic = actor_critic(torso, n_actions), actor_critic(torso, n_actions)
@@ -172,7 +190,7 @@ def mlp_actor_critic(obs_shape, hidden, n_actions, uint8: bool):
             self.actor, self.critic = actor, critic
 
         def forward(self, x):
-            x = x.reshape(x.shape[0], -1).float() * scale
+            x = net_input(x, _rows, scale)
             return self.actor.pi(self.actor.torso(x)), self.critic.v(self.critic.torso(x)).squeeze(-1)
 
     return SeparateActorCritic()
@@ -182,7 +200,8 @@ def torso_actor_critic(torso, n_actions: int, scale: float):
     """The policy's CNN (`cnn`: the Nature CNN, `cnn:impala`: the IMPALA ResNet, adapters._kit.nets) shared by a
     policy and a value head, with CleanRL's init where CleanRL has one: ppo_atari.py's Nature CNN is orthogonal
     throughout (sqrt(2)), ppo_procgen.py's IMPALA ResNet keeps torch's init; both heads 0.01 (policy) and 1
-    (value). Takes the observation batch as it is stored (uint8 frames scaled to [0, 1] here)."""
+    (value). Takes the observation batch as it is stored (uint8 frames scaled to [0, 1] here; a Dict's or Tuple's
+    parts joined, their images scaled in the torso)."""
     import torch
     net = actor_critic(torso, n_actions)
     if torso.kind == "nature":
@@ -198,9 +217,14 @@ def torso_actor_critic(torso, n_actions: int, scale: float):
             self.net = net
 
         def forward(self, x):
-            return self.net(x.reshape(x.shape[0], -1).float() * scale)
+            return self.net(net_input(x, _rows, scale))
 
     return TorsoActorCritic()
+
+
+def _rows(x):
+    """One stored array of a batch as the network's float rows."""
+    return x.reshape(x.shape[0], -1).float()
 
 
 def gaussian(net, n_actions: int):
@@ -277,11 +301,20 @@ class CleanRLPPOSession:
             raise Unsupported("no CUDA device")
         self.device = torch.device(device)
         obs_space = self.vec.observation_space
-        self.flatten = not isinstance(obs_space, gym.spaces.Box)   # a Dict (EnvPool's DeepMind Control tasks)
-        if self.flatten:
+        structured = not isinstance(obs_space, gym.spaces.Box)   # a Dict or Tuple
+        if structured:
+            from gymnasium.vector.utils import create_empty_array
             shape, dtype = (obs_size(obs_space),), np.dtype(np.float32)
+            parts = create_empty_array(obs_space, 1)   # a batch of one: every part's shape and dtype
+            frames = any(part.dtype == np.uint8 for part in obs_leaves(parts))
         else:
             shape, dtype = tuple(obs_space.shape), np.dtype(obs_space.dtype)
+            frames = dtype == np.uint8
+        # a Gaussian's observations are normalized (float observations only: frames are scaled by the network);
+        # normalized parts are floats anyway, so a Dict's or Tuple's are one flattened row (EnvPool's DeepMind
+        # Control tasks); else every part keeps its own buffer
+        normalized = self.gaussian and not frames
+        self.flatten = structured and normalized
         image = len(shape) == 3
         self.clip_coef = CLIP_COEF["image" if image else "vector"]
         self.clip_reward = env_info(workload.env_id).family == "atari"
@@ -299,7 +332,7 @@ class CleanRLPPOSession:
         # a Gaussian's actions are clipped to the space as they go to the env (CleanRL's ClipAction), and its
         # observations and rewards normalized (float observations only: frames are scaled by the network)
         self.low, self.high = (space.low, space.high) if self.gaussian else (None, None)
-        self.norm = Normalizer(shape, workload.num_envs) if self.gaussian and dtype != np.uint8 else None
+        self.norm = Normalizer(shape, workload.num_envs) if normalized else None
         self.lr = options["lr"]
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.lr, eps=1e-5)
         self.gen = torch.Generator(self.device)
@@ -310,8 +343,10 @@ class CleanRLPPOSession:
         self.T, self.N = T, N
         self.batch = T * N
         self.num_iterations = max(options["total_timesteps"] // self.batch, 1)
-        obs_dtype = torch.uint8 if dtype == np.uint8 else torch.float32
-        self.buf_obs = torch.zeros((T, N, *shape), dtype=obs_dtype, device=self.device)
+        if structured and not self.flatten:   # one buffer per part, as the first batch lays them out
+            self.buf_obs = map_obs(lambda a: self._buffer(a.shape[1:], a.dtype), parts)
+        else:
+            self.buf_obs = self._buffer(shape, dtype)
         self.buf_actions = (torch.zeros((T, N, n_actions), device=self.device) if self.gaussian
                             else torch.zeros((T, N), dtype=torch.int64, device=self.device))
         self.buf_logp = torch.zeros((T, N), device=self.device)
@@ -332,6 +367,12 @@ class CleanRLPPOSession:
         self.metrics = self
         self.info = {"workers": self.vec.workers, "batch_size": self.batch}
         self.reset()   # the window's marks: from the start until the harness opens its window
+
+    def _buffer(self, shape, dtype):
+        """A rollout buffer [T, N, *shape] on the device: uint8 kept (frames, a screen), anything else float32."""
+        torch = self.torch
+        obs_dtype = torch.uint8 if dtype == np.uint8 else torch.float32
+        return torch.zeros((self.T, self.N, *shape), dtype=obs_dtype, device=self.device)
 
     def _observe(self, obs):
         """The observation batch as the network takes it: flattened (a Dict's parts), normalized (a Gaussian's)."""
@@ -357,9 +398,11 @@ class CleanRLPPOSession:
         made = 0
         for t in range(self.T):
             t0 = perf_counter_ns()
-            self.buf_obs[t].copy_(torch.as_tensor(self.obs))
+            obs_t = take(self.buf_obs, t)
+            for buf, part in zip(obs_leaves(obs_t), obs_leaves(self.obs)):
+                buf.copy_(torch.as_tensor(part))
             with torch.no_grad():
-                out, value = self.net(self.buf_obs[t])
+                out, value = self.net(obs_t)
                 if self.gaussian:
                     dist = self.net.dist(out)
                     action = torch.normal(out, dist.scale, generator=self.gen)
@@ -404,7 +447,7 @@ class CleanRLPPOSession:
             for group in self.optimizer.param_groups:
                 group["lr"] = frac * self.lr
         with torch.no_grad():
-            next_value = self.net(torch.as_tensor(self.obs).to(self.device))[1].cpu().numpy()
+            next_value = self.net(map_obs(lambda a: torch.as_tensor(a).to(self.device), self.obs))[1].cpu().numpy()
         values = self.buf_values.cpu().numpy()
         advantages = np.zeros_like(self.rewards)
         last = np.zeros(self.N, dtype=np.float32)
@@ -417,7 +460,7 @@ class CleanRLPPOSession:
         returns = advantages + values
 
         dev = self.device
-        b_obs = self.buf_obs.reshape(self.batch, *self.buf_obs.shape[2:])
+        b_obs = map_obs(lambda a: a.reshape(self.batch, *a.shape[2:]), self.buf_obs)
         b_actions = self.buf_actions.reshape(self.batch, *self.buf_actions.shape[2:])
         b_logp = self.buf_logp.reshape(-1)
         b_values = self.buf_values.reshape(-1)
@@ -431,7 +474,7 @@ class CleanRLPPOSession:
                 if mb.size == 0:
                     continue
                 mb = torch.as_tensor(mb, device=dev)
-                out, new_value = self.net(b_obs[mb])
+                out, new_value = self.net(take(b_obs, mb))
                 if self.gaussian:
                     dist = self.net.dist(out)
                     new_logp = dist.log_prob(b_actions[mb]).sum(-1)

@@ -7,6 +7,10 @@ update; its env steps are the transitions it consumed. How it is built: docs/str
 With `--policy lstm` the actor-critic is recurrent (the IMPALA paper's LSTM agent): each actor carries its envs'
 LSTM state across trajectories (zeroed where an episode starts) and stores with each trajectory the state at its
 start and the episode-start flags; the learner re-unrolls the trajectory from that state.
+
+A Dict or Tuple observation (a screen beside game variables) travels as one shared array per part, each in its
+own dtype (procs.obs_specs); actor and learner hand the network the parts as its one flat float input
+(nets.net_input), a Box exactly as before.
 """
 import os
 import queue
@@ -15,12 +19,16 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from adapters._kit.a2c import ACT, OBS
-from adapters._kit.learner_nets import learner_reason
+from adapters._kit.a2c import ACT
+from adapters._kit.batch import put
+from adapters._kit.learner_nets import learner_reason, obs_reason
 from adapters._kit.learner_stats import Episodes, lag_stats, return_mean
 from adapters._kit.nets import (
     actor_critic,
     actor_critic_params,
+    map_obs,
+    net_input,
+    obs_leaves,
     obs_scale,
     recurrent_actor_critic,
     recurrent_actor_critic_params,
@@ -39,6 +47,8 @@ from adapters._kit.procs import (
     SharedArrays,
     Window,
     held,
+    obs_batch,
+    obs_specs,
     pin,
     raise_if_exited,
     spaces,
@@ -46,7 +56,7 @@ from adapters._kit.procs import (
     stop_processes,
     worker_cpus,
 )
-from rlbench.api import Adapter, Option, Unsupported, Workload, register, unsupported_spaces
+from rlbench.api import Adapter, Option, Unsupported, Workload, register
 
 GAMMA, VALUE_COEF, ENTROPY_COEF, GRAD_CLIP = 0.99, 0.5, 0.01, 40.0
 XFER_NS = 7          # stats column: copying trajectories out of shared memory (and to the device)
@@ -114,10 +124,11 @@ class VersionedParams:
 
 
 def trajectory_specs(slots, unroll, n, obs_space, workers, units: int = 0) -> dict:
-    """The shared trajectory slots and counters; `units` > 0 (a recurrent policy) adds per slot the episode-start
-    flags of every observation and the LSTM state (h, c) each env entered the trajectory with."""
+    """The shared trajectory slots and counters (the observations an array, or one per part of a Dict or Tuple:
+    procs.obs_specs); `units` > 0 (a recurrent policy) adds per slot the episode-start flags of every observation
+    and the LSTM state (h, c) each env entered the trajectory with."""
     specs = {
-        "obs": ((slots, unroll + 1, n, *obs_space.shape), obs_space.dtype),
+        **obs_specs("obs", obs_space, (slots, unroll + 1, n)),
         "act": ((slots, unroll, n), np.int64), "rew": ((slots, unroll, n), np.float32),
         "done": ((slots, unroll, n), np.bool_), "logp": ((slots, unroll, n), np.float32),
         "version": ((slots,), np.int64), "rollout": ((slots,), np.int64),
@@ -131,7 +142,7 @@ def trajectory_specs(slots, unroll, n, obs_space, workers, units: int = 0) -> di
     return specs
 
 
-def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q, cpus, master_pid):
+def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q, cpus, master_pid, obs_space):
     import torch
     pin(cpus)
     torch.set_num_threads(1)
@@ -140,15 +151,20 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
     buf = shared.views()
     params.attach()
     stats, stop = buf["stats"][rank + 1], buf["stop"]
-    obs_now = np.empty(buf["obs"].shape[2:], buf["obs"].dtype)
+    obs = obs_batch(buf["obs"], obs_space)
+    obs_now = map_obs(lambda a: np.empty(a.shape[2:], a.dtype), obs)
     envs = EnvSlice(workload, lo, hi, obs_now)
     space = envs.envs[0].action_space
-    torso = torso_of(workload.policy, envs.envs[0].observation_space)
+    torso = torso_of(workload.policy, obs_space)
     net = (recurrent_actor_critic if torso.lstm else actor_critic)(torso, int(space.n))
     if torso.lstm:  # the state carried across trajectories; every env starts an episode
         state, first = net.initial_state(hi - lo), np.ones(hi - lo, dtype=np.bool_)
     gen = torch.Generator().manual_seed(workload.seed + 1000 * (rank + 1))
-    scale = obs_scale(obs_now.dtype)
+    scale = obs_scale(obs_space.dtype)   # a Dict's or Tuple's images are scaled in the torso
+
+    def rows(a):   # the network's float rows of one array of obs_now
+        return torch.as_tensor(a).reshape(len(a), -1).float()
+
     episodes = Episodes(hi - lo, buf["returns"][rank], buf["episodes"][rank:rank + 1])
     T, rollout = opts["unroll"], 0
     try:
@@ -169,10 +185,10 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
             if torso.lstm:  # the state this trajectory starts from (before any reset at its first step)
                 buf["h"][slot], buf["c"][slot] = state[0].numpy(), state[1].numpy()
             for t in range(T):
-                buf["obs"][slot, t] = obs_now
+                put(obs, (slot, t), obs_now)
                 t1 = perf_counter_ns()
                 with torch.no_grad():
-                    x = torch.as_tensor(obs_now).reshape(len(obs_now), -1).float() * scale
+                    x = net_input(obs_now, rows, scale)
                     if torso.lstm:
                         buf["first"][slot, t] = first
                         logits, _, state = net.step(x, torch.from_numpy(first), state)
@@ -190,7 +206,7 @@ def actor_main(rank, workload_dict, lo, hi, opts, shared, params, free_q, full_q
                     first = buf["done"][slot, t].copy()  # an env that finished is reset: its next step starts one
                 stats[INFER_NS] += t2 - t1
                 stats[ENV_NS] += perf_counter_ns() - t2
-            buf["obs"][slot, T] = obs_now
+            put(obs, (slot, T), obs_now)
             if torso.lstm:
                 buf["first"][slot, T] = first
             buf["version"][slot], buf["rollout"][slot] = version, rollout
@@ -228,6 +244,8 @@ class ImpalaSession:
         self.recurrent = bool(torso.lstm)
         self.shared = SharedArrays(ctx, trajectory_specs(slots, T, n, obs_space, workers, torso.lstm))
         self.buf = self.shared.views()
+        self.obs = obs_batch(self.buf["obs"], obs_space)
+        self.scale = obs_scale(obs_space.dtype)   # a Dict's or Tuple's images are scaled in the torso
         count = (recurrent_actor_critic_params if self.recurrent else actor_critic_params)(torso, int(act_space.n))
         self.params = VersionedParams(ctx, count)
         self.params.attach()
@@ -245,7 +263,7 @@ class ImpalaSession:
             for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
                 start_process(ctx, self.procs, actor_main, f"impala-actor-{rank}",
                               (rank, workload.to_dict(), rank * n, (rank + 1) * n, dict(options), self.shared,
-                               self.params, self.free_q, self.full_q, cpus, os.getpid()))
+                               self.params, self.free_q, self.full_q, cpus, os.getpid(), obs_space))
             self._build_learner(torso, int(act_space.n))  # torch only after the fork
         except BaseException:
             self.close()
@@ -261,7 +279,6 @@ class ImpalaSession:
             raise Unsupported("no CUDA device: policy device=cuda, and torch sees none")
         self.net = (recurrent_actor_critic if self.recurrent else actor_critic)(torso, n_actions).to(self.device)
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
-        self.scale = obs_scale(self.buf["obs"].dtype)
         self.h2d_bytes = 0
         self.params.publish(self.net, 0, self._actors_alive)
 
@@ -289,19 +306,20 @@ class ImpalaSession:
         slots = self._next_batch()
         t1 = perf_counter_ns()
         idx = np.array(slots)
-        B, T1, n = len(slots), buf["obs"].shape[1], buf["obs"].shape[2]
+        B, T1, n = len(slots), buf["act"].shape[1] + 1, buf["act"].shape[2]
         dev = self.device
-        obs = torch.from_numpy(buf["obs"][idx]).to(dev).transpose(0, 1).reshape(T1, B * n, -1).float() * self.scale
+        obs = net_input(self.obs, lambda a: torch.from_numpy(a[idx]).to(dev).transpose(0, 1).reshape(T1, B * n, -1)
+                        .float(), self.scale)
         batch = {k: torch.from_numpy(buf[k][idx]).to(dev).transpose(0, 1).reshape(T1 - 1, B * n)
                  for k in ("act", "rew", "done", "logp")}
         versions = buf["version"][idx].copy()
-        keys = ("obs", "act", "rew", "done", "logp")
+        keys = ("act", "rew", "done", "logp")
         if self.recurrent:  # episode starts of every observation, the state each env's trajectory starts from
             batch["first"] = torch.from_numpy(buf["first"][idx]).to(dev).transpose(0, 1).reshape(T1, B * n)
             batch["state"] = tuple(torch.from_numpy(buf[k][idx]).to(dev).reshape(B * n, -1) for k in ("h", "c"))
             keys += ("first", "h", "c")
         if dev.type == "cuda":
-            self.h2d_bytes += sum(buf[k][idx].nbytes for k in keys)
+            self.h2d_bytes += sum(a[idx].nbytes for a in (*obs_leaves(self.obs), *(buf[k] for k in keys)))
         for s in slots:
             self.free_q.put(s)  # copied out: the slots go back to the actors
         t2 = perf_counter_ns()
@@ -403,7 +421,7 @@ class Impala(Adapter):
         workers = options["workers"]
         if workers < 1 or workload.num_envs % workers:
             return f"num_envs={workload.num_envs} must be a positive multiple of workers={workers}"
-        return unsupported_spaces(workload, self.name, obs=OBS, act=ACT)
+        return obs_reason(self.name, workload, ACT)
 
     def open(self, workload, options):
         return ImpalaSession(workload, options)

@@ -10,7 +10,8 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from adapters._kit.a2c import ACT, OBS
+from adapters._kit.a2c import ACT
+from adapters._kit.learner_nets import obs_reason
 from adapters._kit.learner_stats import lag_stats
 from adapters._kit.nets import policy_params
 from adapters._kit.procs import (
@@ -35,7 +36,7 @@ from adapters._kit.procs import (
     worker_cpus,
     worker_policy,
 )
-from rlbench.api import Adapter, Option, Unsupported, Workload, make_policy, register, unsupported_spaces
+from rlbench.api import Adapter, Option, Unsupported, Workload, make_policy, register
 
 ADDED, CONSUMED, STOP = range(3)
 IDLE_S = 50e-6  # sleep while throttled; short against any batch
@@ -243,7 +244,7 @@ class RlpytAsync(Adapter):
             return f"num_envs={workload.num_envs} must be a positive multiple of workers={workers}"
         if options["capacity"] < options["minibatch"]:
             return f"capacity={options['capacity']} must hold one minibatch ({options['minibatch']})"
-        return unsupported_spaces(workload, self.name, obs=OBS, act=ACT)
+        return obs_reason(self.name, workload, ACT)
 
     def open(self, workload, options):
         return AsyncSession(workload, options)

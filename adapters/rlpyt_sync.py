@@ -9,11 +9,11 @@ from time import monotonic, perf_counter_ns, sleep
 
 import numpy as np
 
-from adapters._kit.a2c import ACT, OBS, a2c_loss
-from adapters._kit.learner_nets import learner_reason
+from adapters._kit.a2c import ACT, a2c_loss
+from adapters._kit.learner_nets import learner_reason, obs_reason
 from adapters._kit.nets import actor_critic, obs_scale, torso_of
 from adapters._kit.procs import CONTEXT_OPTION, HelperProcesses, WorkerSession, start_process
-from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register, unsupported_spaces
+from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register
 
 ITERATE, REPORT_PARAMS, STOP = 0, 1, 2
 HOST = "127.0.0.1"
@@ -388,7 +388,7 @@ class RlpytSync(Adapter):
                     f"is not divisible by ranks={ranks}")
         if options["backend"] == "nccl" and not workload.policy.device.startswith("cuda"):
             return "backend nccl needs policy device cuda (valid: backend=gloo or auto)"
-        return unsupported_spaces(workload, self.name, obs=OBS, act=ACT)
+        return obs_reason(self.name, workload, ACT)
 
     def open(self, workload, options):
         return SyncSession(workload, options)

@@ -7,6 +7,10 @@ its env steps are the batch_T x num_envs transitions it consumed.
 With `--policy lstm` the network is a recurrent actor-critic (SEED RL's recurrent agents): the central inference
 keeps one LSTM state per env (zeroed where the env's episode starts), and the update re-unrolls the rollout from
 the state at its start.
+
+A Dict or Tuple observation (a screen beside game variables) is shared as one array per part, each in its own
+dtype (procs.obs_specs); the central inference copies each part into its columns of the network's flat float input
+(nets.obs_columns), converting as it copies, as it copies a Box's one array.
 """
 import os
 from time import perf_counter_ns
@@ -14,9 +18,18 @@ from time import perf_counter_ns
 import numpy as np
 
 from adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
+from adapters._kit.batch import take
 from adapters._kit.learner_nets import learner_reason
 from adapters._kit.learner_stats import RETURN_WINDOW, Episodes, return_mean
-from adapters._kit.nets import actor_critic, learner_torch, obs_scale, obs_size, recurrent_actor_critic, torso_of
+from adapters._kit.nets import (
+    actor_critic,
+    learner_torch,
+    obs_columns,
+    obs_scale,
+    obs_size,
+    recurrent_actor_critic,
+    torso_of,
+)
 from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
@@ -31,6 +44,8 @@ from adapters._kit.procs import (
     Window,
     WorkerSession,
     acquire,
+    obs_batch,
+    obs_specs,
     pin,
     raise_if_exited,
     spaces,
@@ -43,7 +58,7 @@ from rlbench.api import Adapter, Unsupported, Workload, register
 TRANSFER_NS, H2D_BYTES, STATS = STAT_COLUMNS, STAT_COLUMNS + 1, STAT_COLUMNS + 2
 
 
-def actor_main(rank, workload_dict, lo, hi, shared, sems, cpus, master_pid):
+def actor_main(rank, workload_dict, lo, hi, shared, sems, cpus, master_pid, obs_space):
     """Step envs lo..hi-1 once per action handed over; nothing else (no policy, no torch)."""
     pin(cpus)
     workload = Workload.from_dict(workload_dict)
@@ -56,7 +71,7 @@ def actor_main(rank, workload_dict, lo, hi, shared, sems, cpus, master_pid):
             raise SystemExit(0)
 
     act_ready, obs_ready = sems
-    envs = EnvSlice(workload, lo, hi, buf["obs_now"][lo:hi])
+    envs = EnvSlice(workload, lo, hi, take(obs_batch(buf["obs_now"], obs_space), slice(lo, hi)))
     try:
         obs_ready.release()  # first observations written
         while True:
@@ -87,7 +102,7 @@ class SeedSession(WorkerSession):
             self.helpers = HelperProcesses()
         T, B = self.T, self.B
         self.shared = SharedArrays(ctx, {
-            "obs_now": ((B, *obs_space.shape), obs_space.dtype), "act_now": ((B,), np.int64),
+            **obs_specs("obs_now", obs_space, (B,)), "act_now": ((B,), np.int64),
             "rew": ((T, B), np.float32), "done": ((T, B), np.bool_), "t": ((1,), np.int64),
             "stats": ((workers + 1, STATS), np.float64), "stop": ((1,), np.int64),
             "returns": ((1, RETURN_WINDOW), np.float64), "episodes": ((1,), np.int64)})
@@ -104,7 +119,7 @@ class SeedSession(WorkerSession):
                 self.sems.append((ctx.Semaphore(0), ctx.Semaphore(0)))
                 start_process(ctx, self.procs, actor_main, f"seed-actor-{rank}",
                               (rank, workload.to_dict(), rank * per, (rank + 1) * per, self.shared, self.sems[rank],
-                               cpus, os.getpid()))
+                               cpus, os.getpid(), obs_space))
             self._wait_all()  # first observations
             self._build_learner(obs_space, act_space)  # torch only after the fork
         except BaseException:
@@ -124,8 +139,10 @@ class SeedSession(WorkerSession):
         self.gen = torch.Generator(self.device)
         self.gen.manual_seed(self.workload.seed * 1000 + 1)
         self.scale = obs_scale(obs_space.dtype)
-        self.obs_host = torch.from_numpy(self.buf["obs_now"]).reshape(B, size)  # the shared memory itself
-        self.obs_bytes = self.buf["obs_now"].nbytes
+        # (columns of the flat input, the shared memory itself) per part: a Box has one, all the columns
+        parts = obs_columns(obs_batch(self.buf["obs_now"], obs_space), obs_space)
+        self.obs_host = [(cols, torch.from_numpy(a).reshape(B, -1)) for cols, a in parts]
+        self.obs_bytes = sum(a.nbytes for _, a in parts)
         self.traj_obs = torch.zeros((T + 1, B, size), dtype=torch.float32, device=self.device)
         self.traj_act = torch.zeros((T, B), dtype=torch.int64, device=self.device)
         self.traj_logits = torch.zeros((T, B, n_actions), dtype=torch.float32, device=self.device)
@@ -149,7 +166,8 @@ class SeedSession(WorkerSession):
         """The actors' newest observations into the trajectory (on the learner's device)."""
         t0 = perf_counter_ns()
         x = self.traj_obs[t]
-        x.copy_(self.obs_host)  # converts to float32 (and crosses to the device) in one copy
+        for cols, host in self.obs_host:
+            x[:, cols].copy_(host)  # converts to float32 (and crosses to the device) in one copy
         if self.scale != 1.0:
             x.mul_(self.scale)
         self.stats[TRANSFER_NS] += perf_counter_ns() - t0

@@ -3,12 +3,13 @@
 the rollout), action sampling from the logits, and the options and checks seed and a3c share (the checks ga3c
 too). torch comes in as an argument, so importing this module imports no framework.
 """
-from adapters._kit.learner_nets import policy_reason
-from rlbench.api import Option, env_info, unsupported_spaces
+from adapters._kit.learner_nets import obs_reason, policy_reason
+from rlbench.api import Option, env_info
 
 GAMMA, VALUE_COEF, ENTROPY_COEF = 0.99, 0.5, 0.01
-# what rlbench's torch learners (A2C here, ga3c, impala, rlpyt-async) train: an MLP on Box observations, a categorical
-OBS, ACT = ("Box",), ("Discrete",)
+# what rlbench's torch learners (A2C here, ga3c, impala, rlpyt-async) sample: a categorical (their observations:
+# learner_nets.obs_reason)
+ACT = ("Discrete",)
 
 
 def learner_options(batch_T: int, lr: float) -> tuple:
@@ -32,7 +33,7 @@ def learner_supports(name: str, workload, options: dict, per: str = "workers"):
     family = env_info(workload.env_id).family
     if family in ("mujoco", "replay"):
         return f"{name} samples a categorical policy: needs a Discrete action space ({workload.env_id} has none)"
-    return unsupported_spaces(workload, name, obs=OBS, act=ACT)
+    return obs_reason(name, workload, ACT)
 
 
 def a2c_loss(torch, logits, values, last_value, actions, rewards, dones):

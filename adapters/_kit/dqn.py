@@ -11,15 +11,15 @@ import time
 
 import numpy as np
 
-from adapters._kit.learner_nets import policy_reason, torso_reason
+from adapters._kit.learner_nets import obs_reason, policy_reason, torso_reason
 from adapters._kit.nets import Torso, dense_params, obs_size, torso_of
 from adapters._kit.procs import Transient
-from rlbench.api import Option, Unsupported, env_info, make_env, unsupported_spaces
+from rlbench.api import Option, Unsupported, env_info, make_env
 
 EPS_BASE, EPS_ALPHA = 0.4, 7.0   # Ape-X: actor i of N explores with eps^(1 + alpha * i / (N - 1))
 RESCALE_EPS = 1e-3               # R2D2's h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x
 MASKED = {"CartPole-v1": (1, 3)}  # mask_velocity zeroes these observation entries (cart and pole velocity)
-OBS, ACT = ("Box",), ("Discrete",)
+ACT = ("Discrete",)
 
 
 # -- exploration ------------------------------------------------------------------------------------------
@@ -424,7 +424,7 @@ def dqn_supports(name: str, workload, options: dict, recurrent: bool = False):
         return f"mask_velocity masks {', '.join(MASKED)} only (got {workload.env_id})"
     if workload.policy.device.startswith("cuda") and not cuda_visible():
         return "no CUDA device"
-    return unsupported_spaces(workload, name, obs=OBS, act=ACT) or torso_reason(workload)
+    return obs_reason(name, workload, ACT) or torso_reason(workload)
 
 
 def memory_check(name: str, item_bytes: int, capacity: int):

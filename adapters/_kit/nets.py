@@ -56,6 +56,38 @@ def flat_obs(obs):
     return obs.reshape(len(obs), -1)
 
 
+def map_obs(fn, obs):
+    """`fn` of every array of a batch (an array, or a dict or tuple of them, nested ones opened), in the batch's
+    structure: fn(obs) itself for an array."""
+    if isinstance(obs, dict):
+        return {k: map_obs(fn, v) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(map_obs(fn, v) for v in obs)
+    return fn(obs)
+
+
+def net_input(obs, part, scale: float = 1.0):
+    """The network's flat float input from a batch held as the env gives it (an array, or a dict or tuple of
+    arrays or tensors, each in its own dtype: a learner's buffers keep a uint8 screen uint8): `part(array)` turns
+    one array into float rows (a tensor [..., its inputs]), and a Dict's or Tuple's rows are joined in
+    `obs_entries`' order (torch.cat). An array alone is `part(obs) * scale` (obs_scale: uint8 frames enter in
+    [0, 1]); a Dict's images are scaled in the torso (Entry.scale), so `scale` is not applied to its parts."""
+    if isinstance(obs, (dict, tuple)):
+        import torch
+        return torch.cat([part(leaf) for leaf in obs_leaves(obs)], -1)
+    return part(obs) * scale
+
+
+def obs_columns(obs, observation_space) -> list:
+    """(columns of the flat input, array) for every leaf of a batch of `observation_space`: where `flat_obs`
+    puts each part (a Dict's and a Tuple's at their Entry's place), so a learner fills a preallocated float input
+    leaf by leaf, each converted as it is copied; [(all columns, obs)] for an array."""
+    entries = obs_entries(observation_space)
+    if not entries:
+        return [(slice(None), obs)]
+    return [(slice(e.start, e.start + e.size), leaf) for e, leaf in zip(entries, obs_leaves(obs, observation_space))]
+
+
 def obs_scale(dtype) -> float:
     """Images (uint8) enter the network in [0, 1]."""
     return 1.0 / 255 if np.dtype(dtype) == np.uint8 else 1.0

@@ -5,9 +5,9 @@ iteration, the solved criterion, and the checks of cleanrl-ppo and sb3-ppo (PPO 
 import importlib.util
 import math
 
-from rlbench.api import Option, env_info, unsupported_spaces
+from rlbench.api import Option, env_info
 
-OBS, ACT = ("Box",), ("Discrete",)  # an MLP (or Nature CNN) on array observations, a categorical policy
+ACT = ("Discrete",)  # a categorical policy (the observations each learner carries: learner_nets.obs_reason)
 
 GAMMA, GAE_LAMBDA, ENT_COEF, VF_COEF, MAX_GRAD_NORM = 0.99, 0.95, 0.01, 0.5, 0.5
 ENT_COEF_GAUSSIAN = 0.0                        # ppo_continuous_action.py's ent_coef
@@ -48,7 +48,7 @@ def learner_supports(name: str, workload, options, nets: bool = False, act: tupl
     aside, for vec=envpool on a plain gymnasium id). `nets`: it trains rlbench's networks (cleanrl-ppo: mlp,
     cnn, cnn:impala); else only `mlp`, as its hidden sizes (sb3-ppo builds its own). `act`: the action spaces
     its policy samples (Box: a Gaussian)."""
-    from adapters._kit.learner_nets import policy_reason
+    from adapters._kit.learner_nets import obs_reason, policy_reason
     from adapters._kit.native import envpool_native
     if options["vec"] == "envpool" and importlib.util.find_spec("envpool") is None:
         return "package not installed: envpool"
@@ -66,7 +66,7 @@ def learner_supports(name: str, workload, options, nets: bool = False, act: tupl
     if info.family == "dm_control" and options["vec"] != "envpool":
         return (f"{workload.env_id} is a DeepMind Control task, which EnvPool runs and gymnasium does not: "
                 f"vec=envpool (got vec={options['vec']})")
-    reason = unsupported_spaces(workload, name, obs=OBS, act=act)
+    reason = obs_reason(name, workload, act)
     if reason is None and options["vec"] == "envpool":
         reason = envpool_native(workload, f"{name} vec=envpool")
     return reason

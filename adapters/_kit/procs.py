@@ -71,16 +71,31 @@ ARRAY_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")  # one array 
 def obs_specs(name: str, space, lead: tuple) -> dict:
     """SharedArrays specs for observations of `space` under leading dimensions `lead`: one array `name`, or
     for a Dict space one per part, `name/key` (nested Dicts `name/key/sub`), as rlpyt lays out a Dict
-    observation (a namedarraytuple of arrays). A space of another kind (Tuple) has no layout: ValueError."""
+    observation (a namedarraytuple of arrays); a Tuple's parts are `name/0`, `name/1`, ... Every part keeps its
+    own dtype (a uint8 screen stays uint8). A part of another kind (Text, Sequence, ...) has no layout:
+    ValueError. `obs_batch` gives the views back the space's structure."""
     kind = type(space).__name__
-    if kind == "Dict":
+    if kind in ("Dict", "Tuple"):
+        named = space.spaces.items() if kind == "Dict" else enumerate(space.spaces)
         out = {}
-        for key, part in space.spaces.items():
+        for key, part in named:
             out.update(obs_specs(f"{name}/{key}", part, lead))
         return out
     if kind not in ARRAY_SPACES:
         raise ValueError(f"no shared-memory layout for {kind} observations")
     return {name: ((*lead, *space.shape), space.dtype)}
+
+
+def obs_batch(view, space):
+    """The observation batch `obs_specs` laid out, from its entry in SharedArrays.views() (which nests every part
+    by name in dicts): the array itself for an array space, a dict of a Dict's parts, a tuple of a Tuple's, as
+    gymnasium's vector envs batch them (adapters._kit.batch writes and indexes them, nets.obs_leaves reads them)."""
+    kind = type(space).__name__
+    if kind == "Dict":
+        return {key: obs_batch(view[key], part) for key, part in space.spaces.items()}
+    if kind == "Tuple":
+        return tuple(obs_batch(view[str(i)], part) for i, part in enumerate(space.spaces))
+    return view
 
 
 class ParamStore:

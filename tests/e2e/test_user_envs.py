@@ -43,7 +43,8 @@ RLPYT = [("rlpyt-serial", {}, RANDOM), ("rlpyt-gpu", {"workers": 2}, RANDOM),
          ("rlpyt-cpu", {"workers": 2}, LINEAR), ("rlpyt-alternating", {"workers": 2}, LINEAR)]
 
 # What each adapter carries of the corridor's spaces: (observations, actions). The learners train an MLP
-# on Box observations with a categorical policy (cleanrl-ppo a Gaussian too); tianshou and rlpyt have no Tuple observations; Sample
+# on Box observations with a categorical policy (cleanrl-ppo a Gaussian too), impala, seed and cleanrl-ppo on Dict
+# and Tuple observations too (a buffer per part); tianshou and rlpyt have no Tuple observations; Sample
 # Factory's tensor dicts hold arrays only (not the Python int of a Discrete observation, also inside the
 # corridor's Dict) and its action distributions are Discrete or Box.
 EVERY_ACT = set(ACT)
@@ -56,11 +57,12 @@ CARRIES = {
                                                       "tianshou-ray", "rlpyt-serial", "rlpyt-cpu", "rlpyt-gpu",
                                                       "rlpyt-alternating")},
     "sample-factory": ({"box", "multidiscrete", "multibinary"}, {"discrete", "box"}),
-    **{a: ({"box"}, {"discrete"}) for a in ("sb3-ppo", "impala", "seed", "a3c", "ga3c", "ddp", "rlpyt-sync",
-                                           "rlpyt-async")},
-    "cleanrl-ppo": ({"box"}, {"discrete", "box"}),   # a Gaussian for Box actions
+    **{a: ({"box"}, {"discrete"}) for a in ("sb3-ppo", "a3c", "ga3c", "ddp", "rlpyt-sync", "rlpyt-async")},
+    **{a: ({"box", "dict", "tuple"}, {"discrete"}) for a in ("impala", "seed")},
+    "cleanrl-ppo": ({"box", "dict", "tuple"}, {"discrete", "box"}),   # a Gaussian for Box actions
 }
 LEARNERS = {"cleanrl-ppo", "sb3-ppo", "impala", "seed", "a3c", "ga3c", "ddp", "rlpyt-sync", "rlpyt-async"}
+DICT_LEARNERS = {"impala", "seed", "cleanrl-ppo"}   # their buffers hold a Dict's or Tuple's parts, one each
 REASON = {("sample-factory", "dict"): "Discrete observations inside a Dict: sample-factory carries Dicts of Box, "
                                       "MultiDiscrete, MultiBinary only"}
 
@@ -236,9 +238,39 @@ def test_the_reason_lists_what_it_carries(adapter, options, reason):
     assert _supports(adapter, _workload(obs="tuple"), options) == reason
 
 
-def test_learners_refuse_a_dict_observation_before_building_anything():
+def test_learners_carry_dict_observations_or_say_which_do_before_building_anything():
     for adapter in sorted(LEARNERS):
-        assert _supports(adapter, _workload(obs="dict", policy=MLP)) == f"Dict observations: {adapter} carries Box only"
+        for obs in ("dict", "tuple"):
+            reason = _supports(adapter, _workload(obs=obs, policy=MLP))
+            if adapter in DICT_LEARNERS:
+                assert reason is None, (adapter, obs, reason)
+            else:
+                assert reason == (f"{OBS[obs]} observations: {adapter} carries Box only (impala, seed and cleanrl-ppo "
+                                  "carry Dict and Tuple observations)")
+    for adapter in sorted(DICT_LEARNERS):   # a part no array holds (MiniGrid's mission, a str) is named
+        assert _supports(adapter, _workload(obs="mission", policy=MLP)) == (
+            f"MissionSpace observations (at mission): {adapter} carries Box, Discrete, MultiDiscrete, MultiBinary, "
+            "in Dicts and Tuples too, only")
+
+
+LEARNER_UNITS = {   # (options, env steps per unit with N envs)
+    "impala": ({"workers": 2, "unroll": 4, "batch": 2}, 2 * 4 * N // 2),
+    "seed": ({"workers": 2, "batch_T": 4}, 4 * N),
+    "cleanrl-ppo": ({"num_steps": 4, "num_minibatches": 2, "update_epochs": 1}, 4 * N),
+}
+
+
+@pytest.mark.parametrize("obs", ["dict", "tuple"])
+@pytest.mark.parametrize("adapter", sorted(DICT_LEARNERS))
+def test_the_learners_that_carry_dicts_train_an_mlp_on_every_part(adapter, obs):
+    """The corridor's Dict (a Box, a Discrete, a MultiBinary) and Tuple (a Box, a Discrete): every part in a buffer
+    of its own, the network reading them as one flat input; each unit's env steps exact."""
+    options, per_unit = LEARNER_UNITS[adapter]
+    session = _open(adapter, _workload(FACTORY, obs=obs, policy=MLP), options)
+    try:
+        assert [session.step() for _ in range(3)] == [per_unit] * 3
+    finally:
+        session.close()
 
 
 @pytest.mark.parametrize("adapter", ["envpool-sync", "envpool-async", "envpool-xla", "gymnax", "purejaxrl-ppo",

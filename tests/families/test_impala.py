@@ -8,14 +8,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from support import shm_left_since  # noqa: E402
+from support import REPO, shm_left_since  # noqa: E402
 
 from adapters.impala import vtrace  # noqa: E402
 from rlbench import registry  # noqa: E402
 from rlbench.planning.plan import TimingProtocol  # noqa: E402
 from rlbench.running import proctree  # noqa: E402
 from rlbench.running.timing import measure  # noqa: E402
-from rlbench.workload import PolicySpec, Workload  # noqa: E402
+from rlbench.workload import PolicySpec, Workload, parse_policy  # noqa: E402
 
 
 def reference_vtrace(mu_logp, pi_logp, r, disc, v, boot, rho_bar=1.0, c_bar=1.0):
@@ -116,6 +116,29 @@ def test_lag_histogram_counts_every_trajectory_consumed():
     assert sum(hist) == r["units"] * 3
     assert r["env_steps"] == r["units"] * 3 * 4 * 2
     assert r["policy_lag_max"] == max(i for i, n in enumerate(hist) if n)
+
+
+@pytest.mark.parametrize("policy", ["cnn", "lstm:hidden=32"])
+def test_a_dict_observation_with_a_screen_travels_part_by_part(policy, monkeypatch):
+    """toyenvs' dict_image (a 48x64x3 uint8 screen beside 5 floats, a first-person shooter's) under `--policy cnn`
+    and `lstm`: the trajectory slots hold the screen as uint8 and the floats as floats, one shared array each, the
+    network reads them (a CNN on the screen), and every unit consumes exactly batch x unroll x envs-per-actor steps."""
+    monkeypatch.syspath_prepend(str(REPO / "examples"))   # toyenvs; the actors fork
+    cls = registry.get("impala")
+    wl = Workload("toyenvs:make_corridor", 4, parse_policy(policy), seed=0,
+                  env_kwargs={"obs": "dict_image", "screen": "48x64", "length": 6, "episode_len": 7})
+    opts = cls.resolve_options({"workers": 2, "unroll": 4, "batch": 2})
+    assert cls().supports(wl, opts) is None
+    session = cls().open(wl, opts)
+    try:
+        screen, variables = session.obs["screen"], session.obs["vars"]
+        assert screen.dtype == np.uint8 and screen.shape[1:] == (5, 2, 48, 64, 3)
+        assert variables.dtype == np.float32 and variables.shape[1:] == (5, 2, 5)
+        r = measure(session.step, QUICK, session.metrics)
+    finally:
+        session.close()
+    assert r["units"] >= 3 and r["env_steps"] == r["units"] * 2 * 4 * 2   # 2 trajectories x 4 steps x 2 envs
+    assert screen.any() and variables.any()   # the actors wrote both parts
 
 
 def test_killed_actor_raises_and_nothing_is_left():

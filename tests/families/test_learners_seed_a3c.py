@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import psutil
 import pytest
 from support import REPO, shm_left_since
@@ -17,6 +18,7 @@ from rlbench.api import SESSION_METRICS, PolicySpec, Workload
 from rlbench.planning.plan import TimingProtocol
 from rlbench.running import proctree
 from rlbench.running.timing import measure
+from rlbench.workload import parse_policy
 
 MLP = PolicySpec("mlp", hidden=(64, 64))
 SMALL = PolicySpec("mlp", hidden=(8,))
@@ -74,6 +76,27 @@ def test_measure_reports_the_learner_metrics(adapter, workload, options):
         assert result["policy_lag_mean"] == pytest.approx(sum(i * h for i, h in enumerate(hist)) / sum(hist))
         assert result["wait_frac"] == 0 or options.get("lock")  # lock-free: nobody waits
     assert result["return_mean"] >= 0  # episodes ended within the window (nan before the first)
+
+
+@pytest.mark.parametrize("policy", ["cnn", "lstm:hidden=32"])
+def test_seed_on_a_dict_observation_with_a_screen(policy, monkeypatch):
+    """toyenvs' dict_image (a 48x64x3 uint8 screen beside 5 floats) under `--policy cnn` and `lstm`: the actors
+    share the screen as uint8 and the floats as floats, one array each; the central inference copies each into its
+    columns of the network's input; every unit is exactly batch_T x num_envs env steps."""
+    monkeypatch.syspath_prepend(str(REPO / "examples"))   # toyenvs; the actors fork
+    wl = Workload("toyenvs:make_corridor", 4, parse_policy(policy), seed=0,
+                  env_kwargs={"obs": "dict_image", "screen": "48x64", "length": 6, "episode_len": 7})
+    session = _open("seed", wl, batch_T=4, workers=2)
+    try:
+        screen, variables = session.buf["obs_now"]["screen"], session.buf["obs_now"]["vars"]
+        assert screen.dtype == np.uint8 and screen.shape == (4, 48, 64, 3)
+        assert variables.dtype == np.float32 and variables.shape == (4, 5)
+        assert session.traj_obs.shape[-1] == 48 * 64 * 3 + 5
+        result = measure(session.step, TINY, session.metrics)
+    finally:
+        session.close()
+    assert result["units"] >= 5 and result["env_steps"] == result["units"] * 4 * 4
+    assert screen.any() and variables.any()
 
 
 def _train(session, adapter, max_updates, target=100.0):
