@@ -20,9 +20,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -c "from adapters.torchrl import ensure_segment_trees; ensure_segment_trees()"
 	touch $(STAMP)
 
-# Adapters that cannot share the main environment (Sample Factory, Reverb, Brax, RLlib) get their own, pinned by
-# adapters/envs/<name>.txt and cached under $$RLBENCH_VENVS (default .venvs/). `rlbench run` builds a
-# missing one on first use; this builds them ahead (ENVS="sample-factory reverb" for a subset).
+# Adapters that cannot share the main environment (Sample Factory, Reverb, Brax, RLlib, PufferLib, gymnasium 1.4)
+# get their own, pinned by adapters/envs/<name>.txt and cached under $$RLBENCH_VENVS (default .venvs/). `rlbench run`
+# builds a missing one on first use; this builds them ahead (ENVS="sample-factory reverb" for a subset).
 ENVS ?=
 install-extras: install
 	$(VENV)/bin/rlbench envs --build $(ENVS)
