@@ -4,10 +4,12 @@ Everything a unit does runs inside one ahead-of-time compiled XLA program, compi
 never in a rate); every `step()` ends in `block_until_ready`. JAX's settings are set in `open()` before the
 first `import jax`. How they are built: docs/strategies/jax.md, "How the JAX adapters are built".
 """
+import importlib.util
 import math
 import os
 from time import perf_counter
 
+from adapters._kit.jax_cnn import CNN_POLICIES, cnn_network, cnn_refusal, policy_input, space_shape, space_text
 from adapters._kit.jax_env import GYMNAX_NAMES, action_kind, flat, load
 from adapters._kit.jax_policy import (
     factored_actions,
@@ -21,6 +23,7 @@ from adapters._kit.jax_policy import (
 )
 from adapters._kit.jax_runtime import (
     JAX_OPTIONS,
+    JAX_POLICIES,
     CompiledScan,
     compile_ahead,
     jax_supports,
@@ -61,6 +64,7 @@ ENV_API = Option("env_api", str, "auto", "a user's JAX env's API (auto: detected
                  choices=("auto", *JAX_APIS))
 
 COPY_MIB_CPU, COPY_MIB_ACCELERATOR = 64, 1024  # past the CPU caches / past an accelerator's L2
+GYMNAX_POLICIES = (*JAX_POLICIES, *CNN_POLICIES)   # the CNNs (flax) on pixel envs: gymnax and purejaxrl-ppo only
 
 
 def copy_gbps(jax, devices, mib: int, repeats: int = 5) -> float:
@@ -111,6 +115,19 @@ def _gymnax_supports(workload, adapter, options):
     return None
 
 
+def _cnn_supports(workload, adapter):
+    """Why the workload's CNN policy (cnn, cnn:impala) cannot take the env's observation, in one line naming the
+    size needed and got; None for any other policy, or an image the CNN takes (rank 3, each side at least 36 for
+    the Nature CNN), read from the env's declared observation space."""
+    name = workload.policy.name
+    if name not in CNN_POLICIES:
+        return None
+    if importlib.util.find_spec("flax") is None:
+        return f"policy {name} on {adapter} is a flax network: flax is not installed"
+    space = env_spaces(workload.env_id, workload.env_kwargs)[0]
+    return cnn_refusal(name, space_shape(space), space_text(space))
+
+
 def _offers(workload, api) -> bool:
     """Whether the user's env has `api`'s methods too (an env may offer both; env_api names the first)."""
     built = build_user_env(workload.env_id, **workload.env_kwargs)
@@ -132,7 +149,8 @@ class GymnaxSession(CompiledScan):
         devices = pick_devices(jax, workload, options, workload.num_envs, "num_envs")
         env = load(jax, workload, options["env_api"])
         T, n = options["scan_T"], workload.num_envs
-        params, act = make_actor(jax, workload, (env.obs_dim,), env.action)
+        shape, to_input = policy_input(jax, workload, env)   # flat floats for mlp, the image for a CNN
+        params, act = make_actor(jax, workload, shape, env.action)
         step_env = jax.vmap(env.step)
         legal = jax.vmap(env.legal) if env.legal else lambda obs, state: None
 
@@ -140,7 +158,7 @@ class GymnaxSession(CompiledScan):
             def body(c, _):
                 state, obs, key, ret = c
                 key, k_act, k_env = jax.random.split(key[0], 3)
-                actions = act(params, flat(jax, obs), k_act, legal(obs, state))
+                actions = act(params, to_input(obs), k_act, legal(obs, state))
                 obs, state, reward, _ = step_env(jax.random.split(k_env, ret.shape[0]), state, actions)
                 return (state, obs, key[None], ret + reward), None
             return jax.lax.scan(body, carry, None, length=T)[0]
@@ -183,7 +201,7 @@ class Gymnax(Adapter):
     name = "gymnax"
     kind = "vector_env"
     description = ("JAX envs (gymnax's, or yours with gymnax's, Jumanji's, Pgx's, XLand-MiniGrid's, Brax's, "
-                   "Navix's or JaxMARL's API): "
+                   "Navix's, JaxMARL's or gxm's API): "
                    "vmap over num_envs, lax.scan over scan_T steps, policy inside, AOT-compiled")
     requires = ("jax", "gymnax")
     jax_env_apis = JAX_APIS
@@ -194,7 +212,8 @@ class Gymnax(Adapter):
     def supports(self, workload, options):
         if options["devices"] > 1 and workload.num_envs % options["devices"]:
             return f"num_envs={workload.num_envs} must be a multiple of devices={options['devices']}"
-        return _gymnax_supports(workload, self.name, options) or jax_supports(workload, options, self.name)
+        return _gymnax_supports(workload, self.name, options) or _cnn_supports(workload, self.name) or \
+            jax_supports(workload, options, self.name, GYMNAX_POLICIES)
 
     def tune_space(self, num_envs: int, cpus: int) -> list:
         """scan length: longer amortises the call, shorter keeps the carry in cache."""
@@ -209,9 +228,10 @@ class Gymnax(Adapter):
 CLIP_EPS = CLIP_COEF["vector"]  # CleanRL's hyperparameters (PureJaxRL's CartPole recipe uses the same)
 LOG_2PI = math.log(2 * math.pi)
 NORM_EPS = 1e-8                   # gymnasium's NormalizeObservation / NormalizeReward epsilon
+PPO_POLICIES = ("mlp", *CNN_POLICIES)   # the networks it trains: an MLP actor and critic, or a CNN shared by both
 
 
-def build_ppo(jax, workload, options):
+def build_ppo(jax, workload, options, platform: str = ""):
     """(init(key) -> train state, update(train state) -> (train state, mean return of the agent's last
     HISTORY finished episodes, nan before the first), the env's API) for one agent,
     PureJaxRL's recipes: separate tanh MLP actor and critic, Adam with a clipped global norm, GAE, clipped
@@ -220,7 +240,11 @@ def build_ppo(jax, workload, options):
     component (each within its legal choices), their log-probabilities and entropies summed, as CleanRL's
     ppo_multidiscrete.py does. Box actions: ppo_continuous_action.py's
     diagonal Gaussian (a learned log std, zeros at the start; actions clipped to the box as they go to the env;
-    no entropy bonus) on normalized observations and rewards (clipped to +-10), as cleanrl-ppo trains a Box env."""
+    no entropy bonus) on normalized observations and rewards (clipped to +-10), as cleanrl-ppo trains a Box env.
+    Policy cnn or cnn:impala: one CNN torso (adapters/_kit/jax_cnn.py) on the observation in its own shape, shared
+    by the actor's and the critic's linear heads, as PureJaxRL's and CleanRL's Atari PPO do (images: never
+    normalized); on the CPU (`platform`, else JAX's default) the loss's convolutions are im2col products, which XLA
+    differentiates inside the update's loops an order of magnitude faster than its own (jax_cnn.py)."""
     import jax.numpy as jnp
     import optax
     env = load(jax, workload, options["env_api"])
@@ -234,7 +258,13 @@ def build_ppo(jax, workload, options):
     n_out = head_size(env.action)
     ent_coef = ENT_COEF_GAUSSIAN if gaussian else ENT_COEF
     obs_leaves = jax.tree.leaves(jax.eval_shape(env.reset, jax.random.PRNGKey(0))[0])
-    normalize = gaussian and all(jnp.issubdtype(leaf.dtype, jnp.floating) for leaf in obs_leaves)
+    cnn = workload.policy.name in CNN_POLICIES
+    normalize = gaussian and not cnn and all(jnp.issubdtype(leaf.dtype, jnp.floating) for leaf in obs_leaves)
+    if cnn:
+        shape, to_input = policy_input(jax, workload, env)
+        cnn_init, cnn_apply = cnn_network(jax, workload.policy.name, shape, ppo_heads(n_out))
+        learn_apply = cnn_network(jax, workload.policy.name, shape, ppo_heads(n_out),
+                                  patches=(platform or jax.default_backend()) == "cpu")[1]
 
     def lr(count):
         if not options["anneal_lr"]:
@@ -248,7 +278,11 @@ def build_ppo(jax, workload, options):
         n, *env.action[1].shape).astype(env.action[1].dtype)) if gaussian else \
         (lambda a: factored_actions(a, env.action)) if factored else (lambda a: a)
 
-    def net(params, obs):
+    def net(params, obs, learn=False):
+        """(actor's outputs, values); `learn`: in the loss (differentiated)."""
+        if cnn:
+            out, value = (learn_apply if learn else cnn_apply)(params["net"], to_input(obs))
+            return out, value[:, 0]
         obs = flat(jax, obs)
         return mlp_apply(jax, params["actor"], obs), mlp_apply(jax, params["critic"], obs)[:, 0]
 
@@ -285,8 +319,9 @@ def build_ppo(jax, workload, options):
 
     def init(key):
         k_a, k_c, k_env, key = jax.random.split(key, 4)
-        params = {"actor": mlp_init(jax, k_a, [obs_dim, *hidden, n_out], out_scale=0.01),
-                  "critic": mlp_init(jax, k_c, [obs_dim, *hidden, 1])}
+        params = {"net": cnn_init(k_a)} if cnn else \
+            {"actor": mlp_init(jax, k_a, [obs_dim, *hidden, n_out], out_scale=0.01),
+             "critic": mlp_init(jax, k_c, [obs_dim, *hidden, 1])}
         if gaussian:
             params["log_std"] = jnp.zeros((n_out,), jnp.float32)
         obs, state = jax.vmap(env.reset)(jax.random.split(k_env, n))
@@ -330,7 +365,7 @@ def build_ppo(jax, workload, options):
 
     def loss_fn(params, mb):
         obs, mask, action, logp_old, value_old, adv, target = mb
-        out, value = net(params, obs)
+        out, value = net(params, obs, learn=True)
         _, log_prob, entropy = policy(params, out, mask)
         v_clipped = value_old + jnp.clip(value - value_old, -CLIP_EPS, CLIP_EPS)
         v_loss = 0.5 * jnp.maximum((value - target) ** 2, (v_clipped - target) ** 2).mean()
@@ -372,6 +407,11 @@ def build_ppo(jax, workload, options):
     return init, update, env.api
 
 
+def ppo_heads(n_out: int) -> tuple:
+    """The CNN actor-critic's heads on its shared torso: (name, outputs, orthogonal gain), CleanRL's Atari PPO's."""
+    return (("actor", n_out, 0.01), ("critic", 1, 1.0))
+
+
 def rms_init(jax, size: int):
     """gymnasium's RunningMeanStd at the start: mean 0, variance 1, a count of 1e-4."""
     import jax.numpy as jnp
@@ -394,11 +434,17 @@ def greedy_return(jax, workload, params, num_envs=32, seed=12345, steps=None, ap
     env = load(jax, workload, api)
     steps = steps or env.episode_steps
     obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(seed), num_envs))
+    if workload.policy.name in CNN_POLICIES:
+        shape, to_input = policy_input(jax, workload, env)
+        apply = cnn_network(jax, workload.policy.name, shape, ppo_heads(head_size(env.action)))[1]
+        actor = lambda obs: apply(params["net"], to_input(obs))[0]   # noqa: E731
+    else:
+        actor = lambda obs: mlp_apply(jax, params["actor"], flat(jax, obs))   # noqa: E731
 
     def body(c, key):
         state, obs, ret, alive = c
         legal = jax.vmap(env.legal)(obs, state) if env.legal else None
-        action = greedy_actions(jax, mlp_apply(jax, params["actor"], flat(jax, obs)), env.action, legal)
+        action = greedy_actions(jax, actor(obs), env.action, legal)
         obs, state, r, done = jax.vmap(env.step)(jax.random.split(key, num_envs), state, action)
         ret = ret + r * alive
         return (state, obs, ret, alive * (1.0 - done)), None
@@ -418,7 +464,7 @@ class PPOSession:
         self.jax, self.workload, self.options = jax, workload, options
         agents = options["num_agents"]
         devices = pick_devices(jax, workload, options, agents, "num_agents")
-        init, update, api = build_ppo(jax, workload, options)
+        init, update, api = build_ppo(jax, workload, options, devices[0].platform)
         K = options["updates_per_unit"]
 
         def unit(ts):  # one device's agents, K iterations
@@ -502,7 +548,8 @@ class PureJaxRLPPO(Adapter):
     name = "purejaxrl-ppo"
     kind = "learner"
     description = ("PureJaxRL-style PPO compiled end to end (rollout, GAE, minibatch epochs in one program; a "
-                   "categorical for Discrete actions, a Gaussian on normalized observations and rewards for Box); "
+                   "categorical for Discrete actions, a Gaussian on normalized observations and rewards for Box; an "
+                   "MLP, or on pixel envs a CNN torso shared by actor and critic); "
                    "num_agents independent runs vmapped")
     requires = ("jax", "gymnax", "optax")
     jax_env_apis = JAX_APIS
@@ -517,16 +564,17 @@ class PureJaxRLPPO(Adapter):
     )
 
     def supports(self, workload, options):
-        if workload.policy.name != "mlp":
-            return f"purejaxrl-ppo trains the policy: needs policy mlp (got {workload.policy.name})"
+        if workload.policy.name not in PPO_POLICIES:
+            return (f"purejaxrl-ppo trains the policy: needs policy {', '.join(PPO_POLICIES[:-1])} or "
+                    f"{PPO_POLICIES[-1]} (got {workload.policy.name})")
         batch = workload.num_envs * options["num_steps"]
         if batch % options["num_minibatches"]:
             return (f"num_envs x num_steps = {batch} must be a multiple of "
                     f"num_minibatches={options['num_minibatches']}")
         if options["devices"] > 1 and options["num_agents"] % options["devices"]:
             return f"num_agents={options['num_agents']} must be a multiple of devices={options['devices']}"
-        return _gymnax_supports(workload, self.name, options) or \
-            jax_supports(workload, options, self.name)
+        return _gymnax_supports(workload, self.name, options) or _cnn_supports(workload, self.name) or \
+            jax_supports(workload, options, self.name, PPO_POLICIES)
 
     def open(self, workload, options):
         return PPOSession(workload, options)

@@ -1,7 +1,10 @@
 """Policies in JAX, to run inside a compiled program: a tanh MLP (init and apply) and the actor of
-the workload's policy (random or mlp) for a discrete, a multi-discrete or a bounded continuous action space.
+the workload's policy (random, mlp, or a CNN of adapters/_kit/jax_cnn.py: cnn, cnn:impala) for a discrete, a
+multi-discrete or a bounded continuous action space.
 """
 import math
+
+from adapters._kit.jax_cnn import CNN_POLICIES, cnn_network
 
 
 def mlp_init(jax, key, sizes, out_scale=1.0):
@@ -62,7 +65,8 @@ def greedy_actions(jax, out, action, legal=None):
 
 
 def make_actor(jax, workload, obs_shape, action):
-    """(params, act(params, obs, key, legal=None) -> actions) for the workload's policy; `action` is
+    """(params, act(params, obs, key, legal=None) -> actions) for the workload's policy on inputs of `obs_shape`
+    (one env's: `flat`'s length for mlp, the image's own shape for a CNN, a linear head on its features); `action` is
     ("discrete", n), ("multidiscrete", nvec, low) (each component's count and lowest value, in the action's
     shape and dtype) or ("box", low, high) with finite bounds; `legal` (bool, batch x n; a multi-discrete
     space's batch x components x largest count) keeps a choice among the legal actions."""
@@ -90,13 +94,18 @@ def make_actor(jax, workload, obs_shape, action):
                                                                              high + 1, low.dtype)
         return (), lambda params, obs, k, legal=None: jax.random.uniform(k, (obs.shape[0], *low.shape), low.dtype,
                                                                          low, high)
-    params = mlp_init(jax, key, [int(math.prod(obs_shape)), *workload.policy.hidden, n_out])
+    if workload.policy.name in CNN_POLICIES:
+        init, apply = cnn_network(jax, workload.policy.name, obs_shape, (("actor", n_out, 1.0),))
+        params, outputs = init(key), lambda p, obs: apply(p, obs)[0]
+    else:
+        params = mlp_init(jax, key, [int(math.prod(obs_shape)), *workload.policy.hidden, n_out])
+        outputs = lambda p, obs: mlp_apply(jax, p, obs)   # noqa: E731
     if action[0] != "box":
-        return params, lambda p, obs, k, legal=None: greedy_actions(jax, mlp_apply(jax, p, obs), action, legal)
+        return params, lambda p, obs, k, legal=None: greedy_actions(jax, outputs(p, obs), action, legal)
     low, high = jnp.asarray(action[1]), jnp.asarray(action[2])
 
     def act(p, obs, k, legal=None):
-        out = jnp.tanh(mlp_apply(jax, p, obs)).reshape(obs.shape[0], *low.shape)
+        out = jnp.tanh(outputs(p, obs)).reshape(obs.shape[0], *low.shape)
         return (low + (out + 1) * 0.5 * (high - low)).astype(low.dtype)
     return params, act
 

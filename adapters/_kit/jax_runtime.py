@@ -8,7 +8,8 @@ from time import perf_counter, perf_counter_ns
 
 from rlbench.api import Option, Unsupported
 
-JAX_POLICIES = ("random", "mlp")
+JAX_POLICIES = ("random", "mlp")   # what every JAX adapter runs inside its program
+JAX_NETS = ("mlp", "cnn", "cnn:impala")   # the networks (placed on a device); the CNNs on gymnax and purejaxrl-ppo
 
 JAX_OPTIONS = (
     Option("devices", int, 1, "devices to shard over (jax.shard_map); 0 = all local devices (as many as "
@@ -58,7 +59,7 @@ def start_jax(options):
 def platform_for(workload, options) -> str:
     if options["platform"] != "auto":
         return options["platform"]
-    return "gpu" if workload.policy.name == "mlp" and workload.policy.device.startswith("cuda") else ""
+    return "gpu" if workload.policy.name in JAX_NETS and workload.policy.device.startswith("cuda") else ""
 
 
 def pick_devices(jax, workload, options, divides: int, what: str) -> list:
@@ -82,14 +83,16 @@ def pick_devices(jax, workload, options, divides: int, what: str) -> list:
     return devices[:want]
 
 
-def jax_supports(workload, options, adapter: str):
-    """Why the workload's policy cannot run inside a compiled program on the chosen platform, or None."""
+def jax_supports(workload, options, adapter: str, policies: tuple = JAX_POLICIES):
+    """Why the workload's policy cannot run inside a compiled program on the chosen platform, or None;
+    `policies`: those the adapter runs."""
     pol = workload.policy
-    if pol.name not in JAX_POLICIES:
-        return f"{adapter} runs the policy inside the compiled loop: policy random or mlp (got {pol.name})"
-    if pol.name == "mlp" and pol.device.startswith("cuda") and options["platform"] == "cpu":
+    if pol.name not in policies:
+        listed = f"{', '.join(policies[:-1])} or {policies[-1]}"
+        return f"{adapter} runs the policy inside the compiled loop: policy {listed} (got {pol.name})"
+    if pol.name in JAX_NETS and pol.device.startswith("cuda") and options["platform"] == "cpu":
         return "policy device=cuda with platform=cpu"
-    if pol.name == "mlp" and not (pol.device == "cpu" or pol.device.startswith("cuda")):
+    if pol.name in JAX_NETS and not (pol.device == "cpu" or pol.device.startswith("cuda")):
         return f"policy device={pol.device}: cpu or cuda"
     return None
 

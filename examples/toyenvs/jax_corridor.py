@@ -1,12 +1,13 @@
 """The corridor of `toyenvs` written in JAX, the way JAX env packages are: pure functions of an explicit
-state, one env at a time (the caller vmaps), with five APIs such packages offer. rlbench knows none of them.
+state, one env at a time (the caller vmaps), with the APIs such packages offer. rlbench knows none of them.
 
     PYTHONPATH=examples rlbench run --adapter gymnax --num-envs 256,4096 --env toyenvs.jax_corridor:make_gymnax
     PYTHONPATH=examples rlbench run --adapter gymnax --env toyenvs.jax_corridor:make_jumanji --policy mlp
 
 `make_gymnax` returns an env with gymnax's API (`reset(key, params)`, `step(key, state, action, params)`
 returning obs, state, reward, done, info and resetting a finished env itself, `default_params`,
-`action_space(params)`); `make_jumanji` one with Jumanji's (`reset(key)` and `step(state, action)` returning
+`action_space(params)`); `make_gymnax_before_1` the same on gymnax's base class as envs written before
+gymnax 1.0 are; `make_jumanji` one with Jumanji's (`reset(key)` and `step(state, action)` returning
 (state, TimeStep), no reset inside, `action_spec`, a structured `observation_spec`); `make_brax` one with
 Brax's (`reset(rng)` and `step(state, action)` returning a State with obs, reward and done, no reset inside,
 `action_size`, `observation_size`; one continuous action in [-1, 1], rounded to a move); `make_navix` one with
@@ -15,7 +16,12 @@ episode's end, a step from such a timestep being its reset, and `_step` the tran
 attributes); `make_jaxmarl` a team of `num_agents` with JaxMARL's (`agents`, `reset(key)` and
 `step(key, state, actions)` with observations, rewards and dones by agent, "__all__" the episode's, resetting a
 finished env itself; `action_space(agent)`, `get_avail_actions(state)`: "left" is unavailable at cell 0, where it
-does nothing; each agent walks its own corridor, the episode ends once all stand at the goal). The agent starts at
+does nothing; each agent walks its own corridor, the episode ends once all stand at the goal); `make_gxm` one with
+gxm's (`init(key)`, `step(key, state, action)` returning (state, Timestep) with next_obs, reward, terminated and
+truncated, resetting a finished env itself; spaces as attributes); `make_gymnax_pixels` the gymnax one seen as
+a pixel env's screen, for the CNN policies: a `height` x `width` x 3 uint8 image (`layout="hwc"`, as a game's RGB
+screen comes) or 4 x `height` x `width` float32 planes in [0, 1] (`layout="chw"`, as stacked frames come), the
+agent's cell lit in the first channel, the goal's in the second, the time left in the third. The agent starts at
 cell 0 and moves left, stays or moves right (actions 0, 1, 2; Brax's -1, 0, 1); reaching cell `length - 1` pays
 1 and ends the episode, as does `episode_len` steps. The APIs give the same transitions under the same actions.
 """
@@ -200,6 +206,42 @@ class NavixCorridor:
                             lambda ts: self._step(ts, action), timestep)
 
 
+class GxmTimestep(NamedTuple):
+    next_obs: jnp.ndarray
+    reward: jnp.ndarray
+    terminated: jnp.ndarray
+    truncated: jnp.ndarray
+
+
+class GxmBox(NamedTuple):
+    low: float
+    high: float
+    shape: tuple
+
+
+class GxmCorridor:
+    def __init__(self, length: int = 16, episode_len: int = 200):
+        self.params = Params(int(length), int(episode_len))
+        self.action_space = Discrete(3)
+        self.observation_space = GxmBox(0.0, float(length), (3,))
+
+    def init(self, key):
+        state = State(jnp.int32(0), jnp.int32(0))
+        return state, GxmTimestep(_flat(_observe(state.pos, self.params.length)), jnp.float32(0),
+                                  jnp.bool_(False), jnp.bool_(False))
+
+    def reset(self, key, state):
+        return self.init(key)
+
+    def step(self, key, state, action):
+        state, reward, done = _move(state, action, self.params)
+        at_goal = state.pos == self.params.length - 1
+        fresh, _ = self.init(key)
+        state = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, state)  # a finished env starts over
+        return state, GxmTimestep(_flat(_observe(state.pos, self.params.length)), reward, at_goal,
+                                  jnp.logical_and(done, ~at_goal))
+
+
 class JaxMARLCorridors:
     def __init__(self, length: int = 16, episode_len: int = 200, num_agents: int = 1):
         self.params = Params(int(length), int(episode_len))
@@ -240,6 +282,69 @@ def make_gymnax(length: int = 16, episode_len: int = 200):
     return env, env.default_params   # as gymnax.make returns it
 
 
+def make_gymnax_before_1(length: int = 16, episode_len: int = 200):
+    """gymnax's Environment subclassed as envs written for gymnax before 1.0 are (popgym-arcade's): only
+    step_env and reset_env, done holding the time limit, a state without gymnax 1.0's `time`."""
+    from gymnax.environments import environment
+
+    class GymnaxCorridorBefore1(environment.Environment):
+        @property
+        def default_params(self):
+            return Params(int(length), int(episode_len))
+
+        def reset_env(self, key, params):
+            state = State(jnp.int32(0), jnp.int32(0))
+            return _flat(_observe(state.pos, params.length)), state
+
+        def step_env(self, key, state, action, params):
+            state, reward, done = _move(state, action, params)
+            return _flat(_observe(state.pos, params.length)), state, reward, done, {}
+
+        def action_space(self, params):
+            return Discrete(3)
+
+    env = GymnaxCorridorBefore1()
+    return env, env.default_params
+
+
+class GymnaxPixelCorridor(GymnaxCorridor):
+    """make_gymnax's corridor, observed as an image (the columns of a cell lit across every row)."""
+
+    def __init__(self, length=16, episode_len=200, height=48, width=64, layout="hwc"):
+        super().__init__(length, episode_len)
+        if layout not in ("hwc", "chw"):
+            raise ValueError(f"layout {layout!r}: hwc (uint8 RGB) or chw (4 float planes)")
+        self.height, self.width, self.layout = int(height), int(width), layout
+
+    def _image(self, state, params):
+        cell = jnp.arange(self.width) * params.length // self.width   # the cell each column shows
+        planes = jnp.stack([cell == state.pos, cell == params.length - 1,
+                            jnp.full((self.width,), 1.0 - state.t / params.episode_len), jnp.zeros((self.width,))])
+        planes = jnp.broadcast_to(planes[:, None, :].astype(jnp.float32), (4, self.height, self.width))
+        if self.layout == "chw":
+            return planes
+        return (jnp.moveaxis(planes[:3], 0, -1) * 255).astype(jnp.uint8)
+
+    def reset(self, key, params):
+        _, state = super().reset(key, params)
+        return self._image(state, params), state
+
+    def step(self, key, state, action, params):
+        _, state, reward, done, info = super().step(key, state, action, params)
+        return self._image(state, params), state, reward, done, info
+
+    def observation_space(self, params):
+        if self.layout == "chw":
+            return Box(0.0, 1.0, (4, self.height, self.width), jnp.float32)
+        return Box(0, 255, (self.height, self.width, 3), jnp.uint8)
+
+
+def make_gymnax_pixels(length: int = 16, episode_len: int = 200, height: int = 48, width: int = 64,
+                       layout: str = "hwc"):
+    env = GymnaxPixelCorridor(length, episode_len, height, width, layout)
+    return env, env.default_params
+
+
 def make_jumanji(length: int = 16, episode_len: int = 200):
     return JumanjiCorridor(length, episode_len)
 
@@ -250,6 +355,10 @@ def make_brax(length: int = 16, episode_len: int = 200):
 
 def make_navix(length: int = 16, episode_len: int = 200):
     return NavixCorridor(length, episode_len)
+
+
+def make_gxm(length: int = 16, episode_len: int = 200):
+    return GxmCorridor(length, episode_len)
 
 
 def make_jaxmarl(length: int = 16, episode_len: int = 200, num_agents: int = 1):

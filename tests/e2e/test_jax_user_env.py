@@ -1,5 +1,5 @@
-"""A user's JAX env (`--env package.module:factory` returning an env with gymnax's, Jumanji's, Brax's, Navix's or
-JaxMARL's API) runs on the JAX adapters with the same accounting as gymnax's own envs; every other adapter is
+"""A user's JAX env (`--env package.module:factory` returning an env with gymnax's, Jumanji's, Brax's, Navix's,
+JaxMARL's or gxm's API) runs on the JAX adapters with the same accounting as gymnax's own envs; every other adapter is
 dropped while planning with the reason; the APIs give the same transitions; a real package's env (Craftax) runs
 end to end.
 
@@ -20,10 +20,13 @@ MISSING = [m for m in ("jax", "gymnax", "optax") if importlib.util.find_spec(m) 
 pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)}")
 EXAMPLES = str(REPO / "examples")
 GYMNAX_API = "toyenvs.jax_corridor:make_gymnax"
+GYMNAX_BEFORE_1 = "toyenvs.jax_corridor:make_gymnax_before_1"
 JUMANJI_API = "toyenvs.jax_corridor:make_jumanji"
 BRAX_API = "toyenvs.jax_corridor:make_brax"
 NAVIX_API = "toyenvs.jax_corridor:make_navix"
 JAXMARL_API = "toyenvs.jax_corridor:make_jaxmarl"
+GXM_API = "toyenvs.jax_corridor:make_gxm"
+PIXELS = "toyenvs.jax_corridor:make_gymnax_pixels"   # 48x64x3 uint8 (layout=chw: 4x48x64 float32)
 CRAFTAX = "craftax.craftax_env:make_craftax_env_from_name"
 
 
@@ -47,7 +50,7 @@ def test_gymnasium_adapters_are_dropped_before_anything_runs_with_the_api_named(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env", [GYMNAX_API, JUMANJI_API, BRAX_API, NAVIX_API, JAXMARL_API])
+@pytest.mark.parametrize("env", [GYMNAX_API, JUMANJI_API, BRAX_API, NAVIX_API, JAXMARL_API, GXM_API])
 def test_each_api_runs_on_gymnax_and_purejaxrl_with_exact_counts(tmp_path, env):
     """Brax's API has continuous actions (Brax's convention): PPO samples them from a Gaussian."""
     suite = write_suite(tmp_path, (
@@ -114,6 +117,20 @@ def test_a_factory_named_by_a_dotted_path_and_a_multi_agent_env(tmp_path):
             "agents all have a Discrete action or all a Box") in run.stderr.strip().splitlines()[-1]
 
 
+def test_a_cnn_on_an_image_too_small_or_no_image_is_refused_while_planning_naming_the_size(tmp_path):
+    """The Nature CNN's three convolutions leave no cell of a side under 36 (nets.py's torch refusal, word for
+    word); the IMPALA ResNet takes any side; a vector observation is no image for either."""
+    run = _run(tmp_path, "--adapter", "gymnax", "--adapter", "purejaxrl-ppo", "--env", PIXELS, "--env-kwarg",
+               "height=32", "--policy", "cnn")
+    assert run.rc == 2 and not (tmp_path / "run").exists()
+    line = run.stderr.strip().splitlines()[-1]
+    assert ("all 2 planned cells are impossible: policy cnn needs image observations of at least 36x36 (stacked "
+            "frames CxHxW or HxWxC); got Box(32, 64, 3) (x2)") in line
+    run = _run(tmp_path, "--adapter", "gymnax", "--env", GYMNAX_API, "--policy", "cnn:impala")
+    assert run.rc == 2 and "policy cnn:impala needs image observations of at least 36x36" in run.stderr
+    assert "got Box(3,)" in run.stderr
+
+
 def test_planning_a_jax_env_keeps_jax_off_the_accelerator_and_out_of_the_cells_settings():
     """rlbench's own process plans on JAX's CPU backend, preallocating nothing, and leaves the variables as
     they were, so the cells (fresh processes) start JAX as their adapter sets it."""
@@ -159,18 +176,22 @@ def _in_jax_trajectory(env_id, actions):
 
 def test_the_apis_give_the_same_transitions_resets_included(jax):
     """Brax's env neither ends at its time limit nor resets: rlbench does both (the time limit: the env's
-    episode_length, else 1000); the corridor's own limit of 6 ends its episodes first, as in the others."""
+    episode_length, else 1000); the corridor's own limit of 6 ends its episodes first, as in the others. An env
+    written for gymnax before 1.0 (no `time` in its state for 1.0's step to read) steps as gymnax then did."""
     rng = np.random.default_rng(0)
     actions = [rng.integers(0, 3, 4) for _ in range(25)] + [np.full(4, 2)] * 4   # goals reached, time limits hit
     dim_g, act_g, gym_api = jax(_in_jax_trajectory, GYMNAX_API, actions)
+    dim_o, act_o, old_api = jax(_in_jax_trajectory, GYMNAX_BEFORE_1, actions)
     dim_j, act_j, jum_api = jax(_in_jax_trajectory, JUMANJI_API, actions)
     dim_b, act_b, brax_api = jax(_in_jax_trajectory, BRAX_API, actions)
     dim_n, act_n, navix_api = jax(_in_jax_trajectory, NAVIX_API, actions)
     dim_m, act_m, marl_api = jax(_in_jax_trajectory, JAXMARL_API, actions)
-    assert dim_g == dim_j == dim_b == dim_n == dim_m == 3 and act_g == act_j == act_n == ("discrete", 3)
+    dim_x, act_x, gxm_api = jax(_in_jax_trajectory, GXM_API, actions)
+    assert dim_g == dim_o == dim_j == dim_b == dim_n == dim_m == dim_x == 3
+    assert act_g == act_o == act_j == act_n == act_x == ("discrete", 3)
     assert act_b[0] == "box" and act_b[1].tolist() == [-1.0] and act_b[2].tolist() == [1.0]
     assert act_m[0] == "multidiscrete" and act_m[1].tolist() == [3] and act_m[2].tolist() == [0]
-    for steps in zip(gym_api, jum_api, brax_api, navix_api, marl_api):
+    for steps in zip(gym_api, old_api, jum_api, brax_api, navix_api, marl_api, gxm_api):
         for i in range(3):   # observation, reward, done
             for other in steps[1:]:
                 np.testing.assert_array_equal(steps[0][i], other[i])
@@ -341,3 +362,95 @@ def test_ppo_samples_within_the_mask_while_it_learns(jax):
                          {"num_steps": 60, "num_minibatches": 2, "update_epochs": 1})
     assert steps == 3 * 60 * 4
     assert returns == [50.0]              # every finished episode ran to the time limit: never an illegal action
+
+
+def _pixel_session(adapter, policy, options, env_kwargs):
+    """Open `adapter` with `policy` on the pixel corridor (4 envs), run 3 units: (env steps, the actor's
+    parameters by part: {"torso": n, "heads": n})."""
+    sys.path.insert(0, EXAMPLES)
+    import jax
+
+    from adapters._kit.jax_cnn import torso_params
+    from rlbench import registry
+    from rlbench.api import PolicySpec, Workload
+    cls = registry.get(adapter)
+    opts = cls.resolve_options(options)
+    workload = Workload(PIXELS, 4, PolicySpec(policy), seed=0, env_kwargs=env_kwargs)
+    assert cls().supports(workload, opts) is None
+    session = cls().open(workload, opts)
+    try:
+        steps = sum(session.step() for _ in range(3))
+        params = session.params(0)["net"] if adapter == "purejaxrl-ppo" else session.params
+        total = sum(leaf.size for leaf in jax.tree.leaves(params))
+        return steps, {"torso": torso_params(params), "heads": total - torso_params(params)}
+    finally:
+        session.close()
+
+
+GYMNAX_T5 = ("gymnax", {"scan_T": 5}, 5)
+PPO_2X4 = ("purejaxrl-ppo", {"num_steps": 4, "num_minibatches": 2, "update_epochs": 1, "updates_per_unit": 2}, 2 * 4)
+
+
+@pytest.mark.parametrize("adapter, options, per_unit, policy, layout", [
+    (*GYMNAX_T5, "cnn", "hwc"), (*GYMNAX_T5, "cnn", "chw"), (*GYMNAX_T5, "cnn:impala", "chw"),
+    (*PPO_2X4, "cnn", "hwc"),   # ~10-15 s on 2 cores, most of it XLA compiling the CNN's PPO
+    pytest.param(*PPO_2X4, "cnn", "chw", marks=pytest.mark.slow),
+    pytest.param(*PPO_2X4, "cnn:impala", "hwc", marks=pytest.mark.slow)])
+def test_a_cnn_acts_and_trains_on_a_pixel_jax_env_with_exact_counts_and_nets_parameter_count(
+        jax, adapter, options, per_unit, policy, layout):
+    """The observation reaches the CNN in its own shape (48x64x3 uint8, or 4x48x64 float32 planes, transposed to
+    NHWC); its torso has the torch CNN's parameters on the same frame (nets.cnn_params), the heads a linear layer
+    from its features to the 3 actions (PPO's: and to the value)."""
+    from adapters._kit.nets import CNN_OUT, CNN_POLICIES, cnn_params, dense_params, image_layout
+    steps, params = jax(_pixel_session, adapter, policy, options, {"layout": layout})
+    assert steps == 3 * per_unit * 4
+    kind = CNN_POLICIES[policy]
+    assert params["torso"] == cnn_params(kind, image_layout((48, 64, 3) if layout == "hwc" else (4, 48, 64)))
+    heads = [3] if adapter == "gymnax" else [3, 1]
+    assert params["heads"] == sum(dense_params([CNN_OUT[kind], h]) for h in heads)
+
+
+@pytest.mark.slow
+def test_policy_cnn_runs_on_a_pixel_jax_env_through_the_cli(tmp_path):
+    suite = write_suite(tmp_path, (
+        f'[[sweep]]\nadapters = ["gymnax", "purejaxrl-ppo"]\nenvs = ["{PIXELS}"]\nnum_envs = [8]\n'
+        'policy = ["cnn"]\n'
+        "options.gymnax = { scan_T = [5] }\n"
+        "options.purejaxrl-ppo = { num_steps = [4], num_minibatches = [2], update_epochs = [1] }\n"))
+    run = run_cli_subprocess(["run", str(suite)], tmp_path / "run", timeout=400)
+    assert run.rc == 0, run.stderr[-2000:]
+    gymnax, ppo = run.row("gymnax"), run.row("purejaxrl-ppo")
+    assert gymnax["status"] == "ok" and ppo["status"] == "ok", run.rows
+    assert gymnax["env_steps"] % (8 * 5) == 0 and gymnax["env_steps"] > 0 and gymnax["env_api"] == "gymnax"
+    assert ppo["env_steps"] % (8 * 4) == 0 and ppo["env_steps"] > 0 and ppo["updates_per_s"] > 0
+
+
+def _in_jax_patches_and_convolutions(policy, shape):
+    """One CNN's actor and critic outputs and their gradients, through XLA's convolutions and through the im2col
+    products PPO trains with on the CPU, with the same variables."""
+    import jax
+    import jax.numpy as jnp
+
+    from adapters._kit.jax_cnn import cnn_network
+    heads = (("actor", 3, 0.01), ("critic", 1, 1.0))
+    init, native = cnn_network(jax, policy, shape, heads)
+    init_patches, patches = cnn_network(jax, policy, shape, heads, patches=True)
+    variables = init(jax.random.PRNGKey(0))
+    same_tree = jax.tree.structure(variables) == jax.tree.structure(init_patches(jax.random.PRNGKey(0)))
+    obs = jax.random.uniform(jax.random.PRNGKey(1), (16, *shape), maxval=255.0).astype(jnp.uint8)
+    out = [jax.jit(apply)(variables, obs) for apply in (native, patches)]
+    grads = [jax.jit(jax.grad(lambda v, apply=apply: sum((o ** 2).sum() for o in apply(v, obs))))(variables)
+             for apply in (native, patches)]
+    return same_tree, [[np.asarray(o) for o in outs] for outs in out], [
+        [np.asarray(g) for g in jax.tree.leaves(grad)] for grad in grads]
+
+
+@pytest.mark.parametrize("policy, shape", [("cnn", (48, 64, 3)),
+                                           pytest.param("cnn:impala", (4, 33, 50), marks=pytest.mark.slow)])
+def test_the_im2col_convolutions_ppo_trains_with_on_the_cpu_are_xlas(jax, policy, shape):
+    same_tree, (native, patches), (g_native, g_patches) = jax(_in_jax_patches_and_convolutions, policy, shape)
+    assert same_tree
+    for a, b in zip(native, patches):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+    for a, b in zip(g_native, g_patches):
+        np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-5 * np.abs(a).max())
