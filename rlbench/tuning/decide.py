@@ -124,11 +124,20 @@ def measured_once_faster(entries, v) -> str:
             f"{v.winner.text} ({len(v.winner.values)} repeats)")
 
 
+TIE = 0.03   # a runner-up whose share of the winner has its 95% CI within this of 1x ties with it
+
+
 def budget_note(search, v, used_s) -> str:
     """One line where the budget ended the search before the winner could be told from the runner-up (their lead
-    untested or within the noise): which two, and the budget that would race them to their confirmation."""
+    untested or within the noise): which two, and the budget that would race them to their confirmation; or, where
+    the runner-up's share's CI lies within TIE of 1x, that they tie (a slow env's workers on 2 cores: 1.00x [0.99,
+    1.00]), which no budget would change."""
     if search.converged or v.runner_up is None or v.lead == "significant":
         return ""
+    share = v.runner_share
+    if share.tested and 1 - TIE <= share.low and share.high <= 1 + TIE:
+        return (f"{v.winner.text} and {v.runner_up.text} tie: the runner-up's {share.text} of the winner lies within "
+                f"{TIE:.0%} of it, so more budget would not separate them; either will do")
     pair = [search.by_id[e.cell_id] for e in (v.winner, v.runner_up) if e.cell_id in search.by_id]
     untested = [c for c in search.candidates if c.status == "budget"]
     more_s = search.cost_s(pair, FINAL_REPEATS) + search.cost_s(untested, START_REPEATS)

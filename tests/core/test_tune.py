@@ -132,6 +132,21 @@ def test_the_answer_is_never_slower_than_a_configuration_it_measured():
     assert not faster
 
 
+def test_a_runner_up_within_3_percent_of_the_winner_ties_whatever_the_budget():
+    """A slow env's workers on 2 cores: two strategies at 1.00x [0.99, 1.00] of each other. More budget would not
+    separate them, so the line says they tie rather than asking for a larger budget."""
+    rates = {("serial", n): _five(34) for n in (1, 2, 4, 8)}
+    rates.update({("gymnasium-async", n): _five(67.8) for n in (1, 2, 4, 8)})
+    rates.update({("sb3-subproc", n): _five(67.7) for n in (1, 2, 4, 8)})
+    search, results = _searched(rates, ["serial", "gymnasium-async", "sb3-subproc"])
+    search.converged = False   # as where the budget ended the search
+    d = decide(search, results, PROFILE, used_s=113.0, budget_s=120.0)
+    assert d.runner_up.lead == "not significant"
+    assert " tie: the runner-up's 1.00x [0.99, 1.0" in d.budget_note
+    assert d.budget_note.endswith("of the winner lies within 3% of it, so more budget would not separate them; "
+                                  "either will do")
+
+
 def test_a_clear_lead_is_significant_in_both():
     rates = {("serial", n): _five(100) for n in (1, 2, 4, 8)}
     rates.update({("sb3-subproc", n): _five(r) for n, r in ((1, 80), (2, 150), (4, 300), (8, 250))})
