@@ -49,15 +49,20 @@ def test_gymnasium_adapters_are_dropped_before_anything_runs_with_the_api_named(
             "gymnax, purejaxrl-ppo") in line
 
 
+def _jax_suite(tmp_path, adapters: list, env: str, policy: str):
+    """A suite of `env` at 8 envs under `adapters`, gymnax's scans of 5 steps and PPO's updates of 4."""
+    names = ", ".join(f'"{a}"' for a in adapters)
+    return write_suite(tmp_path, (
+        f'[[sweep]]\nadapters = [{names}]\nenvs = ["{env}"]\nnum_envs = [8]\npolicy = ["{policy}"]\n'
+        "options.gymnax = { scan_T = [5] }\n"
+        "options.purejaxrl-ppo = { num_steps = [4], num_minibatches = [2], update_epochs = [1] }\n"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("env", [GYMNAX_API, JUMANJI_API, BRAX_API, NAVIX_API, JAXMARL_API, GXM_API])
 def test_each_api_runs_on_gymnax_and_purejaxrl_with_exact_counts(tmp_path, env):
     """Brax's API has continuous actions (Brax's convention): PPO samples them from a Gaussian."""
-    suite = write_suite(tmp_path, (
-        f'[[sweep]]\nadapters = ["gymnax", "purejaxrl-ppo", "serial"]\nenvs = ["{env}"]\nnum_envs = [8]\n'
-        'policy = ["mlp:hidden=16"]\n'
-        "options.gymnax = { scan_T = [5] }\n"
-        "options.purejaxrl-ppo = { num_steps = [4], num_minibatches = [2], update_epochs = [1] }\n"))
+    suite = _jax_suite(tmp_path, ["gymnax", "purejaxrl-ppo", "serial"], env, "mlp:hidden=16")
     run = run_cli_subprocess(["run", str(suite)], tmp_path / "run", timeout=300)
     assert run.rc == 0, run.stderr[-2000:]
     assert "serial steps gymnasium envs" in run.stderr       # dropped, not a row
@@ -412,11 +417,7 @@ def test_a_cnn_acts_and_trains_on_a_pixel_jax_env_with_exact_counts_and_nets_par
 
 @pytest.mark.slow
 def test_policy_cnn_runs_on_a_pixel_jax_env_through_the_cli(tmp_path):
-    suite = write_suite(tmp_path, (
-        f'[[sweep]]\nadapters = ["gymnax", "purejaxrl-ppo"]\nenvs = ["{PIXELS}"]\nnum_envs = [8]\n'
-        'policy = ["cnn"]\n'
-        "options.gymnax = { scan_T = [5] }\n"
-        "options.purejaxrl-ppo = { num_steps = [4], num_minibatches = [2], update_epochs = [1] }\n"))
+    suite = _jax_suite(tmp_path, ["gymnax", "purejaxrl-ppo"], PIXELS, "cnn")
     run = run_cli_subprocess(["run", str(suite)], tmp_path / "run", timeout=400)
     assert run.rc == 0, run.stderr[-2000:]
     gymnax, ppo = run.row("gymnax"), run.row("purejaxrl-ppo")
