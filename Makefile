@@ -116,7 +116,7 @@ check-tune: install
 # The same against env packages users train on (a driving simulator, Box2D, Atari through ALE with the CNN, MuJoCo,
 # crafter's pixels with the CNN, MiniGrid), installed into .envzoo as a user would (ARGS="--envs highway").
 check-tune-real: install envzoo
-	$(PY) scripts/check_tune.py --panel real --budget 3m $(ARGS)
+	$(PY) scripts/check_tune.py --panel real --budget 3m --tune-adapters all --fresh-calibration $(ARGS)
 
 # The claims matrix of every committed reference set (its claims.csv and claims.md) and docs/claims.md from them.
 claims: install

@@ -42,15 +42,25 @@ PANEL = {
 }
 # The real-env panel (`make check-tune-real`: --panel real): env packages users train on, each with the policy its
 # users train, installed as a user would (tests/e2e/envzoo/requirements.txt into .envzoo by `make envzoo`; ale-py,
-# mujoco, Box2D's gymnasium envs from constraints.txt). name -> (env, env arguments, policy), as PANEL.
+# mujoco, Box2D's gymnasium envs from constraints.txt). name -> (env, env arguments, policy), as PANEL; an env id
+# `ENV+module:fn` is ENV with that wrapper (tune's --env-wrapper).
 REAL_PANEL = {
     "highway": ("highway_env:highway-fast-v0", {}, "random"),            # pure-Python driving: ~20 ms a step
     "lunar": ("LunarLander-v3", {}, "mlp"),                               # a C++ physics engine (Box2D)
     "pong": ("ALE/Pong-v5", {}, "cnn"),                                   # Atari pixels through ALE, the Nature CNN
     "ant": ("Ant-v4", {}, "mlp"),                                         # MuJoCo
     "crafter": ("crafter_gym:make_env", {}, "cnn"),                       # procedurally generated, 64x64 pixels
-    "minigrid": ("minigrid:MiniGrid-DoorKey-5x5-v0", {}, "random"),       # a Dict observation with a text mission
+    # a Dict observation with a screen: MiniGrid as its pixel users wrap it (a 56x56 RGB view, the agent's
+    # direction, the text mission), the CNN on the screen
+    "minigrid": ("minigrid:MiniGrid-DoorKey-8x8-v0+minigrid.wrappers:RGBImgPartialObsWrapper", {}, "cnn"),
+    # a pixel JAX env (popgym-arcade's games, written for gymnax before 1.0), the Flax CNN
+    "arcade": ("popgym_arcade:make", {"env_id": "MineSweeperEasy"}, "cnn"),
+    # multi-agent through its package's gymnasium interface: highway-env's two controlled vehicles, Tuple
+    # observations and actions (random: rlbench's networks pick Discrete and Box actions, not a Tuple of them)
+    "intersection": ("highway_env:intersection-multi-agent-v1", {}, "random"),
 }
+# the strategies that step a JAX env (those of ADAPTERS step gymnasium envs only): swept for these entries instead
+JAX_SWEPT = {"arcade": "gymnax"}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZOO = os.path.join(REPO, ".envzoo")
 ZOO_PATHS = [ZOO, os.path.join(REPO, "tests", "e2e", "envzoo")]   # the packages, and crafter_gym's old-API wrapper
@@ -78,14 +88,21 @@ def sized(sizes: list, per_size: int, cap: int = MAX_CELLS) -> tuple:
 
 
 def tune(name, env, kwargs, policy, args, out) -> tuple:
-    cmd = [sys.executable, "-m", "rlbench.cli", "tune", "--env", env, "--policy", policy, "--budget", args.budget,
+    from rlbench.envs import WRAP
+    base, *wrappers = env.split(WRAP)
+    cmd = [sys.executable, "-m", "rlbench.cli", "tune", "--env", base, "--policy", policy, "--budget", args.budget,
            "--max-envs", str(max(args.sizes)), "--out", out]
+    for wrapper in wrappers:
+        cmd += ["--env-wrapper", wrapper]
     if args.tune_adapters != "all":
         cmd += ["--adapters", args.tune_adapters or args.adapters]
     for k, v in kwargs.items():
         cmd += ["--env-kwarg", f"{k}={v}"]
+    environ = dict(os.environ)
+    if args.fresh_calibration:   # a first tune on this machine: its calibration measured, outside the budget
+        environ["RLBENCH_CACHE"] = os.path.join(out, "cache")
     t = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=environ)
     wall = time.monotonic() - t
     if proc.returncode != 0:
         raise SystemExit(f"check-tune: tune of {name} failed ({proc.returncode}): {proc.stderr[-1500:]}")
@@ -122,7 +139,7 @@ def autotune(name, env, kwargs, policy, args, python, out, forward_s: float) -> 
     return record
 
 
-def sweep(env, kwargs, policy, record, args, out, puffer=None) -> tuple:
+def sweep(env, kwargs, policy, record, args, out, swept: str, puffer=None) -> tuple:
     """Every candidate of tune's space at these sizes, tune's pick and autotune's, in one interleaved run.
     Returns (results, wall s, configurations, tune's pick's cell_id, autotune's pick's cell_id or None): a
     pick already among the candidates (same adapter, num_envs and options however given) is that cell."""
@@ -135,7 +152,7 @@ def sweep(env, kwargs, policy, record, args, out, puffer=None) -> tuple:
     workload = Workload(env, 1, parse_policy(policy), 0, 1, dict(kwargs))
     # tune's profile: where it placed the policy and the cost of a step its units were sized by, the same here
     profile = EnvProfile.from_json(record["profile"]) if record.get("profile") else None
-    space = Space(workload, args.adapters.split(","), max(args.sizes), cpus_here(), profile)
+    space = Space(workload, swept.split(","), max(args.sizes), cpus_here(), profile)
     per_size = sum(len(space.settings(a, max(args.sizes))) for a in space.adapters)
     sizes, note = sized(args.sizes, per_size, args.max_cells)
     if note:
@@ -200,6 +217,9 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3, help="repeats per configuration in the sweep")
     p.add_argument("--no-pufferlib", action="store_true", help="leave out PufferLib's autotune beside tune")
     p.add_argument("--puffer-batch-size", type=int, help="autotune's batch_size (default: the largest size / 2)")
+    p.add_argument("--fresh-calibration", action="store_true",
+                   help="each tune from an empty calibration cache (its own, under its folder), as a first tune on "
+                        "a machine; the calibration runs outside the budget")
     p.add_argument("--out", default="reports/check-tune")
     args = p.parse_args()
     from rlbench.tuning.candidates import cpus_here
@@ -223,7 +243,8 @@ def main() -> int:
     from rlbench.results.ranking import entry, verdict
     # the calibration is per machine and cached: measured once here, so every tune's budget goes to its search
     raced = [] if args.tune_adapters == "all" else ["--adapters", args.tune_adapters or args.adapters]
-    subprocess.run([sys.executable, "-m", "rlbench.cli", "calibrate", *raced], check=True, capture_output=True)
+    if not args.fresh_calibration:
+        subprocess.run([sys.executable, "-m", "rlbench.cli", "calibrate", *raced], check=True, capture_output=True)
     if args.puffer_batch_size is not None and not 1 <= args.puffer_batch_size <= max(args.sizes):
         print(f"check-tune: --puffer-batch-size must be 1 to {max(args.sizes)} (autotune's max_envs)", file=sys.stderr)
         return 2
@@ -232,11 +253,12 @@ def main() -> int:
     for name in names:
         env, kwargs, policy = panel[name]
         base = os.path.join(args.out, name)
+        swept = JAX_SWEPT.get(name, args.adapters) if args.adapters == ADAPTERS else args.adapters
         record, tune_s = tune(name, env, kwargs, policy, args, os.path.join(base, "tune"))
         puffer = autotune(name, env, kwargs, policy, args, puffer_python, os.path.join(base, "autotune"),
                           forward_s(policy, record, args)) if puffer_python else None
         results, sweep_s, n_cells, tune_id, puffer_id = sweep(env, kwargs, policy, record, args,
-                                                              os.path.join(base, "sweep"), puffer)
+                                                              os.path.join(base, "sweep"), swept, puffer)
         summary = {c.cell_id: c for c in results.cells.values() if c.n}
         best = verdict([entry(c, results) for c in summary.values()]).winner
         win = record["decision"]["winner"]
@@ -244,7 +266,8 @@ def main() -> int:
         row = {"env": name, "tune_pick": win["config"], "tune_pick_in_tune": win["steps_per_s"],
                "tune_pick_in_sweep": rate, "sweep_best": best.text, "sweep_best_steps_per_s": best.median,
                "ratio_to_best": rate / best.median, "tune_s": tune_s, "sweep_s": sweep_s,
-               "time_share": tune_s / sweep_s, "sweep_configurations": n_cells, "tune_stop": record["stop_reason"]}
+               "time_share": tune_s / sweep_s, "sweep_configurations": n_cells, "tune_stop": record["stop_reason"],
+               "budget_used": record["used_s"] / record["budget_s"], "calibration_s": record.get("calibration_s")}
         line = (f"check-tune: {name}: tune's pick {win['config']} at {rate:,.0f} in the sweep, best {best.text} at "
                 f"{best.median:,.0f}: {rate / best.median:.2f}x in {tune_s:.0f} s vs {sweep_s:.0f} s")
         if puffer:
@@ -262,15 +285,24 @@ def main() -> int:
         print(line, file=sys.stderr)
     table = pd.DataFrame(rows)
     os.makedirs(args.out, exist_ok=True)
-    table.to_csv(os.path.join(args.out, "check-tune.csv"), index=False)
+    csv = os.path.join(args.out, "check-tune.csv")
+    if os.path.exists(csv):   # the panel's other envs, from earlier invocations (--envs), kept beside these
+        earlier = pd.read_csv(csv)
+        table = pd.concat([earlier[~earlier["env"].isin(table["env"])], table], ignore_index=True)
+    table.to_csv(csv, index=False)
     columns = ["env", "tune_pick", "ratio_to_best", "tune_s"]
     if "puffer_pick" in table:
         columns += ["puffer_pick", "puffer_ratio_to_best", "puffer_s"]
     shown = table[columns + ["sweep_best", "sweep_s", "time_share"]]
     print(shown.to_markdown(index=False, floatfmt=".2f") if _has_tabulate() else
           shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    ok = (table["ratio_to_best"] >= 0.9).all() and (table["time_share"] <= 0.25).all()
-    print(f"goal (>= 0.9 of the best on every env, in <= 25% of the sweep's time): {'met' if ok else 'not met'}")
+    ratio_ok = (table["ratio_to_best"] >= 0.9).all()
+    if args.panel == "real":   # issue 63: the budget is the fixed cost here; it should be used, not left over
+        ok = ratio_ok and (table["budget_used"] >= 0.85).all()
+        print(f"goal (>= 0.9 of the best on every env, >= 85% of the budget used): {'met' if ok else 'not met'}")
+    else:
+        ok = ratio_ok and (table["time_share"] <= 0.25).all()
+        print(f"goal (>= 0.9 of the best on every env, in <= 25% of the sweep's time): {'met' if ok else 'not met'}")
     return 0
 
 
