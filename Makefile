@@ -114,7 +114,9 @@ check-tune: install
 	$(PY) scripts/check_tune.py $(ARGS)
 
 # The same against env packages users train on (a driving simulator, Box2D, Atari through ALE with the CNN, MuJoCo,
-# crafter's pixels with the CNN, MiniGrid), installed into .envzoo as a user would (ARGS="--envs highway").
+# crafter's pixels with the CNN, MiniGrid's screen in a Dict, popgym-arcade's JAX pixels, highway-env's multi-agent
+# intersection), installed into .envzoo as a user would, each tune from an empty calibration cache
+# (ARGS="--envs highway --sizes 1,2,4,8,16").
 check-tune-real: install envzoo
 	$(PY) scripts/check_tune.py --panel real --budget 3m --tune-adapters all --fresh-calibration $(ARGS)
 

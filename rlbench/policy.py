@@ -81,7 +81,18 @@ def random_sampler(action_space, rng: np.random.Generator):
         shape, dtype = action_space.shape, action_space.dtype
         return lambda n: rng.uniform(low, high, size=(n, *shape)).astype(dtype)
     action_space.seed(int(rng.integers(0, 2**31 - 1)))   # any other space samples itself: seeded from ours
+    if isinstance(action_space, gym.spaces.Tuple):
+        return lambda n: _objects([action_space.sample() for _ in range(n)])
     return lambda n: np.stack([action_space.sample() for _ in range(n)])
+
+
+def _objects(actions: list) -> np.ndarray:
+    """One env's action per entry, as the env takes it: a Tuple space's tuples stay tuples (np.stack would make
+    them rows of an array, which an env asserting a tuple, as highway-env's multi-agent action does, refuses)."""
+    out = np.empty(len(actions), dtype=object)
+    for i, action in enumerate(actions):
+        out[i] = action
+    return out
 
 
 def random_policy(spec, observation_space, action_space, seed):

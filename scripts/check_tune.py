@@ -51,8 +51,9 @@ REAL_PANEL = {
     "ant": ("Ant-v4", {}, "mlp"),                                         # MuJoCo
     "crafter": ("crafter_gym:make_env", {}, "cnn"),                       # procedurally generated, 64x64 pixels
     # a Dict observation with a screen: MiniGrid as its pixel users wrap it (a 56x56 RGB view, the agent's
-    # direction, the text mission), the CNN on the screen
-    "minigrid": ("minigrid:MiniGrid-DoorKey-8x8-v0+minigrid.wrappers:RGBImgPartialObsWrapper", {}, "cnn"),
+    # direction, the mission as word indices: MiniGrid's own DictObservationSpaceWrapper), the CNN on the screen
+    "minigrid": ("minigrid:MiniGrid-DoorKey-8x8-v0+minigrid.wrappers:RGBImgPartialObsWrapper"
+                 "+minigrid.wrappers:DictObservationSpaceWrapper", {}, "cnn"),
     # a pixel JAX env (popgym-arcade's games, written for gymnax before 1.0), the Flax CNN
     "arcade": ("popgym_arcade:make", {"env_id": "MineSweeperEasy"}, "cnn"),
     # multi-agent through its package's gymnasium interface: highway-env's two controlled vehicles, Tuple

@@ -24,10 +24,26 @@ IMPALA_OUT = 256
 CNN_POLICIES = {"cnn": "nature", "cnn:impala": "impala"}
 
 
+def is_text(space) -> bool:
+    """A leaf that is no array (gymnasium's Text, MiniGrid's MissionSpace: a space without a shape): no network
+    input. Text is not numbers; SB3's CombinedExtractor refuses it, and a model that reads a mission brings its
+    own encoding (MiniGrid's DictObservationSpaceWrapper makes it word indices), so the networks here take the
+    other leaves."""
+    return space is not None and getattr(space, "spaces", None) is None and getattr(space, "shape", None) is None
+
+
+def _text_batch(obs) -> bool:
+    """A text leaf's batch as gymnasium's vector envs give it: a tuple of strings (one string alone unbatched)."""
+    return isinstance(obs, str) or (isinstance(obs, (tuple, list)) and len(obs) > 0 and isinstance(obs[0], str))
+
+
 def obs_leaves(obs, space=None) -> list:
     """The arrays of a batch (or of one observation): an array alone, a Dict's values and a Tuple's items one
     after the other, nested ones opened, in the order of `space`'s keys when it is given (else the dict's own,
-    which every batcher here builds from the space), the order `obs_entries` lays the flat input out in."""
+    which every batcher here builds from the space), the order `obs_entries` lays the flat input out in; a
+    text leaf is left out (`is_text`)."""
+    if is_text(space) or (space is None and _text_batch(obs)):
+        return []
     if isinstance(obs, dict):
         keys = list(space.spaces) if space is not None else list(obs)
         return [leaf for k in keys for leaf in obs_leaves(obs[k], space[k] if space is not None else None)]
@@ -43,6 +59,8 @@ def obs_size(observation_space) -> int:
     parts = getattr(observation_space, "spaces", None)
     if parts is not None:
         return sum(obs_size(p) for p in (parts.values() if isinstance(parts, dict) else parts))
+    if is_text(observation_space):
+        return 0
     return math.prod(observation_space.shape)
 
 
@@ -158,6 +176,8 @@ def obs_entries(observation_space) -> tuple[Entry, ...]:
             named = parts.items() if isinstance(parts, dict) else enumerate(parts)
             for key, part in named:
                 start = walk(part, f"{path}/{key}" if path else str(key), start)
+            return start
+        if is_text(space):
             return start
         size, shape = obs_size(space), getattr(space, "shape", None)
         image = type(space).__name__ == "Box" and shape is not None and len(shape) == 3

@@ -265,6 +265,30 @@ def test_a_tuple_with_an_image_and_a_discrete_part():
         assert _net_policy(policy, space)(_batch(space, 5)).shape == (5,)
 
 
+def test_a_text_mission_beside_the_screen_is_left_out_of_the_input():
+    """MiniGrid with its pixel wrapper: a screen, a direction and a text mission (a space with no shape). The
+    networks take the screen and the direction; the mission's strings, batched as a tuple, enter nothing."""
+    space = gym.spaces.Dict({"direction": gym.spaces.Discrete(4), "image": _box((56, 56, 3)),
+                             "mission": gym.spaces.Text(32)})
+    torso = torso_of(parse_policy("cnn"), space)
+    assert [(e.path, e.size) for e in torso.entries] == [("direction", 1), ("image", 56 * 56 * 3)]
+    batch = _batch(space, 3)
+    assert isinstance(batch["mission"], tuple) and flat_obs(batch).shape == (3, 1 + 56 * 56 * 3)
+    assert _net_policy("cnn", space)(batch).shape == (3,)
+
+
+def test_random_tuple_actions_reach_each_env_as_tuples():
+    """A multi-agent env's Tuple action (highway-env's asserts a tuple): one tuple per env, not a row of an
+    array, seeded like every random policy."""
+    actions = gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Discrete(5)))
+    box = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    act = make_policy(Workload("CartPole-v1", 4, parse_policy("random"), seed=3), box, actions)
+    batch = act(np.zeros((4, 2), np.float32))
+    assert len(batch) == 4 and all(isinstance(a, tuple) and actions.contains(a) for a in batch)
+    again = make_policy(Workload("CartPole-v1", 4, parse_policy("random"), seed=3), box, actions)
+    assert [tuple(map(int, a)) for a in again(np.zeros((4, 2), np.float32))] == [tuple(map(int, a)) for a in batch]
+
+
 @pytest.mark.parametrize("policy", ["cnn", "cnn:impala"])
 def test_channels_first_and_last_and_uint8_and_float_images_act_alike(policy):
     """The same screens as 3x48x64 or 48x64x3, as uint8 or as floats in [0, 1], give the same actions: the channel
