@@ -241,7 +241,7 @@ def main() -> int:
         sys.path[:0] = ZOO_PATHS
     import pandas as pd
 
-    from rlbench.results.ranking import entry, verdict
+    from rlbench.results.ranking import Ratio, entry, verdict
     # the calibration is per machine and cached: measured once here, so every tune's budget goes to its search
     raced = [] if args.tune_adapters == "all" else ["--adapters", args.tune_adapters or args.adapters]
     if not args.fresh_calibration:
@@ -266,7 +266,8 @@ def main() -> int:
         rate = _rate(summary, tune_id)
         row = {"env": name, "tune_pick": win["config"], "tune_pick_in_tune": win["steps_per_s"],
                "tune_pick_in_sweep": rate, "sweep_best": best.text, "sweep_best_steps_per_s": best.median,
-               "ratio_to_best": rate / best.median, "tune_s": tune_s, "sweep_s": sweep_s,
+               "ratio_to_best": rate / best.median, **_ratio_ci(summary, tune_id, best, results, Ratio, entry),
+               "tune_s": tune_s, "sweep_s": sweep_s,
                "time_share": tune_s / sweep_s, "sweep_configurations": n_cells, "tune_stop": record["stop_reason"],
                "budget_used": record["used_s"] / record["budget_s"], "calibration_s": record.get("calibration_s")}
         line = (f"check-tune: {name}: tune's pick {win['config']} at {rate:,.0f} in the sweep, best {best.text} at "
@@ -291,13 +292,16 @@ def main() -> int:
         earlier = pd.read_csv(csv)
         table = pd.concat([earlier[~earlier["env"].isin(table["env"])], table], ignore_index=True)
     table.to_csv(csv, index=False)
-    columns = ["env", "tune_pick", "ratio_to_best", "tune_s"]
+    columns = ["env", "tune_pick", "ratio_to_best", "ratio_low", "ratio_high", "tune_s"]
     if "puffer_pick" in table:
         columns += ["puffer_pick", "puffer_ratio_to_best", "puffer_s"]
     shown = table[columns + ["sweep_best", "sweep_s", "time_share"]]
     print(shown.to_markdown(index=False, floatfmt=".2f") if _has_tabulate() else
           shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     ratio_ok = (table["ratio_to_best"] >= 0.9).all()
+    noisy = table[(table["ratio_to_best"] < 0.9) & (table["ratio_high"] >= 0.9)]["env"].tolist()
+    if noisy:   # the median ratio is what the goal reads; this says how firmly the sweep puts it below 0.9
+        print(f"below 0.9 only within the sweep's noise (95% CI reaching 0.9): {', '.join(noisy)}")
     if args.panel == "real":   # issue 63: the budget is the fixed cost here; it should be used, not left over
         ok = ratio_ok and (table["budget_used"] >= 0.85).all()
         print(f"goal (>= 0.9 of the best on every env, >= 85% of the budget used): {'met' if ok else 'not met'}")
@@ -317,6 +321,16 @@ def forward_s(policy: str, record: dict, args) -> float:
     batch = args.puffer_batch_size or max(1, max(args.sizes) // 2)
     nearest = min(curve, key=lambda b: abs(int(b) - batch))
     return float(curve[nearest]) / 1e6 * batch / int(nearest)
+
+
+def _ratio_ci(summary, cell_id, best, results, Ratio, entry) -> dict:
+    """tune's pick over the sweep's best with its bootstrap 95% CI (the repeats of both, interleaved in one run):
+    how far the sweep's own noise leaves the ratio open."""
+    cell = summary.get(cell_id)
+    if cell is None:
+        return {"ratio_low": float("nan"), "ratio_high": float("nan")}
+    ratio = Ratio.of(entry(cell, results), best) if cell.cell_id != best.cell_id else Ratio(1.0, 1.0, 1.0)
+    return {"ratio_low": ratio.low, "ratio_high": ratio.high}
 
 
 def _rate(summary, cell_id) -> float:
