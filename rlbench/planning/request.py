@@ -2,8 +2,10 @@
 `rlbench rerun` from a run folder's plan.json; nothing below reads argparse's Namespace.
 
 Each flag is declared once, as the field it fills (`flag`): its help, type and whether plan.json keeps it.
-rlbench.cli builds the `run`, `validate` and `tune` parsers from these fields, and `planned`/`from_plan` read
-the same marks, so a flag, the value it becomes and what a resumed run plans from cannot drift apart."""
+rlbench.cli builds every command's parser from its request's fields (rlbench.commands), and
+`planned`/`from_plan` read the same marks, so a flag, the value it becomes and what a resumed run plans from
+cannot drift apart. A flag several commands take is one function here (the sweep's and the build's) or in
+rlbench.commands.flags (the regression gates'), called once per request that takes it."""
 from dataclasses import MISSING, dataclass, field, fields, replace
 
 from rlbench.errors import UsageError
@@ -40,11 +42,31 @@ def _env_wrapper(**kw):
                 planned=True, metavar="MODULE:FN", **kw)
 
 
-def _out():
+def run_dir():
     return flag("run directory (default reports/<run-id>)")   # None: reports/<run-id>
 
 
-class _Request:
+def no_build():
+    """A build flag: every command that may prepare an adapter's own environment takes it."""
+    return flag("never build an adapter's own environment: its cells are unsupported until built", False)
+
+
+def allow_errors():
+    """A build flag, beside no_build: what a failed row does to the exit code."""
+    return flag("exit 0 even when a cell has error or timeout rows (default: exit 1)", False)
+
+
+def adapters(help: str):
+    """The adapters a command takes, as `A,B` items of a repeatable flag (`names` splits them)."""
+    return flag(help, (), planned=True, metavar="A,B")
+
+
+def names(items: tuple) -> list:
+    """`--adapters a,b --adapters c` as [a, b, c]."""
+    return [a for item in items for a in item.split(",") if a]
+
+
+class Request:
     """What every request does with its flags and its plan.json: one way to read and keep them, whichever
     command (run, tune) planned the folder."""
 
@@ -75,7 +97,7 @@ class _Request:
 
 
 @dataclass(frozen=True)
-class RunRequest(_Request):
+class RunRequest(Request):
     """`rlbench run` (and `validate`, `resume`, `rerun`)."""
     suite: str = flag("suite file (TOML); omit to describe a sweep with --adapter/--env", planned=True,
                       validate=False, positional=True, nargs="?")   # None: one sweep described by the flags
@@ -88,7 +110,7 @@ class RunRequest(_Request):
     opt: tuple = flag("adapter option", (), planned=True, validate=False, metavar="KEY=VALUE")
     env_kwarg: tuple = _env_kwarg(validate=False)
     env_wrapper: tuple = _env_wrapper(validate=False)
-    out: str = _out()
+    out: str = run_dir()
     # the protocol's values given on the command line (None: the suite's)
     repeats: int = flag("repeats per cell (fresh process each)", planned=True)
     duration: float = flag("minimum timed seconds per repeat", planned=True)
@@ -105,19 +127,19 @@ class RunRequest(_Request):
                         planned=True, metavar="ADDRESS")
     node_class: str = flag("on --cluster: the class of identical nodes to use (default: the largest)", planned=True,
                            metavar="ID")
-    no_build: bool = flag("never build an adapter's own environment: its cells are unsupported until built", False)
-    allow_errors: bool = flag("exit 0 even when a cell has error or timeout rows (default: exit 1)", False)
+    no_build: bool = no_build()
+    allow_errors: bool = allow_errors()
     resume: str = flag("run only the repeats missing from the run in DIR (its plan, settings and machine must be "
                        "the same)", validate=False, metavar="DIR")
 
     @classmethod
     def from_plan(cls, plan: dict, **rest) -> "RunRequest":
-        """As every request (`_Request.from_plan`), planned from the suite text it kept, not the file."""
+        """As every request (`Request.from_plan`), planned from the suite text it kept, not the file."""
         return super().from_plan(plan, **{"suite_text": plan.get("suite_text"), **rest})
 
 
 @dataclass(frozen=True)
-class TuneRequest(_Request):
+class TuneRequest(Request):
     """`rlbench tune`."""
     env: str = flag("env id: registered gymnasium id, module:EnvId-v0 or package.module:make_env", MISSING,
                     planned=True)
@@ -127,9 +149,8 @@ class TuneRequest(_Request):
     budget: str = flag("wall-clock budget of the whole search (default 10m; 90s, 1h)", "10m", planned=True)
     max_envs: int = flag("largest num_envs the search may climb to (default: what half the free memory holds, at "
                          "most 4096)", planned=True, type=positive_int)   # None: what half the free memory holds
-    adapters: tuple = flag("race only these adapters (default: every env-stepping adapter available here)", (),
-                           planned=True, metavar="A,B")   # A,B items
-    out: str = _out()
+    adapters: tuple = adapters("race only these adapters (default: every env-stepping adapter available here)")
+    out: str = run_dir()
     cluster: str = flag("race the candidates on this Ray cluster's nodes, several at once (HOST:PORT, auto)",
                         planned=True, metavar="ADDRESS")
     node_class: str = flag("on --cluster: the class of identical nodes to use", planned=True, metavar="ID")

@@ -178,6 +178,11 @@ class History:
         """machine class -> its label, for every class the history holds."""
         return dict(self.db.execute("SELECT DISTINCT machine_class, machine_label FROM runs ORDER BY 1"))
 
+    def failed_cells(self) -> tuple:
+        """The cells none of whose repeats is ok (every one an error, timeout or lost row)."""
+        rows = self.db.execute("SELECT cell_id, max(status = 'ok') FROM repeats GROUP BY cell_id").fetchall()
+        return tuple(cell for cell, ok in rows if not ok)
+
     def repeats(self, suite: str = None, machine_class: str = None, metric: str = METRIC):
         """A pandas DataFrame, one row per ok repeat (profiled ones left out), with its run's commit, machine
         and times: what the series are made of. `metric`: a column of the rows (json_extract when it is not

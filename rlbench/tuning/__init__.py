@@ -18,6 +18,7 @@ from rlbench.envs import planned_env_kwargs, wrapped_id
 from rlbench.errors import UsageError
 from rlbench.planning.flags import pairs
 from rlbench.planning.plan import Settings
+from rlbench.planning.request import names
 from rlbench.planning.suite import Suite
 from rlbench.report.writer import write_atomic
 from rlbench.results.model import ResultSet
@@ -60,7 +61,7 @@ def tune(request, resume: str = None) -> tuple:
     t0 = time.monotonic()
     workload = plan_workload(request)
     budget_s = parse_budget(request.budget)
-    named = [a for item in request.adapters for a in item.split(",") if a]
+    named = names(request.adapters)
     stepping_adapters(named)  # unknown or non-stepping names: refused before anything runs
     calibrate.bounds()        # so is a bad $RLBENCH_CALIBRATION_CELL_S or _STARTUP_S
     settings = replace(SETTINGS, cluster=_address(request), node_class=request.node_class or "")

@@ -8,6 +8,7 @@ import pytest
 from support import REPO, sweep, write_suite
 
 from rlbench import cli
+from rlbench.commands import commands
 from rlbench.errors import UsageError
 from rlbench.planning import flags
 from rlbench.planning.request import RunRequest, TuneRequest, flag_of
@@ -185,30 +186,42 @@ def test_list_shows_every_adapter_and_its_options(capsys):
 def _help(capsys, command) -> str:
     """`rlbench COMMAND --help`, its lines joined (argparse wraps a help text where the width says)."""
     with pytest.raises(SystemExit) as done:
-        cli.parse_args([command, "--help"])
+        cli.parse_args([*([command] if isinstance(command, str) else command), "--help"])
     assert done.value.code == 0
     return " ".join(capsys.readouterr().out.split())
 
 
-REQUIRED = {"tune": (["--env", "E"], {"env": "E"})}  # what a command cannot go without, as flags and as fields
-OWN = {"validate": {"from_dir", "claims_out"}}  # flags of a command that fill no request field
+# what a command cannot go without, as flags and as fields
+REQUIRED = {"tune": (["--env", "E"], {"env": "E"}), "resume": (["d"], {"dir": "d"}), "rerun": (["d"], {"dir": "d"}),
+            "report": (["d"], {"dir": "d"}), "compare": (["b", "n"], {"base": "b", "new": "n"}),
+            "history add": (["d"], {"dirs": ("d",)}), "history check": (["d"], {"dir": "d"}),
+            "bisect": (["s", "c"], {"suite": "s", "cell": "c"})}
 
 
-@pytest.mark.parametrize("command, request_type, validate_only", [
-    ("run", RunRequest, False), ("validate", RunRequest, True), ("tune", TuneRequest, False)])
-def test_each_flag_is_declared_once_as_its_request_field(capsys, command, request_type, validate_only):
-    """`run`, `validate` and `tune` take exactly the flags their request's fields declare, with the help the
-    field gives; validate leaves out what describes a sweep (it runs its own suite)."""
-    flagged = [f for f in fields(request_type) if flag_of(f) and (flag_of(f)["validate"] or not validate_only)]
-    argv, required = REQUIRED.get(command, ([], {}))
-    given = vars(cli.parse_args([command, *argv]))
-    assert set(given) == {f.name for f in flagged} | {"command"} | OWN.get(command, set())
-    text = _help(capsys, command)
+def _every_command():
+    for command in commands().values():
+        for verb in command.verbs or (None,):
+            yield (f"{command.name} {verb.name}" if verb else command.name), verb or command
+
+
+@pytest.mark.parametrize("name, command", list(_every_command()), ids=lambda v: v if isinstance(v, str) else "")
+def test_each_flag_is_declared_once_as_its_request_field(capsys, name, command):
+    """Every command takes exactly the flags its request's fields declare, with the help the field gives;
+    validate leaves out what describes a sweep (it runs its own suite); parsed with no flags but the required
+    ones, the request is its defaults."""
+    request_type = command.request
+    flagged = [f for f in fields(request_type) if command.takes(f)]
+    argv, required = REQUIRED.get(name, ([], {}))
+    given = vars(cli.parse_args([*name.split(), *argv]))
+    assert set(given) == {f.name for f in flagged} | {"command"} | ({"verb"} if " " in name else set())
+    text = _help(capsys, name.split())
     for f in flagged:
         flag = flag_of(f)
-        name = f.name if flag["positional"] else flag["name"] or "--" + f.name.replace("_", "-")
-        assert f"{name} " in text and " ".join(flag["help"].replace("%%", "%").split()) in text, f.name
-    assert request_type.from_flags(cli.parse_args([command, *argv])) == request_type(**required)  # the defaults
+        shown = (flag["argparse"].get("metavar", f.name) if flag["positional"]
+                 else flag["name"] or "--" + f.name.replace("_", "-"))
+        # argparse wraps where the width says, at a space or after a hyphen: compared without white space
+        assert f"{shown} " in text and "".join(flag["help"].replace("%%", "%").split()) in "".join(text.split()), f.name
+    assert request_type.from_flags(cli.parse_args([*name.split(), *argv])) == request_type(**required)  # defaults
 
 
 def test_validate_refuses_what_describes_a_sweep(tmp_path, capsys, monkeypatch):

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from support import TINY, sweep, write_suite
 
-from rlbench import cli, commands, pipeline, registry
+from rlbench import cli, pipeline, registry
 from rlbench.errors import UsageError
 from rlbench.machine import limits
 from rlbench.planning import flags
@@ -127,7 +127,7 @@ def test_run_measures_limits_before_a_replay_sweep(tmp_path, monkeypatch, capsys
     suite = flags.plan_from_args(args)
     monkeypatch.setattr(pipeline, "plan_from_args", lambda _: replace(suite, limits={**TINY_SIZES, "measure": True, "repeats": 1}))
     monkeypatch.setattr(registry.get("serial"), "kind", "replay")  # stands in for a replay backend
-    rc, out_dir = commands.run(args)
+    rc, out_dir = pipeline.run(args)
     assert rc == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("rlbench: limits: ")]
     assert len(lines) == 1 and "GB/s" in lines[0], lines

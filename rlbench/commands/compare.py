@@ -1,0 +1,45 @@
+"""`compare BASE NEW`: the pairwise regression gate (rlbench.results.compare), its page and its exit code."""
+from dataclasses import dataclass
+
+from rlbench.commands import flags
+from rlbench.commands.command import Command
+from rlbench.planning.request import Request, flag
+
+
+@dataclass(frozen=True)
+class CompareRequest(Request):
+    base: str = flag("the base run's folder", positional=True, metavar="BASE_DIR")
+    new: str = flag("the new run's folder", positional=True, metavar="NEW_DIR")
+    threshold: str = flags.threshold("10%")
+    alpha: float = flags.alpha("significance level of the U test")
+    out: str = flags.gate_out("NEW_DIR: compare.csv and compare.html")
+
+
+def compare(request: CompareRequest) -> int:
+    from rlbench.report import compare_page as compare_report
+    from rlbench.report.view import CompareView
+    from rlbench.results.compare import compare, parse_threshold, ratio_label
+    from rlbench.results.model import ResultSet
+    threshold = parse_threshold(request.threshold)
+    alpha = flags.checked_alpha(request.alpha)
+    base, new = ResultSet.load(request.base), ResultSet.load(request.new)
+    result = compare(base, new, threshold, alpha)
+    view = CompareView(result, request.base, request.new, base, new)
+    paths = compare_report.write_view(view, request.out or request.new)
+    for label, b, n, changed in view.winners:
+        if changed:
+            print(f"winner changed  {label}: base {b.winner.text}, new {n.winner.text}")
+    for r in result.rows:
+        if r["verdict"] not in ("same",):
+            ratio = ratio_label(r)
+            print(f"{r['verdict']:<15} {r['cell_id']}  {r['reason'] or ''}" + (f"; new/base {ratio}" if ratio else ""))
+    print(f"{len(result.rows)} cells: {result.counts_label}; "
+          f"{len(result.regressions)} regression(s) beyond {threshold:.0%} at alpha {alpha:g}")
+    print(f"comparison: {paths[1]}")
+    return 1 if result.regressions else 0
+
+
+COMMANDS = (
+    Command("compare", "compare two runs; exit 1 when a cell is slower beyond the threshold and significantly so",
+            CompareRequest, compare),
+)
