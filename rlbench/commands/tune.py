@@ -38,9 +38,8 @@ def calibrate(request: CalibrateRequest) -> int:
     figures, path, rows = calibrate.calibrate(space.adapters, ns, envs, force=request.force, by="rlbench calibrate")
     took = time.monotonic() - t0
     for adapter in space.adapters:
-        seen = figures.get(adapter, {})
-        cells = ", ".join(f"n={n}: {rate(seen.get(str(n), {}).get('steps_per_s'))}" for n in ns)
-        why = calibrate.failure(figures, adapter)
+        cells = ", ".join(f"n={n}: {rate(getattr(figures.at(adapter, n), 'steps_per_s', None))}" for n in ns)
+        why = figures.failure(adapter)
         print(f"{adapter:<22} {cells}" + (f"  (no prediction: {why[:120]})" if why else ""))
     print(f"env steps/s on {calibrate.ENV_ID} (step_cost_us=0); {len(rows)} measured now in {took:.0f} s, each cell "
           f"within {cell_s:g} s ({cell_s + startup_s:g} s for one that starts a Ray cluster); cache: {path}")

@@ -5,13 +5,12 @@ decide, write tune.json and the report, print the answer. Each stage is one call
 budget but the machine's calibration, which runs apart from it (rlbench.tuning.clock: once per machine, it would
 make a first tune worse than every later one) and is reported with its own time."""
 import json
-import math
 import os
 import re
 import subprocess
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 from rlbench import registry
 from rlbench.envs import planned_env_kwargs, wrapped_id
@@ -31,9 +30,10 @@ from rlbench.tuning.decide import decide, lines
 from rlbench.tuning.measure import SPAWN_S, SweepMeasurer
 from rlbench.tuning.profile import EnvProfile
 from rlbench.tuning.search import Search, probe_sizes
+from rlbench.tuning.state import TUNE_JSON, CandidateRecord, TuneState
+from rlbench.tuning.state import read as read_state
 from rlbench.workload import Workload, kv_label, parse_policy
 
-TUNE_JSON = "tune.json"
 PROFILE_TIMEOUT_S = 300
 # every measurement: the normal protocol, shorter windows (the race repeats what matters)
 SETTINGS = Settings(warmup_s=0.2, warmup_units=2, duration_s=0.5, min_units=5, repeats=2, timeout_s=60.0)
@@ -68,6 +68,7 @@ def tune(request, resume: str = None) -> tuple:
     job = Job("tune", "tune", settings, request.planned(), out=request.out, resume=resume)
     with session(job) as s:
         t = Tuning(s, workload, budget_s, named, request.max_envs, t0)
+        t.start()
         with s.open(cells=0):
             t.search()
     if t.decision is not None:
@@ -83,33 +84,41 @@ def tune(request, resume: str = None) -> tuple:
 
 class Tuning:
     """One tune between its stages, so that however the search ends (converged, out of budget, a signal, a full
-    disk) the decision is made from what was measured. A resumed tune reads its tune.json: the same profile,
-    calibration and space, the budget it had left, and its rows, from which the search retraces its path. The
-    calibration's time is kept apart from the budget's (self.clock)."""
+    disk) the decision is made from what was measured. A resumed tune reads its tune.json (rlbench.tuning.state):
+    the same profile, calibration and space, the budget it had left, and its rows, from which the search retraces
+    its path. The calibration's time is kept apart from the budget's (self.clock)."""
 
     def __init__(self, s, workload, budget_s: float, named: list, max_envs: int, t0: float):
-        self.s, self.workload, self.budget_s = s, workload, budget_s
-        self.earlier = read_tune(s.path) if s.resuming else {}
-        self.clock = Clock(t0, used_before(self.earlier, s.path), float(self.earlier.get("calibration_s") or 0.0))
+        self.s, self.workload, self.budget_s, self.named, self.t0 = s, workload, budget_s, named, t0
+        self.given_max_envs = max_envs
         self.cpus = s.cluster.cpus if s.cluster else cpus_here()
         self.where = f"nodes of class {s.cluster.class_id} ({_machine(s.cluster)})" if s.cluster else "this machine"
-        if self.earlier.get("profile"):
-            self.profile = EnvProfile.from_json(self.earlier["profile"])
+        # the calibration read, once it is (tune.json's null: a resumed tune calibrates what the cache lacks)
+        self.calibration, self.decision, self.measurer, self.rows_before = None, None, None, []
+
+    def start(self) -> None:
+        """What the search needs before the folder opens: the earlier session's state (a resume), the env's
+        profile (its own process, or the one kept), the space and the adapters that can run in it (none: a usage
+        error, nothing written)."""
+        s, workload = self.s, self.workload
+        self.earlier = read_state(s.path) if s.resuming else None
+        earlier = self.earlier
+        self.clock = Clock(self.t0, used_before(earlier, s.path), earlier.calibration_s if earlier else 0.0)
+        if earlier is not None and earlier.profile is not None:
+            self.profile = earlier.profile
         else:
             print(f"rlbench tune: profiling {label(workload)} in its own process", file=sys.stderr)
             self.profile = EnvProfile.from_json(profile_env(workload))
-        self.max_envs = max_envs or default_max_envs(self.profile)
-        self.space = Space(workload, named, self.max_envs, self.cpus, self.profile)
+        self.max_envs = self.given_max_envs or default_max_envs(self.profile)
+        self.space = Space(workload, self.named, self.max_envs, self.cpus, self.profile)
         sizes = probe_sizes(self.cpus, self.max_envs, self.profile)
         self.runnable = [a for a in self.space.adapters if any(self.space.settings(a, n) for n in sizes)]
         if not self.runnable:
             raise UsageError(f"no adapter can run {workload.env_id} here: "
                              + "; ".join(f"{x.adapter}: {x.reason}" for x in self.space.left[:6]))
-        # the calibration read, once it is (tune.json's null: a resumed tune calibrates what the cache lacks)
-        self.calibration, self.decision, self.measurer, self.rows_before = None, None, None, []
         # its measurer is the sweep's, once the folder is open (a signal before that ends a search never begun)
-        self.found = Search(self.space, None, budget_s - report_s(budget_s), self.profile, {}, self.cpus,
-                            memory_mb=available_mb())
+        self.found = Search(self.space, None, self.budget_s - report_s(self.budget_s), self.profile, None,
+                            self.cpus, memory_mb=available_mb())
         s.at_end(self.end)
 
     def elapsed(self) -> float:
@@ -131,9 +140,9 @@ class Tuning:
                                  clock=self.clock.elapsed, open_s=float(self.profile.doc.get("build_s") or 0.0),
                                  step_s=units.cost_s_per_step(self.profile), cpus=self.cpus)
         self.found.measurer = self.measurer = measurer
-        if self.earlier.get("calibration"):
-            self.calibration = self.earlier["calibration"]
-            measurer.learn({a: calibrate.wall_s(self.calibration["adapters"], a) for a in self.runnable})
+        if self.earlier is not None and self.earlier.calibration is not None:
+            self.calibration = self.earlier.calibration
+            measurer.learn({a: self.calibration.adapters.wall_s(a) for a in self.runnable})
         elif self.profile.jax:
             self.calibration = not_calibrated("a JAX env: the calibration measures CPU strategies on a CPU env")
         elif s.cluster is not None:
@@ -142,9 +151,9 @@ class Tuning:
             before = self.clock.apart_s()
             with self.clock.apart():   # once per machine: not the user's budget
                 found = calibrate_here(self.runnable, self.cpus, self.max_envs, envs, measurer, s.path)
-            self.calibration = {**found, "seconds": round(self.clock.apart_s() - before, 2)}
+            self.calibration = found.timed(round(self.clock.apart_s() - before, 2))
             print(f"rlbench tune: calibration: {self.calibration_sentence()}", file=sys.stderr, flush=True)
-        self.found.calibration = self.calibration["adapters"]
+        self.found.calibration = self.calibration.adapters
         write_atomic(os.path.join(s.path, TUNE_JSON), self.record(None))  # a tune killed from here on resumes
         self.found.go()
 
@@ -166,47 +175,32 @@ class Tuning:
         return {"tune": self.decision, "cells": len(search.candidates)}, {TUNE_JSON: self.record(self.decision)}
 
     def calibration_sentence(self) -> str:
-        return sentence(self.calibration, self.budget_s, (self.calibration or {}).get("seconds", self.clock.apart_s()))
+        seconds = self.calibration.seconds if self.calibration and self.calibration.seconds is not None else None
+        return sentence(self.calibration, self.budget_s, self.clock.apart_s() if seconds is None else seconds)
 
     def record(self, decision) -> str:
-        """tune.json: the profile, the calibration it read, every candidate and its fate, what could not race,
-        and the decision with the search's trace (every round: what was added and why, predicted and measured
-        rates, drops with p-values, prunes with predictions); written as the search starts (no decision yet:
-        what a resume reads if the tune is killed) and at its end. used_s is the budget's (the calibration's time
-        apart: calibration_s, every session's)."""
+        """tune.json (rlbench.tuning.state.TuneState): the profile, the calibration it read, every candidate and its
+        fate, what could not race, and the decision with the search's trace (every round: what was added and why,
+        predicted and measured rates, drops with p-values, prunes with predictions); written as the search
+        starts (no decision yet: what a resume reads if the tune is killed) and at its end. used_s is the
+        budget's (the calibration's time apart: calibration_s, every session's)."""
         search = self.found
-        cands = [{"cell_id": c.cell.cell_id, "config": c.config, "adapter": c.adapter, "num_envs": c.num_envs,
-                  "options": c.cell.given_options, "origin": c.origin, "round_added": c.round,
-                  "predicted_max_steps_per_s": c.predicted, "status": c.status, "repeats": c.repeats,
-                  "ok_repeats": len(c.values), "steps_per_s": c.values,
-                  "steps_per_s_median": c.median if c.values else None, "round_out": c.round_out or None,
-                  "p_slower_than_leader": None if math.isnan(c.p) else c.p, "why": c.why} for c in search.candidates]
-        doc = {"schema": 3, "workload": self.workload.to_dict(), "budget_s": self.budget_s, "used_s": self.elapsed(),
-               "max_envs": self.max_envs, "settings": self.s.job.settings.__dict__, "profile": self.profile.to_json(),
-               "calibration": self.calibration, "calibration_s": round(self.clock.apart_s(), 2),
-               "stop_reason": search.stop_reason, "converged": search.converged,
-               "rows_before": self.rows_before, "candidates": cands,
-               "left_out": [{**asdict(x), "repeats": 0} for x in search.space.left],
-               "decision": decision.to_json() if decision else None}
-        return json.dumps(doc, indent=2, default=str) + "\n"
+        return TuneState(self.workload, self.budget_s, self.elapsed(), self.max_envs, self.s.job.settings,
+                         self.profile, self.calibration, round(self.clock.apart_s(), 2), search.stop_reason,
+                         search.converged, tuple(self.rows_before),
+                         tuple(CandidateRecord.of(c) for c in search.candidates), tuple(search.space.left),
+                         decision).to_json()
 
 
-def read_tune(path: str) -> dict:
-    """The tune.json an earlier session of this tune wrote ({} when it never got that far: it starts over)."""
-    try:
-        with open(os.path.join(path, TUNE_JSON)) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def used_before(earlier: dict, path: str) -> float:
-    """The budget an earlier session used: its own count when it decided; when it was killed before that, the
-    count as its search started plus the wall time of the rows it measured after (those before: in that count)."""
-    used = float(earlier.get("used_s") or 0.0)
-    if earlier and earlier.get("decision") is None:
-        before = {tuple(job) for job in earlier.get("rows_before") or ()}
+def used_before(earlier, path: str) -> float:
+    """The budget an earlier session used (`earlier`: its TuneState, None when it never wrote one): its own count
+    when it decided; when it was killed before that, the count as its search started plus the wall time of the
+    rows it measured after (those before: in that count)."""
+    if earlier is None:
+        return 0.0
+    used = earlier.used_s
+    if earlier.decision is None:
+        before = set(earlier.rows_before)
         used += sum(float(r.get("wall_s") or 0.0) + SPAWN_S for r in ResultSet.load(path).runs
                     if (r.cell_id, r.repeat) not in before)
     return used

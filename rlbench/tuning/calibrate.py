@@ -1,9 +1,9 @@
 """What each strategy costs per env step on this machine, whatever the env: its env steps/s on the synthetic env
-with a zero-cost step, at a few num_envs, by the normal protocol, cached per machine (docs/tune.md). `rlbench
-tune` reads it to predict the most a strategy can reach on the user's env (`ceiling`, `predict`) and prune what
-cannot come within reach of the leader; `rlbench calibrate` runs it alone, ahead. Each cell is bounded to seconds
-(`cell_timeout_s`): a strategy that fails or outlives its bound is cached with the reason, and tune races it
-without a prediction rather than waiting a minute for it.
+with a zero-cost step, at a few num_envs, by the normal protocol, cached per machine (docs/tune.md), typed as
+rlbench.tuning.figures. `rlbench tune` reads it to predict the most a strategy can reach on the user's env
+(`predict`) and prune what cannot come within reach of the leader; `rlbench calibrate` runs it alone, ahead.
+Each cell is bounded to seconds (`cell_timeout_s`): a strategy that fails or outlives its bound is cached with
+the reason, and tune races it without a prediction rather than waiting a minute for it.
 """
 import contextlib
 import functools
@@ -26,12 +26,12 @@ from rlbench.results.model import ResultSet
 from rlbench.results.store import RESULTS, read_rows
 from rlbench.running.sweep import run_sweep
 from rlbench.synthetic import ENV_ID
+from rlbench.tuning.figures import Figure, Figures
 from rlbench.tuning.profile import EnvProfile
 from rlbench.workload import PolicySpec, Workload
 
 VERSION = 3  # 2: each size's figures are the best of the adapter's tune_space settings; 3: stamped with its code
 OBS_BYTES = 64       # a small observation: what the strategy costs, not what copying costs
-HEADROOM = 2.0       # a strategy's ceiling: this times its best calibrated rate (larger num_envs amortise more)
 # A cell's bound: its process started, its libraries imported and 0.4 s measured take 1-4 s on 2 cores (torch's
 # import is most of it); a strategy that starts a cluster first (Ray: ray-actors ~7 s there) gets STARTUP_S more.
 # One that needs longer is not worth a first tune's wait: it is named with the timeout and raced unpredicted.
@@ -104,17 +104,17 @@ def cache_path(key: dict) -> str:
     return os.path.join(cache_dir(), f"{digest}.json")
 
 
-def load(key: dict) -> dict:
-    """adapter -> {num_envs (str): {"steps_per_s", "workers"}} measured on this machine; {} when none."""
+def load(key: dict) -> Figures:
+    """The figures measured on this machine (empty when none)."""
     try:
         with open(cache_path(key)) as f:
             data = json.load(f)
     except (OSError, ValueError):
-        return {}
-    return data.get("adapters", {}) if data.get("key") == key else {}
+        return Figures()
+    return Figures.from_json(data.get("adapters", {})) if data.get("key") == key else Figures()
 
 
-def store(key: dict, measured: dict, by: str = "") -> str:
+def store(key: dict, measured: Figures, by: str = "") -> str:
     """Merge these adapters' figures into the machine's file (locked; atomic replace), each stamped with when
     and by which command it was measured (what tune says it read)."""
     from filelock import FileLock
@@ -124,11 +124,11 @@ def store(key: dict, measured: dict, by: str = "") -> str:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     now = time.time()
     with FileLock(path + ".lock"):
-        merged = {**load(key)}
-        for adapter, by_n in measured.items():
-            stamped = {n: {"measured_at": now, "by": by, **f} for n, f in by_n.items()}
-            merged[adapter] = {**merged.get(adapter, {}), **stamped}
-        write_atomic(path, json.dumps({"key": key, "measured_at": time.time(), "adapters": merged}, indent=1) + "\n")
+        stamped = Figures({a: {n: replace(f, measured_at=now, by=by) for n, f in by_n.items()}
+                           for a, by_n in measured.items()})
+        merged = load(key).merged(stamped)
+        write_atomic(path, json.dumps({"key": key, "measured_at": time.time(), "adapters": merged.to_json()},
+                                      indent=1) + "\n")
     return path
 
 
@@ -153,14 +153,14 @@ def code_of(adapter: str) -> str:
     return h.hexdigest()[:16]
 
 
-def missing(calibration: dict, adapters, ns) -> list:
+def missing(calibration: Figures, adapters, ns) -> list:
     """The adapters to measure at these sizes: those the cache lacks at one of them, that were measured under
     other code (code_of), or that timed out there under a shorter bound than theirs now (the bound was raised
     for a slow machine: a timeout under a shorter one says nothing of it)."""
     def lacks(a, n):
-        f = calibration.get(a, {}).get(str(n))
-        return (f is None or f.get("code", code_of(a)) != code_of(a)
-                or (f.get("status") == "timeout" and (f.get("bound_s") or 0.0) < cell_timeout_s(a)))
+        f = calibration.at(a, n)
+        return (f is None or (f.code or code_of(a)) != code_of(a)
+                or (f.status == "timeout" and (f.bound_s or 0.0) < cell_timeout_s(a)))
     return [a for a in adapters if any(lacks(a, n) for n in ns)]
 
 
@@ -185,36 +185,37 @@ def cells(adapters, ns) -> list:
     return out
 
 
-def figures(rows, bounds: dict = None) -> dict:
-    """adapter -> {num_envs (str): figures} of calibration rows: each size's best setting (best_of); a failure
-    is kept too (no rate: never a prediction), so that it is not tried at every tune, a timeout with the bound
-    it ran under (bounds: adapter -> seconds)."""
+def figures(rows, bounds: dict = None) -> Figures:
+    """The figures of calibration rows: each size's best setting (best_of); a failure is kept too (no rate:
+    never a prediction), so that it is not tried at every tune, a timeout with the bound it ran under (bounds:
+    adapter -> seconds)."""
     measured = {}
     for row in rows:
         ok = row["status"] == "ok" and row.get("steps_per_s")
-        f = ({"steps_per_s": float(row["steps_per_s"]), "workers": row.get("workers") or 1,
-              "options": row.get("options") or {}} if ok else
-             {"steps_per_s": None, "status": row["status"], "reason": (row.get("error") or "")[:300]})
         # what one of its jobs costs (a timeout: the limit): the search's first estimate of its jobs
-        f["wall_s"] = row.get("wall_s") or (SETTINGS.timeout_s if row["status"] == "timeout" else None)
-        f["code"] = code_of(row["adapter"])
-        if row["status"] == "timeout" and bounds:
-            f["bound_s"] = bounds.get(row["adapter"])
+        wall = row.get("wall_s") or (SETTINGS.timeout_s if row["status"] == "timeout" else None)
+        if ok:
+            f = Figure(float(row["steps_per_s"]), row.get("workers") or 1, row.get("options") or {}, wall,
+                       code_of(row["adapter"]))
+        else:
+            f = Figure(None, wall_s=wall, code=code_of(row["adapter"]), status=row["status"],
+                       reason=(row.get("error") or "")[:300],
+                       bound_s=bounds.get(row["adapter"]) if row["status"] == "timeout" and bounds else None)
         by_n = measured.setdefault(row["adapter"], {})
-        by_n[str(row["num_envs"])] = best_of(by_n.get(str(row["num_envs"])), f)
-    return measured
+        by_n[int(row["num_envs"])] = best_of(by_n.get(int(row["num_envs"])), f)
+    return Figures(measured)
 
 
-def best_of(kept, new) -> dict:
+def best_of(kept, new: Figure) -> Figure:
     """One size's figures over an adapter's settings: the fastest one's rate and options, the most workers any
     ran with and the longest job (both bound what its settings may do), a failure only when every one failed."""
     if kept is None:
         return new
-    fast = max((kept, new), key=lambda f: f.get("steps_per_s") or 0.0)
-    ran = [f for f in (kept, new) if f.get("steps_per_s")]
-    walls = [f["wall_s"] for f in (kept, new) if f.get("wall_s")]
-    return {**fast, **({"workers": max(f["workers"] for f in ran)} if ran else {}),
-            "wall_s": max(walls) if walls else None}
+    fast = max((kept, new), key=lambda f: f.steps_per_s or 0.0)
+    ran = [f for f in (kept, new) if f.ran]
+    walls = [f.wall_s for f in (kept, new) if f.wall_s]
+    return replace(fast, workers=max(f.workers for f in ran) if ran else fast.workers,
+                   wall_s=max(walls) if walls else None)
 
 
 def _written(folder: str) -> list:
@@ -225,7 +226,7 @@ def _written(folder: str) -> list:
 
 def calibrate(adapters, ns, envs=None, force: bool = False, out_dir: str = None, admit=None,
               announce=None, by: str = "") -> tuple:
-    """(adapter -> figures of these adapters on this machine, cache path, the rows measured now): measures
+    """(the Figures of these adapters on this machine, cache path, the rows measured now): measures
     those the cache lacks at these sizes (all of them when forced) in out_dir (default a temporary folder,
     removed), the jobs admit(job) lets start, and stores them (stamped `by`, the command measuring them); once
     one setting of an adapter times out at a size, its others there are not tried (a Ray cluster's start-up
@@ -258,34 +259,11 @@ def calibrate(adapters, ns, envs=None, force: bool = False, out_dir: str = None,
                     store(key, measured, by)
             if out_dir is None:
                 shutil.rmtree(scratch, ignore_errors=True)
-        have = load(key) or {**have, **measured}
-    return {a: have[a] for a in adapters if a in have}, cache_path(key), rows
+        have = load(key) or have.merged(measured)
+    return have.only(adapters), cache_path(key), rows
 
 
 # -- what the calibration predicts ---------------------------------------------------------------------
-
-def ceiling(calibration: dict, adapter: str):
-    """The most env steps/s this strategy is expected to reach on any env here: HEADROOM times its best
-    calibrated rate on the zero-cost env; None when it was not calibrated."""
-    rates = [v["steps_per_s"] for v in calibration.get(adapter, {}).values() if v.get("steps_per_s")]
-    return HEADROOM * max(rates) if rates else None
-
-
-def workers_at(calibration: dict, adapter: str, num_envs: int, cpus: int) -> int:
-    """How many processes step its envs at num_envs: one per env where the calibration saw one per env,
-    else what it saw (at most the cores); the cores when not calibrated."""
-    seen = {n: v for n, v in calibration.get(adapter, {}).items() if v.get("steps_per_s")}
-    if not seen:
-        return cpus
-    per_env = any(int(n) > 1 for n in seen) and all(int(v["workers"]) >= int(n) for n, v in seen.items())
-    return num_envs if per_env else max(int(v["workers"]) for v in seen.values())
-
-
-def wall_s(calibration: dict, adapter: str):
-    """The longest calibration job of this adapter (seconds), None when none was timed."""
-    walls = [v["wall_s"] for v in calibration.get(adapter, {}).values() if v.get("wall_s")]
-    return max(walls) if walls else None
-
 
 def env_us(profile: EnvProfile) -> float:
     """One env's own cost per step in one process, resets spread over the steps."""
@@ -300,7 +278,7 @@ def policy_us_per_step(profile: EnvProfile, device: str = None) -> float:
     return min(per) if per else 0.0
 
 
-def predict(calibration: dict, adapter: str, num_envs: int, profile: EnvProfile, cpus: int, device: str = None,
+def predict(calibration: Figures, adapter: str, num_envs: int, profile: EnvProfile, cpus: int, device: str = None,
             central: bool = True):
     """The most env steps/s (adapter, num_envs) can reach on the profiled env here, or None uncalibrated:
     no faster than its cores running the env's own step and the policy (at its cheapest per step) with no
@@ -308,31 +286,21 @@ def predict(calibration: dict, adapter: str, num_envs: int, profile: EnvProfile,
     elsewhere overlaps their stepping at best (the slower of the two bounds it); in one process, or as workers'
     own copies, the policy shares the cores with the envs. An upper bound, not an estimate: it prunes only what
     cannot win."""
-    top = ceiling(calibration, adapter)
+    top = calibration.ceiling(adapter)
     if top is None:
         return None
-    parallel = max(1, min(cpus, workers_at(calibration, adapter, num_envs, cpus), num_envs))
+    parallel = max(1, min(cpus, calibration.workers_at(adapter, num_envs, cpus), num_envs))
     policy_us = policy_us_per_step(profile, device)
     overlapped = central and parallel > 1
     work_us = max(env_us(profile) / parallel, policy_us) if overlapped else (env_us(profile) + policy_us) / parallel
     return 1.0 / max(1.0 / top, work_us / 1e6) if work_us > 0 else top
 
 
-def memory_mb(calibration: dict, adapter: str, num_envs: int, profile: EnvProfile, cpus: int) -> float:
+def memory_mb(calibration: Figures, adapter: str, num_envs: int, profile: EnvProfile, cpus: int) -> float:
     """The memory (adapter, num_envs) is expected to hold: every env's own, and a Python process per worker."""
     per_env, process = profile.rss_per_env_mb, profile.process_rss_mb
-    workers = workers_at(calibration, adapter, num_envs, cpus) if calibration.get(adapter) else 1
+    workers = calibration.workers_at(adapter, num_envs, cpus) if calibration.get(adapter) else 1
     return num_envs * per_env + max(workers - 1, 0) * process
-
-
-def failure(calibration: dict, adapter: str):
-    """Why the calibration gives this adapter no prediction though it ran it ('timeout: no result after 10s;
-    ...'): no size gave a rate; None when one did, or when it was never calibrated."""
-    seen = calibration.get(adapter) or {}
-    if not seen or any(f.get("steps_per_s") for f in seen.values()):
-        return None
-    f = next(iter(seen.values()))
-    return f"{f.get('status') or 'failed'}: {f.get('reason') or 'no rate'}"
 
 
 def stamp(seconds: float) -> str:

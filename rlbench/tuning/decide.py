@@ -13,7 +13,6 @@ from rlbench.report.format import rate, with_ci
 from rlbench.results import ranking
 from rlbench.results.decision import Decision, Fate, Point, RunnerUp, Speedup, Winner
 from rlbench.results.stats import ratio_ci, summarize
-from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import config
 from rlbench.tuning.clock import report_s
 from rlbench.tuning.placement import placement
@@ -159,11 +158,11 @@ def chart_points(search) -> tuple:
 def uncalibrated(search) -> dict:
     """adapter -> why the calibration gave it no prediction (its cells failed or outlived their bound), of the
     strategies this search could race."""
-    return {a: why for a in search.space.adapters if (why := calibrate.failure(search.calibration, a))}
+    return {a: why for a in search.space.adapters if (why := search.calibration.failure(a))}
 
 
 def unpredicted(search, adapter: str) -> str:
-    why = calibrate.failure(search.calibration, adapter)
+    why = search.calibration.failure(adapter)
     return f"raced without a prediction: no calibration ({why})" if why else ""
 
 

@@ -16,6 +16,7 @@ from rlbench.results.ranking import BASELINES
 from rlbench.results.stats import slower_p, summarize
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import MEMORY_SHARE, config
+from rlbench.tuning.figures import Figures
 
 ALPHA = 0.05
 START_REPEATS = 2    # a new configuration's repeats (the drop test needs two a side)
@@ -120,10 +121,10 @@ def probe_sizes(cpus: int, max_envs: int, profile: dict = None) -> list:
 
 
 class Search:
-    def __init__(self, space, measurer, deadline_s: float, profile: dict, calibration: dict, cpus: int,
+    def __init__(self, space, measurer, deadline_s: float, profile, calibration: Figures, cpus: int,
                  memory_mb: float = None, stream=None):
         self.space, self.measurer, self.deadline_s = space, measurer, deadline_s
-        self.profile, self.calibration, self.cpus = profile, calibration or {}, cpus
+        self.profile, self.calibration, self.cpus = profile, calibration or Figures(), cpus
         self.memory_mb = memory_mb
         self.stream = stream or sys.stderr
         self.candidates, self.expanded, self.by_id = [], set(), {}
@@ -176,7 +177,7 @@ class Search:
                       source=source.cell.cell_id if source is not None else "")
         self.by_id[c.cell.cell_id] = c
         self.candidates.append(c)
-        unpredicted = calibrate.failure(self.calibration, cell.adapter) if predicted is None else None
+        unpredicted = self.calibration.failure(cell.adapter) if predicted is None else None
         c.calibration_failed = bool(unpredicted) and not unpredicted.startswith("unsupported")
         said = {"uncalibrated": unpredicted} if unpredicted else {}   # raced without a prediction, and why
         self._log("added").append(self._brief(c, origin=origin, **said))
@@ -297,7 +298,7 @@ class Search:
         room = ROUND_SHARE * max(self.remaining_s() - self.reserve_s, 0.0)
         kept, spent = {}, 0.0
         for c, repeats in sorted(targets.values(), key=lambda t: (-promise(t[0]), self.measurer.job_s(t[0].cell),
-                                                                  -(calibrate.ceiling(self.calibration, t[0].adapter)
+                                                                  -(self.calibration.ceiling(t[0].adapter)
                                                                     or 0.0))):
             cost = self.cost_s([c], repeats)
             if kept and spent + cost > room:
@@ -516,7 +517,7 @@ class Search:
 
 
 def _prediction(search, c) -> str:
-    top = calibrate.ceiling(search.calibration, c.adapter)
+    top = search.calibration.ceiling(c.adapter)
     us = calibrate.env_us(search.profile) + calibrate.policy_us_per_step(search.profile,
                                                                          c.cell.workload.policy.device_label)
     return (f"its ceiling here {rate(top)} from the calibration, {us:.2f} us of env and policy per step on "

@@ -8,6 +8,7 @@ import pytest
 
 from rlbench.cli import main
 from rlbench.tuning import calibrate
+from rlbench.tuning.figures import Figure, Figures
 from rlbench.tuning.profile import EnvProfile
 
 PROFILE = EnvProfile.from_json({"step": {"median_us": 100.0}, "reset_share": 0.0, "rss_per_env_mb": 2.0, "process_rss_mb": 60.0,
@@ -18,14 +19,15 @@ def test_the_cache_is_keyed_by_the_machine_and_merges(tmp_path, monkeypatch):
     monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
     key = calibrate.machine_key({"cpu_model": "x", "cpu_logical_cores": 2, "ram_gb": 24, "packages": {"numpy": "2"}})
     other = {**key, "cpu_model": "y"}
-    assert calibrate.load(key) == {}
-    calibrate.store(key, {"serial": {"16": {"steps_per_s": 5e5, "workers": 1, "wall_s": 1.0}}})
-    calibrate.store(key, {"sb3-subproc": {"16": {"steps_per_s": None, "status": "error", "reason": "boom"}}})
+    assert calibrate.load(key) == Figures()
+    calibrate.store(key, Figures.from_json({"serial": {"16": {"steps_per_s": 5e5, "workers": 1, "wall_s": 1.0}}}))
+    calibrate.store(key, Figures.from_json({"sb3-subproc": {"16": {"steps_per_s": None, "status": "error",
+                                                                   "reason": "boom"}}}))
     have = calibrate.load(key)
-    assert set(have) == {"serial", "sb3-subproc"} and calibrate.load(other) == {}
+    assert set(have) == {"serial", "sb3-subproc"} and calibrate.load(other) == Figures()
     assert calibrate.missing(have, ["serial", "sb3-subproc", "rlpyt-cpu"], [16]) == ["rlpyt-cpu"]
     assert calibrate.missing(have, ["serial"], [2]) == ["serial"]
-    assert calibrate.ceiling(have, "sb3-subproc") is None and calibrate.ceiling(have, "serial") == 1e6
+    assert have.ceiling("sb3-subproc") is None and have.ceiling("serial") == 1e6
     assert json.loads(open(calibrate.cache_path(key)).read())["key"] == key
 
 
@@ -49,15 +51,16 @@ def test_a_figure_measured_under_other_code_is_measured_again():
         os.remove(changed.name)
     figure = {"steps_per_s": 5e5, "workers": 1}
     have = {"serial": {"16": {**figure, "code": serial}}, "gymnasium-sync": {"16": {**figure, "code": "0" * 16}}}
-    assert calibrate.missing(have, ["serial", "gymnasium-sync"], [16]) == ["gymnasium-sync"]
+    assert calibrate.missing(Figures.from_json(have), ["serial", "gymnasium-sync"], [16]) == ["gymnasium-sync"]
     rows = [{"adapter": "serial", "num_envs": 16, "status": "ok", "steps_per_s": 5e5, "wall_s": 1.0}]
-    assert calibrate.figures(rows)["serial"]["16"]["code"] == serial
+    assert calibrate.figures(rows).at("serial", 16).code == serial
 
 
 def test_predictions_are_upper_bounds_from_the_ceiling_and_the_work():
     cal = {"serial": {"16": {"steps_per_s": 4e5, "workers": 1}},
            "gymnasium-async": {"16": {"steps_per_s": 2e4, "workers": 16}},
            "rlpyt-cpu": {"16": {"steps_per_s": 6e5, "workers": 2}}}
+    cal = Figures.from_json(cal)
     work_us = 100.0 + 1.0   # the env's step, and the policy at its cheapest batch (64 us / 64)
     assert calibrate.predict(cal, "serial", 8, PROFILE, 2) == pytest.approx(1e6 / work_us)        # one process
     assert calibrate.predict(cal, "rlpyt-cpu", 8, PROFILE, 2, central=False) == pytest.approx(2e6 / work_us)  # 2 workers
@@ -65,7 +68,7 @@ def test_predictions_are_upper_bounds_from_the_ceiling_and_the_work():
     assert calibrate.predict(cal, "rlpyt-cpu", 8, PROFILE, 2, central=True) == pytest.approx(1e6 / 50.0)
     assert calibrate.predict(cal, "gymnasium-async", 16, PROFILE, 16) == pytest.approx(4e4)       # its ceiling
     assert calibrate.predict(cal, "envpool-sync", 8, PROFILE, 2) is None                          # not calibrated
-    assert calibrate.workers_at(cal, "gymnasium-async", 64, 2) == 64 and calibrate.workers_at(cal, "rlpyt-cpu", 64, 2) == 2
+    assert cal.workers_at("gymnasium-async", 64, 2) == 64 and cal.workers_at("rlpyt-cpu", 64, 2) == 2
     assert calibrate.memory_mb(cal, "gymnasium-async", 64, PROFILE, 2) == pytest.approx(64 * 2.0 + 63 * 60.0)
     assert calibrate.memory_mb(cal, "serial", 64, PROFILE, 2) == pytest.approx(64 * 2.0)
 
@@ -99,11 +102,11 @@ def test_each_adapter_is_calibrated_under_every_setting_tune_races_and_keeps_its
     got = [c.options for c in cells(["gymnasium-async"], [8])]
     want = registry.get("gymnasium-async")().tune_space(8, cpus)
     assert len(got) == len(want) == 2 and {c.get("shared_memory", True) for c in got} == {True, False}
-    slow = {"steps_per_s": 4e3, "workers": 2, "options": {"num_workers": 2}, "wall_s": 3.0}
-    fast = {"steps_per_s": 1e5, "workers": 1, "options": {"num_workers": 1}, "wall_s": 2.0}
-    failed = {"steps_per_s": None, "status": "error", "reason": "x", "wall_s": 5.0}
+    slow = Figure(4e3, 2, {"num_workers": 2}, 3.0)
+    fast = Figure(1e5, 1, {"num_workers": 1}, 2.0)
+    failed = Figure(None, status="error", reason="x", wall_s=5.0)
     kept = best_of(best_of(best_of(None, slow), fast), failed)
-    assert kept == {"steps_per_s": 1e5, "workers": 2, "options": {"num_workers": 1}, "wall_s": 5.0}
+    assert kept == Figure(1e5, 2, {"num_workers": 1}, 5.0)
     assert best_of(None, failed) == failed
 
 
@@ -120,4 +123,4 @@ def test_a_calibration_cut_short_caches_the_jobs_that_finished(tmp_path, monkeyp
     with pytest.raises(KeyboardInterrupt):
         calibrate.calibrate(["serial", "gymnasium-sync"], [2], out_dir=str(tmp_path / "cal"), admit=admit)
     have = calibrate.load(calibrate.machine_key())
-    assert set(have) == {started[0]} and have[started[0]]["2"]["steps_per_s"] > 0
+    assert set(have) == {started[0]} and have.at(started[0], 2).steps_per_s > 0

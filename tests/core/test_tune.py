@@ -205,15 +205,18 @@ def test_tune_on_a_tiny_budget_decides_and_accounts_for_every_candidate(toyenvs,
 def test_a_tune_killed_before_deciding_counts_only_the_rows_its_search_measured(tmp_path):
     """Its tune.json (written as its search started) holds the budget used until then, rows kept included: a
     resume adds the wall time of the rows measured after, each once."""
+    from types import SimpleNamespace
+
     from support.result_rows import _row
 
     from rlbench.tuning import SPAWN_S, used_before
     rows = [{**_row("serial", 1, r, 100.0), "wall_s": 2.0} for r in range(3)]
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    earlier = {"used_s": 10.0, "decision": None, "rows_before": [["serial/CartPole-v1/n=1/random", 0]]}
+    earlier = SimpleNamespace(used_s=10.0, decision=None, rows_before=(("serial/CartPole-v1/n=1/random", 0),))
     assert used_before(earlier, str(tmp_path)) == pytest.approx(10.0 + 2 * (2.0 + SPAWN_S))
-    assert used_before({**earlier, "decision": {"winner": None}}, str(tmp_path)) == 10.0   # it decided: its count
-    assert used_before({}, str(tmp_path)) == 0.0                                             # never got that far
+    decided = SimpleNamespace(**{**vars(earlier), "decision": object()})
+    assert used_before(decided, str(tmp_path)) == 10.0      # it decided: its count
+    assert used_before(None, str(tmp_path)) == 0.0          # never got that far
 
 
 def test_an_environment_run_here_races_unasked(monkeypatch):
@@ -227,3 +230,21 @@ def test_an_environment_run_here_races_unasked(monkeypatch):
     space = Space(workload, None, 16, 2)
     assert "mjx" in space.adapters or {item.adapter: item.status for item in space.left}["mjx"] == "unavailable"
     assert all(item.status != "own-environment" for item in space.left if item.adapter in ("mjx", "playground"))
+
+
+def test_tune_json_reads_back_typed_and_an_old_schema_is_refused_in_one_line(tmp_path):
+    """tune.json is a TuneState: a committed one reads back by attribute and writes the same JSON again; one of
+    another schema is refused, naming it and what to do, never half-read."""
+    from rlbench.errors import UsageError
+    from rlbench.tuning.state import read
+    kept = os.path.join(REPO, "reports", "reference", "cpu-2core-epyc", "check-tune-slow", "slow", "tune")
+    doc = json.load(open(os.path.join(kept, "tune.json")))
+    state = read(kept)
+    assert state.calibration.adapters.ceiling("serial") > 0 and state.profile.step_us > 0
+    assert state.decision.winner.adapter == doc["decision"]["winner"]["adapter"]
+    assert json.loads(state.to_json()) == doc
+    (tmp_path / "tune.json").write_text(json.dumps({**doc, "schema": 2}))
+    with pytest.raises(UsageError, match=r"tune.json is of schema 2; this rlbench resumes schema 3 only \(valid: "):
+        read(str(tmp_path))
+    (tmp_path / "tune.json").write_text("{not json")
+    assert read(str(tmp_path)) is None

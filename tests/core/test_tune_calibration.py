@@ -17,6 +17,7 @@ from rlbench.tuning import calibrate, calibration
 from rlbench.tuning.candidates import Space
 from rlbench.tuning.clock import Clock
 from rlbench.tuning.decide import decide, lines
+from rlbench.tuning.figures import Figures
 from rlbench.tuning.profile import EnvProfile
 from rlbench.tuning.search import Search
 from rlbench.workload import PolicySpec, Workload
@@ -73,14 +74,16 @@ def test_the_cache_says_who_measured_it_and_a_timeout_is_retried_once_its_bound_
     monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
     monkeypatch.setenv(calibrate.BOUND_ENV["cell"], "10")
     key = calibrate.machine_key({"cpu_model": "x", "cpu_logical_cores": 2, "ram_gb": 24, "packages": {}})
-    calibrate.store(key, {"serial": {"16": {"steps_per_s": 5e5, "workers": 1}}}, by="rlbench calibrate")
+    calibrate.store(key, Figures.from_json({"serial": {"16": {"steps_per_s": 5e5, "workers": 1}}}),
+                    by="rlbench calibrate")
     [figure] = calibrate.load(key)["serial"].values()
-    assert figure["by"] == "rlbench calibrate" and figure["measured_at"] > 0
+    assert figure.by == "rlbench calibrate" and figure.measured_at > 0
     have = {"serial": {"16": {**TIMED_OUT, "bound_s": 10.0}}, "gymnasium-sync": {"16": {**TIMED_OUT, "bound_s": 5.0}},
             "sb3-subproc": {"16": {"steps_per_s": None, "status": "error", "reason": "boom"}}}
-    assert calibrate.missing(have, ["serial", "gymnasium-sync", "sb3-subproc"], [16]) == ["gymnasium-sync"]
+    assert calibrate.missing(Figures.from_json(have), ["serial", "gymnasium-sync", "sb3-subproc"], [16]) \
+        == ["gymnasium-sync"]
     rows = [{"adapter": "serial", "num_envs": 16, "status": "timeout", "error": "no result after 10s", "wall_s": 10.2}]
-    assert calibrate.figures(rows, {"serial": 10.0})["serial"]["16"]["bound_s"] == 10.0
+    assert calibrate.figures(rows, {"serial": 10.0}).at("serial", 16).bound_s == 10.0
 
 
 def test_a_bad_bound_is_one_line_exit_2_before_anything_runs(tmp_path, monkeypatch, capsys):
@@ -95,10 +98,12 @@ def test_a_bad_bound_is_one_line_exit_2_before_anything_runs(tmp_path, monkeypat
 
 def test_the_calibration_says_whether_it_was_measured_now_or_read_from_the_cache():
     rate = {"steps_per_s": 5e5, "workers": 1, "wall_s": 1.0, "measured_at": 1.7e9, "by": "rlbench calibrate"}
-    figures = {"serial": {"16": rate}, "tianshou-ray": {"16": {**TIMED_OUT, "measured_at": 1.7e9, "by": "x"}}}
+    figures = Figures.from_json({"serial": {"16": rate},
+                                 "tianshou-ray": {"16": {**TIMED_OUT, "measured_at": 1.7e9, "by": "x"}}})
     cached = calibration.record(figures, "/c.json", [16], [], (10.0, 20.0))
-    assert cached["measured_now"] == [] and cached["cached"] == ["serial", "tianshou-ray"]
-    assert cached["failed"] == {"tianshou-ray": "timeout: no result after 10s; process tree killed"}
+    assert cached.measured_now == () and cached.cached == ("serial", "tianshou-ray")
+    assert cached.failed == {"tianshou-ray": "timeout: no result after 10s; process tree killed"}
+    assert calibration.Calibration.from_json(json.loads(json.dumps(cached.to_json()))) == cached   # tune.json
     said = calibration.sentence(cached, 180, 0.0)
     assert said.startswith(f"2 strategies cached from {calibrate.stamp(1.7e9)} by rlbench calibrate, x, "
                            "not counted in the 180 s budget")
@@ -126,7 +131,7 @@ def test_a_strategy_whose_calibration_timed_out_is_raced_without_a_prediction_an
     cal = {"serial": {"16": {"steps_per_s": 1e6, "workers": 1}}, "gymnasium-async": {"16": TIMED_OUT},
            "sb3-subproc": {"16": {"steps_per_s": 2e4, "workers": 16}}}
     space = Space(Workload("CartPole-v1", 1, PolicySpec()), list(rates), 16, 2)
-    search = Search(space, _Flat(rates), 1e6, PROFILE, cal, 2, stream=open(os.devnull, "w"))
+    search = Search(space, _Flat(rates), 1e6, PROFILE, Figures.from_json(cal), 2, stream=open(os.devnull, "w"))
     search.go()
     mine = [c for c in search.candidates if c.adapter == "gymnasium-async"]
     assert mine and all(c.predicted is None and c.status != "pruned" for c in mine)

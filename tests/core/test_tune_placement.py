@@ -11,6 +11,7 @@ from support import REPO
 from rlbench.results.decision import Decision
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import Space
+from rlbench.tuning.figures import Figures
 from rlbench.tuning.placement import call_us, placement
 from rlbench.tuning.profile import EnvProfile
 from rlbench.workload import Workload, parse_policy, placed
@@ -49,6 +50,7 @@ def test_the_bound_knows_where_the_policy_runs():
     profile, cal = _profile(), {"serial": {"64": {"steps_per_s": 1e9, "workers": 1}},
                                 "rlpyt-cpu": {"64": {"steps_per_s": 1e9, "workers": 4}},
                                 "rlpyt-gpu": {"64": {"steps_per_s": 1e9, "workers": 4}}}
+    cal = Figures.from_json(cal)
     on_cpu = calibrate.predict(cal, "serial", 64, profile, 4, "cpu", central=True)
     on_cuda = calibrate.predict(cal, "serial", 64, profile, 4, "cuda", central=True)
     assert on_cpu == pytest.approx(1e6 / (20.0 + 40_000 / 256))   # one process: the env, then the policy

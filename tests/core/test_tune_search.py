@@ -10,6 +10,7 @@ import pytest
 from rlbench.results.model import Run
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import Space
+from rlbench.tuning.figures import Figures
 from rlbench.tuning.profile import EnvProfile
 from rlbench.tuning.search import FINAL_REPEATS, PRUNE_BELOW, START_REPEATS, Search, probe_sizes
 from rlbench.workload import PolicySpec, Workload
@@ -58,7 +59,7 @@ class Simulated:
 def search(curves, deadline_s=10_000.0, calibration=None, max_envs=1024, cpus=2, seed=0, noise=0.03, job_s=1.0):
     space = Space(Workload("CartPole-v1", 1, PolicySpec()), list(curves), max_envs, cpus)
     measurer = Simulated(curves, noise=noise, seed=seed, job_s=job_s)
-    s = Search(space, measurer, deadline_s, PROFILE, calibration or {}, cpus, stream=open("/dev/null", "w"))
+    s = Search(space, measurer, deadline_s, PROFILE, Figures.from_json(calibration), cpus, stream=open("/dev/null", "w"))
     s.go()
     return s, measurer
 
@@ -92,7 +93,7 @@ def test_a_budget_spent_before_the_search_says_where_it_went_and_what_would_do()
     space = Space(Workload("CartPole-v1", 1, PolicySpec()), ["serial", "gymnasium-sync"], 1024, 2)
     measurer = Simulated({"serial": peak_curve(64, 1e6), "gymnasium-sync": peak_curve(8, 4e5)}, job_s=30.0)
     measurer.t = 85.0
-    s = Search(space, measurer, 57.0, PROFILE, {}, 2, stream=open("/dev/null", "w"))
+    s = Search(space, measurer, 57.0, PROFILE, Figures(), 2, stream=open("/dev/null", "w"))
     s.go()
     assert not measurer.jobs and not any(c.repeats for c in s.candidates)
     first = [c for c in s.candidates if c.round == 1]
@@ -170,7 +171,8 @@ def test_prunes_only_what_the_calibration_predicts_far_below_the_leader():
     assert all(not c.values for c in pruned)                     # never measured
     for c in pruned:
         assert c.predicted < PRUNE_BELOW * 1e6 and "predicted at most" in c.why
-        assert c.predicted == pytest.approx(calibrate.predict(calibration, c.adapter, c.num_envs, PROFILE, 2))
+        assert c.predicted == pytest.approx(calibrate.predict(Figures.from_json(calibration), c.adapter, c.num_envs,
+                                                              PROFILE, 2))
     assert any(c.adapter == "rlpyt-cpu" and c.tested for c in s.candidates)  # within reach: raced
     assert any(c["cell_id"] for r in s.rounds for c in r["pruned"])           # the trace lists the prunes
 
@@ -253,7 +255,7 @@ def _issue_43(adapter, n, repeat):
 def _issue_43_search():
     space = Space(Workload("CartPole-v1", 1, PolicySpec()), ["serial", "rlpyt-serial", "gymnasium-sync", "rlpyt-cpu"],
                   64, 2)
-    s = Search(space, Scripted(_issue_43), 10_000.0, PROFILE, {}, 2, stream=open("/dev/null", "w"))
+    s = Search(space, Scripted(_issue_43), 10_000.0, PROFILE, Figures(), 2, stream=open("/dev/null", "w"))
     s.go()
     return s
 
@@ -278,7 +280,7 @@ def test_without_the_noise_rule_the_same_search_misses_the_peak(monkeypatch):
 
 def test_within_the_noise_means_not_significantly_slower_or_an_overlapping_ci():
     space = Space(Workload("CartPole-v1", 1, PolicySpec()), ["serial", "gymnasium-sync"], 64, 2)
-    s = Search(space, Simulated({}), 100.0, PROFILE, {}, 2, stream=open("/dev/null", "w"))
+    s = Search(space, Simulated({}), 100.0, PROFILE, Figures(), 2, stream=open("/dev/null", "w"))
     lead, near, far, once = (s.add(0, space.settings("serial", n)[0][1], "probe") for n in (2, 4, 8, 16))
     lead.values, near.values, far.values, once.values = [1e6, 1.01e6], [0.7e6, 0.95e6], [0.5e6, 0.51e6], [0.99e6]
     said = s.within_noise(near, lead)
@@ -306,7 +308,7 @@ def test_a_dear_measurement_still_climbs_the_leader_and_no_round_runs_past_the_b
                                  "policy_us_per_batch": {"1": 1.0}})
     space = Space(Workload("CartPole-v1", 1, PolicySpec()), list(two_cores), 64, 2, dear)
     sim = Simulated(two_cores, noise=0.02, job_s=5.0)
-    s = Search(space, sim, 114.0, dear, calibration, 2, stream=open("/dev/null", "w"))
+    s = Search(space, sim, 114.0, dear, Figures.from_json(calibration), 2, stream=open("/dev/null", "w"))
     s.go()
     assert max(end for _, _, end in sim.jobs) <= 114.0
     assert any(r["deferred"] for r in s.rounds)    # the probe round was cut to its share
