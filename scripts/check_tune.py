@@ -105,8 +105,11 @@ def tune(name, env, kwargs, policy, args, out) -> tuple:
     t = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=environ)
     wall = time.monotonic() - t
-    if proc.returncode != 0:
-        raise SystemExit(f"check-tune: tune of {name} failed ({proc.returncode}): {proc.stderr[-1500:]}")
+    if proc.returncode != 0:   # no answer (or no tune): said in the env's row, and the panel goes on
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        answer = next((line for line in proc.stdout.splitlines() if line.startswith("no answer")), "")
+        print(f"check-tune: tune of {name} failed ({proc.returncode}): {proc.stderr[-1500:]}", file=sys.stderr)
+        return {"failed": f"exit {proc.returncode}: {answer or last}"[:300]}, wall
     with open(os.path.join(out, "tune.json")) as f:
         return json.load(f), wall
 
@@ -239,7 +242,6 @@ def main() -> int:
         # every tune, sweep and cell process imports the packages from there, as the env zoo's tests do
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [*ZOO_PATHS, os.environ.get("PYTHONPATH")]))
         sys.path[:0] = ZOO_PATHS
-    import pandas as pd
 
     from rlbench.results.ranking import Ratio, entry, verdict
     # the calibration is per machine and cached: measured once here, so every tune's budget goes to its search
@@ -256,6 +258,11 @@ def main() -> int:
         base = os.path.join(args.out, name)
         swept = JAX_SWEPT.get(name, args.adapters) if args.adapters == ADAPTERS else args.adapters
         record, tune_s = tune(name, env, kwargs, policy, args, os.path.join(base, "tune"))
+        if "failed" in record:   # no pick to place in a sweep
+            rows.append({"env": name, "tune_pick": f"none ({record['failed']})", "ratio_to_best": float("nan"),
+                         "tune_s": tune_s})
+            _write_table(rows, args.out)
+            continue
         puffer = autotune(name, env, kwargs, policy, args, puffer_python, os.path.join(base, "autotune"),
                           forward_s(policy, record, args)) if puffer_python else None
         results, sweep_s, n_cells, tune_id, puffer_id = sweep(env, kwargs, policy, record, args,
@@ -285,16 +292,13 @@ def main() -> int:
                      f"{p_rate / best.median:.2f}x in {puffer['wall_s']:.0f} s")
         rows.append(row)
         print(line, file=sys.stderr)
-    table = pd.DataFrame(rows)
-    os.makedirs(args.out, exist_ok=True)
-    csv = os.path.join(args.out, "check-tune.csv")
-    if os.path.exists(csv):   # the panel's other envs, from earlier invocations (--envs), kept beside these
-        earlier = pd.read_csv(csv)
-        table = pd.concat([earlier[~earlier["env"].isin(table["env"])], table], ignore_index=True)
-    table.to_csv(csv, index=False)
+        _write_table(rows, args.out)   # after each env: a later one failing or killed loses none
+    table = _write_table(rows, args.out)
     columns = ["env", "tune_pick", "ratio_to_best", "ratio_low", "ratio_high", "tune_s"]
     if "puffer_pick" in table:
         columns += ["puffer_pick", "puffer_ratio_to_best", "puffer_s"]
+    table = table.reindex(columns=list(dict.fromkeys([*table.columns, *columns, "sweep_best", "sweep_s", "time_share",
+                                                      "budget_used"])))   # a failed tune's row has the first few
     shown = table[columns + ["sweep_best", "sweep_s", "time_share"]]
     print(shown.to_markdown(index=False, floatfmt=".2f") if _has_tabulate() else
           shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
@@ -321,6 +325,19 @@ def forward_s(policy: str, record: dict, args) -> float:
     batch = args.puffer_batch_size or max(1, max(args.sizes) // 2)
     nearest = min(curve, key=lambda b: abs(int(b) - batch))
     return float(curve[nearest]) / 1e6 * batch / int(nearest)
+
+
+def _write_table(rows: list, out: str):
+    """check-tune.csv: these rows, and the panel's other envs from earlier invocations (--envs) kept beside them."""
+    import pandas as pd
+    table = pd.DataFrame(rows)
+    os.makedirs(out, exist_ok=True)
+    csv = os.path.join(out, "check-tune.csv")
+    if os.path.exists(csv):
+        earlier = pd.read_csv(csv)
+        table = pd.concat([earlier[~earlier["env"].isin(table["env"])], table], ignore_index=True)
+    table.to_csv(csv, index=False)
+    return table
 
 
 def _ratio_ci(summary, cell_id, best, results, Ratio, entry) -> dict:
