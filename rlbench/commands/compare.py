@@ -18,7 +18,8 @@ class CompareRequest(Request):
 def compare(request: CompareRequest) -> int:
     from rlbench.report import compare_page as compare_report
     from rlbench.report.view import CompareView
-    from rlbench.results.compare import compare, parse_threshold, ratio_label
+    from rlbench.results.compare import compare
+    from rlbench.results.gate import exit_code, parse_threshold, ratio_label
     from rlbench.results.model import ResultSet
     threshold = parse_threshold(request.threshold)
     alpha = flags.checked_alpha(request.alpha)
@@ -29,14 +30,14 @@ def compare(request: CompareRequest) -> int:
     for label, b, n, changed in view.winners:
         if changed:
             print(f"winner changed  {label}: base {b.winner.text}, new {n.winner.text}")
-    for r in result.rows:
-        if r["verdict"] not in ("same",):
-            ratio = ratio_label(r)
-            print(f"{r['verdict']:<15} {r['cell_id']}  {r['reason'] or ''}" + (f"; new/base {ratio}" if ratio else ""))
+    for c in result.rows:
+        if c.verdict != "same":
+            ratio = ratio_label(c)
+            print(f"{c.verdict:<15} {c.cell_id}  {c.reason or ''}" + (f"; new/base {ratio}" if ratio else ""))
     print(f"{len(result.rows)} cells: {result.counts_label}; "
           f"{len(result.regressions)} regression(s) beyond {threshold:.0%} at alpha {alpha:g}")
     print(f"comparison: {paths[1]}")
-    return 1 if result.regressions else 0
+    return exit_code(result.rows)
 
 
 COMMANDS = (

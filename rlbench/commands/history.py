@@ -101,15 +101,16 @@ class CheckRequest(Request):
     db: str = flags.db()
 
 
-def _confirmed(request: CheckRequest, folder, rows, past, threshold) -> list:
-    """The rows again, where a cell found slower stays slower only if a second run says so too: the cells found
-    slower run again (the run's own plan, only those cells, into a confirm-N folder beside it) and are checked
-    again, as a host's passing hiccup (these VMs lose 20-30% for a minute now and then) does not last into the next
-    run. The second run's rows are matched to the first's by their place in the plan (cell_index)."""
+def _confirmed(request: CheckRequest, folder, changes, past, threshold) -> list:
+    """The changes again, where a cell found slower stays slower only if a second run says so too
+    (rlbench.results.gate.confirmed): the cells found slower run again (the run's own plan, only those cells, into a
+    confirm-N folder beside it) and are checked again. The second run's cells are matched to the first's by their
+    place in the plan (cell_index). New CellChange values; the first ones are left as they were."""
     from rlbench.results.changes import check, noise, points
+    from rlbench.results.gate import confirmed
     from rlbench.results.history import History
     from rlbench.results.store import RESULTS, read_rows
-    slow = {r["cell_id"] for r in rows if r["verdict"] == "slower"}
+    slow = {c.cell_id for c in changes if c.verdict == "slower"}
     plan = rundir.read_plan(folder)
     index = {r["cell_id"]: r["cell_index"] for r in read_rows(os.path.join(folder, RESULTS)) if r["cell_id"] in slow}
     planned = {plan["cells"][i]: cell for cell, i in index.items()}
@@ -122,26 +123,15 @@ def _confirmed(request: CheckRequest, folder, rows, past, threshold) -> list:
         scratch.add(out)
         again = points(scratch.repeats())
     again["cell_id"] = again["cell_id"].map(lambda c: planned.get(c, c))
-    second = {r["cell_id"]: r for r in check(past, again, noise(past), request.alpha, threshold, request.window)}
-    confirmed = []
-    for r in rows:
-        if r["verdict"] != "slower":
-            confirmed.append(r)
-            continue
-        c = second.get(r["cell_id"])
-        r = {**r, "confirm_ratio": c["ratio"] if c else None}
-        if c is None or c["verdict"] != "slower":
-            again_text = f"{c['ratio'] - 1:+.1%}" if c and c["ratio"] is not None else "no ok repeat"
-            r.update(verdict="same", reason=f"{r['reason']}; not in its confirmation run ({again_text})")
-        confirmed.append(r)
-    return confirmed
+    second = {c.cell_id: c for c in check(past, again, noise(past), request.alpha, threshold, request.window)}
+    return [confirmed(c, second.get(c.cell_id)) if c.verdict == "slower" else c for c in changes]
 
 
 def check(request: CheckRequest) -> int:
-    from rlbench.report.csv_reporter import to_csv
+    from rlbench.report.csv_reporter import frame_to_csv
     from rlbench.report.writer import write_files
-    from rlbench.results.changes import CHECK_COLUMNS, VERDICTS, check, noise, points
-    from rlbench.results.compare import parse_threshold
+    from rlbench.results.changes import CHECK_COLUMNS, check, noise, points
+    from rlbench.results.gate import counts_label, exit_code, parse_threshold, regressions, table
     from rlbench.results.history import History, run_folders
     threshold = parse_threshold(request.threshold)
     alpha = flags.checked_alpha(request.alpha)
@@ -160,27 +150,22 @@ def check(request: CheckRequest) -> int:
     with History(db, create=False) as history:
         past = points(history.repeats(suite, cls))
     past = past[past["run_key"] != new["run_key"].iloc[0]]
-    rows = [{**r, "first_verdict": r["verdict"]}
-            for r in check(past, new, noise(past), alpha, threshold, request.window, failed=failed_cells)]
-    if request.confirm and any(r["verdict"] == "slower" for r in rows):
-        rows = _confirmed(request, folder, rows, past, threshold)
+    changes = check(past, new, noise(past), alpha, threshold, request.window, failed=failed_cells)
+    if request.confirm and any(c.verdict == "slower" for c in changes):
+        changes = _confirmed(request, folder, changes, past, threshold)
     os.makedirs(request.out or folder, exist_ok=True)
-    path = write_files(request.out or folder, {"history-check.csv": to_csv(rows, CHECK_COLUMNS).encode()})[0]
-    for r in rows:
-        if r["verdict"] != "same":
-            print(f"{r['verdict']:<11} {r['cell_id']}  {r['reason']}")
-    counts = {}
-    for r in rows:
-        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-    failed = [r for r in rows if VERDICTS[r["verdict"]]]
-    print(f"{len(rows)} cells against the history of {suite} on this machine class: "
-          + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-          + f"; suite: {'REGRESSED' if failed else 'ok'} (alpha {alpha:g} over the cells, Holm)")
+    csv = frame_to_csv(table(changes, CHECK_COLUMNS))
+    path = write_files(request.out or folder, {"history-check.csv": csv.encode()})[0]
+    for c in changes:
+        if c.verdict != "same":
+            print(f"{c.verdict:<11} {c.cell_id}  {c.reason}")
+    print(f"{len(changes)} cells against the history of {suite} on this machine class: {counts_label(changes)}"
+          f"; suite: {'REGRESSED' if regressions(changes) else 'ok'} (alpha {alpha:g} over the cells, Holm)")
     print(f"check: {path}")
     if request.add:
         with History(db) as history:
             history.add(folder)
-    return 1 if failed else 0
+    return exit_code(changes)
 
 
 COMMANDS = (

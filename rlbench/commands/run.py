@@ -81,8 +81,7 @@ def validate(request: ValidateRequest) -> int:
     of the source papers over the runs (claims.csv and claims.md)."""
     from rlbench.families.validation import claims
     from rlbench.families.validation.checks import validation_rows
-    from rlbench.families.validation.report import claims_markdown, claims_text, validation_text
-    from rlbench.report.csv_reporter import to_csv
+    from rlbench.families.validation.report import claims_csv, claims_markdown, claims_text, validation_text
     from rlbench.report.writer import write_atomic
     from rlbench.results.model import ResultSet
     if request.from_dir:
@@ -104,7 +103,7 @@ def validate(request: ValidateRequest) -> int:
     print("\n" + claims_text(matrix))
     out = request.claims_out or dirs[0]
     os.makedirs(out, exist_ok=True)
-    files = {"claims.csv": to_csv(matrix, claims.COLUMNS), "claims.md": claims_markdown(matrix, runs, dirs)}
+    files = {"claims.csv": claims_csv(matrix), "claims.md": claims_markdown(matrix, runs, dirs)}
     for name, text in files.items():
         write_atomic(os.path.join(out, name), text)
     print(f"claims: {os.path.join(out, 'claims.md')} (and claims.csv)")

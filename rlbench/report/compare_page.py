@@ -31,23 +31,23 @@ def export_compare(view: CompareView) -> dict:
     return {"compare.csv": frame_to_csv(view.rows).encode(), "compare.html": page(view).encode()}
 
 
-def _ratio(r) -> str:
-    return esc(speedup(r["ratio"], r["ratio_ci_low"], r["ratio_ci_high"]))
+def _ratio(c) -> str:
+    return esc(speedup(c.ratio, c.ratio_low, c.ratio_high))
 
 
 def _shade(colour: str) -> str:
     return f"style='background:{colour}'"
 
 
-# a row: one of compare.csv's (rlbench.results.compare.COLUMNS), shaded by its verdict
-CELL_COLUMNS = (Column("cell", lambda r: r["cell_id"]), Column("verdict", lambda r: r["verdict"]),
-                Column("base steps/s", lambda r: r["base_median"], rate),
-                Column("new steps/s", lambda r: r["new_median"], rate),
-                Column("change %", lambda r: r["change_pct"], lambda v: fixed(v, "+.1f")),
-                Column("new/base [95% CI]", lambda r: r["ratio"], html=_ratio),
-                Column("p", lambda r: r["p_value"], lambda v: fixed(v, ".3g")),
-                Column("n base / new", lambda r: f"{r['base_n'] or 0} / {r['new_n'] or 0}"),
-                Column("reason", lambda r: r["reason"] or ""))
+# a row: a compared cell's CellChange (rlbench.results.gate), shaded by its verdict
+CELL_COLUMNS = (Column("cell", lambda c: c.cell_id), Column("verdict", lambda c: c.verdict),
+                Column("base steps/s", lambda c: c.base, rate),
+                Column("new steps/s", lambda c: c.new, rate),
+                Column("change %", lambda c: c.change_pct, lambda v: fixed(v, "+.1f")),
+                Column("new/base [95% CI]", lambda c: c.ratio, html=_ratio),
+                Column("p", lambda c: c.p_value, lambda v: fixed(v, ".3g")),
+                Column("n base / new", lambda c: f"{c.base_n or 0} / {c.new_n or 0}"),
+                Column("reason", lambda c: c.reason or ""))
 
 # a row: (workload, base verdict, new verdict, whether the winner changed), as CompareView.winners gives it
 WINNER_COLUMNS = (Column("workload", lambda w: w[0]), Column("base", lambda w: w[1].sentence() if w[1] else "-"),
@@ -69,7 +69,7 @@ def winners_table(view: CompareView) -> str:
 
 def page(view: CompareView) -> str:
     c = view.comparison
-    cells = table(CELL_COLUMNS, view.records, lambda r: _shade(COLOURS.get(r["verdict"], "none")))
+    cells = table(CELL_COLUMNS, view.changes, lambda c: _shade(COLOURS.get(c.verdict, "none")))
     machines = "".join(f"<tr><td>{esc(k)}</td><td>{esc(b)}</td><td>{esc(n)}</td></tr>" for k, b, n in view.machines)
     verdict = (f"<p><b>{len(c.regressions)} regression(s)</b>: slower by more than {fixed(c.threshold, '.0%')} "
                f"and significant at alpha {fixed(c.alpha, 'g')}.</p>")

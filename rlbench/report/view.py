@@ -94,17 +94,17 @@ class CompareView:
             out.append((" · ".join(map(str, key)), b, n, changed))
         return out
 
+    @property
+    def changes(self) -> tuple:
+        """One CellChange (rlbench.results.gate) per compared cell, in the new run's order: what the page shows."""
+        return self.comparison.rows
+
     @cached_property
     def rows(self):
-        """One row per compared cell, compare.csv's columns (rlbench.results.compare.COLUMNS), as a DataFrame."""
-        import pandas as pd
-
+        """compare.csv as a DataFrame: a row per compared cell, its columns (rlbench.results.compare.COLUMNS)."""
         from rlbench.results.compare import COLUMNS
-        return pd.DataFrame([dict(r) for r in self.comparison.rows], columns=list(COLUMNS), dtype=object)
-
-    @property
-    def records(self) -> list:
-        return self.rows.to_dict("records")
+        from rlbench.results.gate import table
+        return table(self.comparison.rows, COLUMNS)
 
     @property
     def machines(self) -> list:

@@ -17,12 +17,14 @@ ruptures is maintained, tested and needs only numpy and scipy.
 The gate (`rlbench history check`): a new run's point against the points since the series' last change (the
 current level, at most `window` of them): the one-sided t prediction test of a new observation, with the learned
 noise; Holm's step-down across the run's cells keeps the suite's false-alarm rate at alpha (scipy has only the
-FDR procedures, which do not bound it)."""
+FDR procedures, which do not bound it). What it finds is said as CellChange values of the one gate
+(rlbench.results.gate) that `rlbench compare` shares."""
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from rlbench.results.gate import CellChange
 from rlbench.results.stats import summarize
 
 RUN_SD_FLOOR = 0.01      # no machine's run-to-run noise is trusted below 1%
@@ -137,61 +139,88 @@ def change_points(series, sd: float, alpha: float = 0.05) -> list:
     return [c for c in changes if c.significant]
 
 
-# verdict -> does it fail the gate
-VERDICTS = {"slower": True, "faster": False, "same": False, "no history": False, "failed": False}
-CHECK_COLUMNS = ("cell_id", "verdict", "new_median", "level_median", "ratio", "p_value", "p_holm", "window",
-                 "noise_sd", "noise_source", "first_verdict", "confirm_ratio", "reason")
+# history-check.csv: its column -> the CellChange field it shows (rlbench.results.gate.table)
+CHECK_COLUMNS = {"cell_id": "cell_id", "verdict": "verdict", "new_median": "new", "level_median": "base",
+                 "ratio": "ratio", "p_value": "p_value", "p_holm": "p_holm", "window": "window",
+                 "noise_sd": "noise_sd", "noise_source": "noise_source", "first_verdict": "first_verdict",
+                 "confirm_ratio": "confirm_ratio", "reason": "reason"}
+TEST = "t prediction, Holm"
+
+
+@dataclass(frozen=True)
+class Level:
+    """A new point against its series' current level, before Holm's adjustment across the run's cells: the level
+    (the geometric mean of its points' medians), the ratio new / level, the one-sided p of a slowdown (None where
+    fewer than 2 points set the level), the points used and the noise the test assumed."""
+    window: int
+    level: float = None
+    ratio: float = None
+    p_value: float = None
+    noise_sd: float = None
+    noise_source: str = None
 
 
 def check(history_pts, new_pts, noises: dict, alpha: float = 0.05, threshold: float = 0.02, window: int = 20,
           failed: tuple = ()) -> list:
-    """One row per cell of the new run (CHECK_COLUMNS): its point against its series' current level. `failed`:
-    cells of the new run with no ok repeat."""
+    """One CellChange (rlbench.results.gate) per cell of the new run: its point against its series' current level,
+    judged once Holm's step-down has adjusted the p of every cell tested. `failed`: cells of the new run with no ok
+    repeat. Each change's first_verdict is its verdict: a confirmation run (history check --confirm) may change
+    the verdict, never the first one."""
+    found = [(new["cell_id"], new["median"], against_level(history_pts, new, noises, alpha, window))
+             for _, new in new_pts.iterrows()]
+    tested = [level.p_value for _, _, level in found if level.p_value is not None]
+    adjusted = iter(holm(tested))
+    changes = [_judged(cell_id, median, level, next(adjusted) if level.p_value is not None else None, len(tested),
+                       alpha, threshold) for cell_id, median, level in found]
+    return changes + [CellChange(c, "failed", reason="no ok repeat", first_verdict="failed") for c in failed]
+
+
+def against_level(history_pts, new, noises: dict, alpha: float, window: int) -> Level:
+    """A new point (a row of `points`) against the level of its series in history_pts: the points since the
+    series' last change, at most `window` of them; the one-sided t prediction test of a new observation, with the
+    learned noise (never below the level's own spread)."""
     from scipy.stats import t
-    rows = []
-    for _, new in new_pts.iterrows():
-        key = (new["suite"], new["cell_id"], new["machine_class"])
-        row = dict.fromkeys(CHECK_COLUMNS)
-        row.update(cell_id=new["cell_id"], new_median=new["median"])
-        series = history_pts[(history_pts["suite"] == key[0]) & (history_pts["cell_id"] == key[1])
-                             & (history_pts["machine_class"] == key[2])].reset_index(drop=True)
-        level = series
-        changes = change_points(series, noises[key].sd, alpha) if key in noises else []
-        if changes:
-            level = series.iloc[changes[-1].index:]
-        level = level.iloc[-window:]
-        if len(level) < 2:
-            rows.append({**row, "verdict": "no history", "window": len(level),
-                         "reason": f"{len(level)} run(s) of this cell on this machine since its last change "
-                                   "(the gate needs 2)"})
-            continue
-        logs = level["log_median"].to_numpy(float)
-        nz = noises.get(key) or Noise(RUN_SD_FLOOR, len(logs) - 1, "the floor")
-        sd = max(nz.sd, float(logs.std(ddof=1)) if len(logs) >= 3 else 0.0)
-        stat = (new["log_median"] - logs.mean()) / (sd * math.sqrt(1 + 1 / len(logs)))
-        dof = max(nz.dof, len(logs) - 1)
-        ratio = math.exp(new["log_median"] - logs.mean())
-        p_slower = float(t.cdf(stat, dof))
-        row.update(level_median=float(np.exp(logs.mean())), ratio=ratio, p_value=p_slower, window=len(level),
-                   noise_sd=sd, noise_source=nz.source)
-        rows.append(row)
-    tested = [r for r in rows if r["p_value"] is not None]
-    for r, adjusted in zip(tested, holm([r["p_value"] for r in tested])):
-        r["p_holm"] = adjusted
-        slower, faster = r["ratio"] < 1 - threshold, r["ratio"] > 1 + threshold
-        p_faster = min(1.0, (1 - r["p_value"]) * len(tested))
-        if slower and adjusted <= alpha:
-            r["verdict"], r["reason"] = "slower", (f"{1 - r['ratio']:.1%} below the level of the last {r['window']} "
-                                                   f"runs, p={adjusted:.3g} (Holm)")
-        elif faster and p_faster <= alpha:
-            r["verdict"], r["reason"] = "faster", f"{r['ratio'] - 1:.1%} above the level of the last {r['window']} runs"
-        else:
-            r["verdict"] = "same"
-            r["reason"] = (f"within {threshold:.0%}" if not slower and not faster else
-                           f"{r['ratio'] - 1:+.1%}, within the noise (p={adjusted:.3g} Holm)")
-    rows += [{**dict.fromkeys(CHECK_COLUMNS), "cell_id": c, "verdict": "failed", "reason": "no ok repeat"}
-             for c in failed]
-    return rows
+    key = (new["suite"], new["cell_id"], new["machine_class"])
+    series = history_pts[(history_pts["suite"] == key[0]) & (history_pts["cell_id"] == key[1])
+                         & (history_pts["machine_class"] == key[2])].reset_index(drop=True)
+    level = series
+    changes = change_points(series, noises[key].sd, alpha) if key in noises else []
+    if changes:
+        level = series.iloc[changes[-1].index:]
+    level = level.iloc[-window:]
+    if len(level) < 2:
+        return Level(len(level))
+    logs = level["log_median"].to_numpy(float)
+    nz = noises.get(key) or Noise(RUN_SD_FLOOR, len(logs) - 1, "the floor")
+    sd = max(nz.sd, float(logs.std(ddof=1)) if len(logs) >= 3 else 0.0)
+    stat = (new["log_median"] - logs.mean()) / (sd * math.sqrt(1 + 1 / len(logs)))
+    dof = max(nz.dof, len(logs) - 1)
+    return Level(len(level), float(np.exp(logs.mean())), math.exp(new["log_median"] - logs.mean()),
+                 float(t.cdf(stat, dof)), sd, nz.source)
+
+
+def _judged(cell_id, median, level: Level, p_holm, tests: int, alpha: float, threshold: float) -> CellChange:
+    """The gate's verdict on one cell: slower where beyond the threshold and significant after Holm's adjustment;
+    faster where beyond it and the other tail's p (Bonferroni over the cells tested) says so; else the same."""
+    if level.p_value is None:
+        return CellChange(cell_id, "no history", new=median, window=level.window, first_verdict="no history",
+                          reason=f"{level.window} run(s) of this cell on this machine since its last change "
+                                 "(the gate needs 2)")
+    ratio = level.ratio
+    slower, faster = ratio < 1 - threshold, ratio > 1 + threshold
+    p_faster = min(1.0, (1 - level.p_value) * tests)
+    if slower and p_holm <= alpha:
+        verdict, reason = "slower", (f"{1 - ratio:.1%} below the level of the last {level.window} runs, "
+                                     f"p={p_holm:.3g} (Holm)")
+    elif faster and p_faster <= alpha:
+        verdict, reason = "faster", f"{ratio - 1:.1%} above the level of the last {level.window} runs"
+    else:
+        verdict = "same"
+        reason = (f"within {threshold:.0%}" if not slower and not faster else
+                  f"{ratio - 1:+.1%}, within the noise (p={p_holm:.3g} Holm)")
+    return CellChange(cell_id, verdict, base=level.level, new=median, ratio=ratio, p_value=level.p_value,
+                      reason=reason, test=TEST, p_holm=p_holm, window=level.window, noise_sd=level.noise_sd,
+                      noise_source=level.noise_source, first_verdict=verdict)
 
 
 def holm(p_values) -> list:

@@ -2,12 +2,12 @@
 over its repeats (two-sided Mann-Whitney U; with too few repeats, non-overlapping 95% CIs of the median), so a
 noisy CI machine does not cry wolf. Cells measured on machines whose fingerprints differ, or with different CPU
 sets or devices, are `not comparable`, never failed. Each cell's change is new/base with a bootstrap 95% CI
-(docs/compare.md).
+(docs/compare.md), said as a CellChange of the one gate (rlbench.results.gate) that `history check` shares.
 """
 import math
 from dataclasses import dataclass
 
-from rlbench.errors import UsageError
+from rlbench.results.gate import CellChange, counts_label, regressions
 from rlbench.results.stats import ratio_ci, summarize
 
 METRIC = "steps_per_s"   # higher is better
@@ -15,24 +15,12 @@ MACHINE = ("cpu_model", "cpu_logical_cores", "ram_gb", "gpus")
 CELL = ("cpus", "device", "omp_threads")
 EXACT_MAX_N = 12
 
-# verdict -> does it fail the comparison
-VERDICTS = {"slower": True, "faster": False, "same": False, "uncertain": False, "not comparable": False,
-            "failed": False, "not run": False, "only in base": False, "only in new": False}
-COLUMNS = ("cell_id", "verdict", "base_median", "new_median", "ratio", "ratio_ci_low", "ratio_ci_high",
-           "change_pct", "p_value", "test",
-           "base_n", "new_n", "base_ci_low", "base_ci_high", "new_ci_low", "new_ci_high", "reason")
-
-
-def parse_threshold(text: str) -> float:
-    """'10%' or '0.1' -> 0.1."""
-    raw = str(text).strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < 10:
-        raise UsageError(f"--threshold {text!r} must be a relative change such as 10% or 0.1 (> 0)")
-    return value
+# compare.csv: its column -> the CellChange field it shows (rlbench.results.gate.table)
+COLUMNS = {"cell_id": "cell_id", "verdict": "verdict", "base_median": "base", "new_median": "new", "ratio": "ratio",
+           "ratio_ci_low": "ratio_low", "ratio_ci_high": "ratio_high", "change_pct": "change_pct",
+           "p_value": "p_value", "test": "test", "base_n": "base_n", "new_n": "new_n", "base_ci_low": "base_ci_low",
+           "base_ci_high": "base_ci_high", "new_ci_low": "new_ci_low", "new_ci_high": "new_ci_high",
+           "reason": "reason"}
 
 
 def machine(record) -> dict:
@@ -69,20 +57,11 @@ def min_p(m: int, n: int) -> float:
     return 2 / math.comb(m + n, m)
 
 
-def ratio_label(row: dict) -> str:
-    """'1.29x [1.10, 1.52]': a compared cell's new/base ratio of medians and its bootstrap 95% CI ('' when
-    the cell has no ratio; no bracket when the CI is unknown, with fewer than 2 repeats on a side)."""
-    ratio, lo, hi = row.get("ratio"), row.get("ratio_ci_low"), row.get("ratio_ci_high")
-    if ratio is None or math.isnan(ratio):
-        return ""
-    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
-        return f"{ratio:.2f}x"
-    return f"{ratio:.2f}x [{lo:.2f}, {hi:.2f}]"
-
-
-@dataclass
+@dataclass(frozen=True)
 class Comparison:
-    rows: list
+    """Two runs compared: a CellChange per cell of either (rlbench.results.gate), the threshold and alpha that
+    judged them, and each side's machine as compared."""
+    rows: tuple
     threshold: float
     alpha: float
     base_machine: dict
@@ -91,61 +70,55 @@ class Comparison:
     @property
     def counts_label(self) -> str:
         """'19 failed, 41 same': cells per verdict."""
-        counts = {}
-        for r in self.rows:
-            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-        return ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        return counts_label(self.rows)
 
     @property
-    def regressions(self) -> list:
-        return [r for r in self.rows if VERDICTS[r["verdict"]]]
+    def regressions(self) -> tuple:
+        return regressions(self.rows)
 
 
 def compare(base, new, threshold: float = 0.10, alpha: float = 0.05) -> Comparison:
-    """base, new: rlbench.results.model.ResultSet. One row per cell of either, in the new run's order."""
+    """base, new: rlbench.results.model.ResultSet. One CellChange per cell of either, in the new run's order."""
     bm, nm = machine(base.record), machine(new.record)
     machine_diff = [k for k in MACHINE if bm[k] != nm[k]]
     ids = list(new.benchmarks) + [c for c in base.benchmarks if c not in new.benchmarks]
-    rows = []
-    for cell_id in ids:
-        b, n = base.benchmarks.get(cell_id), new.benchmarks.get(cell_id)
-        rows.append(_compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha))
+    rows = tuple(_compare_cell(cell_id, base.benchmarks.get(cell_id), new.benchmarks.get(cell_id), machine_diff, bm,
+                               nm, threshold, alpha) for cell_id in ids)
     return Comparison(rows, threshold, alpha, bm, nm)
 
 
-def _compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha) -> dict:
-    row = {c: None for c in COLUMNS}
-    row["cell_id"] = cell_id
+def _compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha) -> CellChange:
     if b is None or n is None:
-        return {**row, "verdict": "only in new" if b is None else "only in base", "reason": ""}
+        return CellChange(cell_id, "only in new" if b is None else "only in base")
     bx = [r[METRIC] for r in b.ok_runs if r.get(METRIC) is not None]
     nx = [r[METRIC] for r in n.ok_runs if r.get(METRIC) is not None]
     bs, ns = summarize(bx), summarize(nx)
-    row.update(base_median=bs.median, new_median=ns.median, base_n=bs.n, new_n=ns.n, base_ci_low=bs.ci_low,
-               base_ci_high=bs.ci_high, new_ci_low=ns.ci_low, new_ci_high=ns.ci_high)
+    sides = dict(base=bs.median, new=ns.median, base_n=bs.n, new_n=ns.n, base_ci_low=bs.ci_low,
+                 base_ci_high=bs.ci_high, new_ci_low=ns.ci_low, new_ci_high=ns.ci_high)
     if not bx and not nx:
-        return {**row, "verdict": "not run", "reason": f"no ok repeat on either side ({b.status} / {n.status})"}
+        return CellChange(cell_id, "not run", reason=f"no ok repeat on either side ({b.status} / {n.status})",
+                          **sides)
     if not bx or not nx:
         side = b if not bx else n
-        return {**row, "verdict": "failed",
-                "reason": f"no ok repeat in {'base' if not bx else 'new'} ({side.status})"}
-    row["ratio"] = ns.median / bs.median if bs.median else float("nan")
-    _, row["ratio_ci_low"], row["ratio_ci_high"] = ratio_ci(nx, bx)
-    row["change_pct"] = 100 * (row["ratio"] - 1)
+        return CellChange(cell_id, "failed", reason=f"no ok repeat in {'base' if not bx else 'new'} ({side.status})",
+                          **sides)
+    ratio = ns.median / bs.median if bs.median else float("nan")
+    _, low, high = ratio_ci(nx, bx)
+    measured = dict(sides, ratio=ratio, ratio_low=low, ratio_high=high)
     differ = [f"{k}: {bm[k]} vs {nm[k]}" for k in machine_diff]
     differ += [f"{k}: {b.ok_runs[0].get(k)} vs {n.ok_runs[0].get(k)}" for k in CELL
                if b.ok_runs[0].get(k) != n.ok_runs[0].get(k)]
     if differ:
-        return {**row, "verdict": "not comparable", "reason": "different " + "; ".join(differ)}
-    significant, row["p_value"], row["test"] = significance(bx, nx, bs, ns, alpha)
-    if abs(row["ratio"] - 1) <= threshold:
+        return CellChange(cell_id, "not comparable", reason="different " + "; ".join(differ), **measured)
+    significant, p, test = significance(bx, nx, bs, ns, alpha)
+    if abs(ratio - 1) <= threshold:
         verdict, reason = "same", f"within {threshold:.0%}"
     elif not significant:
-        verdict, reason = "uncertain", f"beyond {threshold:.0%} but not significant ({row['test']})"
+        verdict, reason = "uncertain", f"beyond {threshold:.0%} but not significant ({test})"
     else:
-        verdict = "slower" if row["ratio"] < 1 else "faster"
-        reason = f"{abs(row['change_pct']):.1f}% {verdict}, significant ({row['test']})"
-    return {**row, "verdict": verdict, "reason": reason}
+        verdict = "slower" if ratio < 1 else "faster"
+        reason = f"{abs(100 * (ratio - 1)):.1f}% {verdict}, significant ({test})"
+    return CellChange(cell_id, verdict, reason=reason, p_value=p, test=test, **measured)
 
 
 def significance(bx, nx, bs, ns, alpha) -> tuple:

@@ -27,7 +27,8 @@ def _ppo(jax_rate: float, torch_rate: float) -> list:
 
 
 def _by_id(rows) -> dict:
-    return {r["claim"]: r for r in rows}
+    """The matrix's JudgedClaims by claim id."""
+    return {r.claim: r for r in rows}
 
 
 def test_every_claim_has_a_source_a_figure_and_a_rule():
@@ -42,19 +43,20 @@ def test_every_claim_has_a_source_a_figure_and_a_rule():
 def test_a_rule_judges_the_cells_it_names(jax_rate, verdict):
     rows = _by_id(claims.matrix([ResultSet.from_rows(_ppo(jax_rate, 10000.0), CPU_2CORE)]))
     got = rows["purejaxrl-10x"]
-    assert got["verdict"] == verdict
-    assert got["measured"].startswith(f"{jax_rate / 10000.0:.2f}x [")          # the ratio and its bootstrap CI
-    assert "purejaxrl-ppo/CartPole-v1/n=4" in got["cells"] and "cleanrl-ppo" in got["cells"]
-    assert got["own"] == "rlbench's own implementations"
-    assert rows["baselines-608"]["verdict"] == claims.NOT_MEASURED and "suites/validate.toml" in \
-        rows["baselines-608"]["why"]
+    assert got.verdict == verdict
+    assert got.measured.startswith(f"{jax_rate / 10000.0:.2f}x [")          # the ratio and its bootstrap CI
+    [(ratio, low, high)] = got.ratios
+    assert ratio == pytest.approx(jax_rate / 10000.0) and low <= ratio <= high
+    assert got.cells == ("purejaxrl-ppo/CartPole-v1/n=4/mlp/updates_per_unit=10", "cleanrl-ppo/CartPole-v1/n=4/mlp/vec=dummy")
+    assert got.own and got.record()["own"] == "rlbench's own implementations"
+    assert rows["baselines-608"].verdict == claims.NOT_MEASURED and "suites/validate.toml" in rows["baselines-608"].why
 
 
 def test_hardware_decides_what_is_comparable():
     on_cpu = _by_id(claims.matrix([ResultSet.from_rows(_ppo(150000.0, 10000.0), CPU_2CORE)]))
-    assert on_cpu["gymnax-a100-1000x"]["verdict"] == claims.NOT_COMPARABLE
-    assert "needs a GPU; this machine: 2 cores, no GPU" in on_cpu["gymnax-a100-1000x"]["why"]
-    assert on_cpu["survey-capacity"]["verdict"] == claims.NOT_COMPARABLE
+    assert on_cpu["gymnax-a100-1000x"].verdict == claims.NOT_COMPARABLE
+    assert "needs a GPU; this machine: 2 cores, no GPU" in on_cpu["gymnax-a100-1000x"].why
+    assert on_cpu["survey-capacity"].verdict == claims.NOT_COMPARABLE
     gpu_rows = [_row("gymnax", 2048, rep, 1.2e8, kind="jax", device="gpu", options={"platform": "gpu"},
                      cell_id="gymnax/CartPole-v1/n=2048/random/platform=gpu") for rep in range(3)]
     minatar = "gymnax/gymnax:make(env_id=Breakout-MinAtar)/n=2048/random/platform=gpu"
@@ -62,11 +64,11 @@ def test_hardware_decides_what_is_comparable():
                       env="gymnax:make", env_kwargs={"env_id": "Breakout-MinAtar"}, cell_id=minatar)
                  for rep in range(3)]
     on_gpu = _by_id(claims.matrix([ResultSet.from_rows(gpu_rows, ONE_GPU)]))
-    assert on_gpu["gymnax-a100-1000x"]["verdict"] == claims.REPRODUCED          # 1e6 / 1.2e8 s <= 0.05 s
-    assert on_gpu["gymnax-minatar-breakout"]["verdict"] == claims.NOT_REPRODUCED   # 0.25 s > 0.19 s
-    assert on_gpu["gymnax-minatar-breakout"]["cells"] == minatar
-    assert on_gpu["survey-capacity"]["verdict"] == claims.NOT_COMPARABLE       # 126 GB < 300 GB
-    assert on_gpu["purejaxrl-10x"]["verdict"] == claims.NOT_MEASURED
+    assert on_gpu["gymnax-a100-1000x"].verdict == claims.REPRODUCED          # 1e6 / 1.2e8 s <= 0.05 s
+    assert on_gpu["gymnax-minatar-breakout"].verdict == claims.NOT_REPRODUCED   # 0.25 s > 0.19 s
+    assert on_gpu["gymnax-minatar-breakout"].cells == (minatar,)
+    assert on_gpu["survey-capacity"].verdict == claims.NOT_COMPARABLE       # 126 GB < 300 GB
+    assert on_gpu["purejaxrl-10x"].verdict == claims.NOT_MEASURED
 
 
 def test_validate_from_several_runs_writes_the_matrix(tmp_path, capsys):
@@ -78,7 +80,8 @@ def test_validate_from_several_runs_writes_the_matrix(tmp_path, capsys):
     with open(tmp_path / "claims.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["claim"] for r in rows] == [c.id for c in claims.CLAIMS]
-    assert _by_id(rows)["purejaxrl-10x"]["verdict"] in (claims.REPRODUCED, claims.NOT_REPRODUCED)   # train's cells
+    by_id = {r["claim"]: r for r in rows}
+    assert by_id["purejaxrl-10x"]["verdict"] in (claims.REPRODUCED, claims.NOT_REPRODUCED)   # train's cells
     assert (tmp_path / "claims.md").read_text().startswith("# Claims of the source papers")
     assert run_cli(["validate", "--from", tmp_path / "nothing"]).rc == 2
 
@@ -109,6 +112,22 @@ def _reuse_rows(ppo_bounded_max: float) -> list:
 @pytest.mark.parametrize("ppo_max, verdict", [(2.0, claims.REPRODUCED), (3.0, claims.NOT_REPRODUCED)])
 def test_bounded_reuse_holds_where_the_store_enforces_it_and_binds(ppo_max, verdict):
     got = _by_id(claims.matrix([ResultSet.from_rows(_reuse_rows(ppo_max), CPU_2CORE)]))["survey-bounded-reuse"]
-    assert got["verdict"] == verdict
-    assert got["measured"].startswith(f"PPO-Qbert bound 2: numpy-ring {ppo_max:.0f}, shm-ring {ppo_max:.0f}; "
+    assert got.verdict == verdict
+    assert got.measured.startswith(f"PPO-Qbert bound 2: numpy-ring {ppo_max:.0f}, shm-ring {ppo_max:.0f}; "
                                       "unbounded up to 6")
+
+
+def test_claims_csv_keeps_its_columns_and_values():
+    """claims.csv (and docs/claims.md made from it) is read by scripts: a JudgedClaim writes the columns and text
+    the row dicts wrote before it (the cells joined by ' | ', `own` as its note, '' where nothing was found)."""
+    from rlbench.families.validation.report import claims_csv
+    judged = claims.JudgedClaim("purejaxrl-10x", "PureJaxRL", "says, it", "> 10x", "a rule", claims.NOT_REPRODUCED,
+                                measured="1.50x [1.40, 1.60]", why="", cells=("a/x", "b/y"), own=True,
+                                ratios=((1.5, 1.4, 1.6),))
+    unjudged = claims.JudgedClaim("envpool-dgx", "EnvPool", "1M", "1,069,922", "rate", claims.NOT_COMPARABLE,
+                                  why="needs 256 CPU threads", needs="256 CPU threads")
+    assert claims_csv([judged, unjudged]).splitlines() == [
+        "claim,source,says,published,rule,verdict,measured,why,cells,needs,own",
+        'purejaxrl-10x,PureJaxRL,"says, it",> 10x,a rule,not reproduced,"1.50x [1.40, 1.60]",,a/x | b/y,,'
+        "rlbench's own implementations",
+        "envpool-dgx,EnvPool,1M,\"1,069,922\",rate,not comparable here,,needs 256 CPU threads,,256 CPU threads,"]

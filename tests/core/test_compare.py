@@ -10,7 +10,8 @@ import pytest
 
 from rlbench import cli
 from rlbench.errors import UsageError
-from rlbench.results.compare import mann_whitney_u, min_p, parse_threshold, ratio_label
+from rlbench.results.compare import mann_whitney_u, min_p
+from rlbench.results.gate import CellChange, parse_threshold, ratio_label
 
 MACHINE = {"cpu_model": "EPYC", "cpu_logical_cores": 2, "ram_gb": 23.5, "gpus": []}
 
@@ -193,7 +194,7 @@ def test_ratio_ci_is_the_bootstrap_of_the_medians_ratio(tmp_path, capsys):
     assert float(row["ratio"]) == pytest.approx(ratio) == pytest.approx(130.0 / 100.0)
     assert (float(row["ratio_ci_low"]), float(row["ratio_ci_high"])) == pytest.approx((low, high), rel=1e-5)
     assert low < ratio < high
-    label = ratio_label({"ratio": ratio, "ratio_ci_low": low, "ratio_ci_high": high})
+    label = ratio_label(CellChange("a/x/n=1/random", "faster", ratio=ratio, ratio_low=low, ratio_high=high))
     assert label == f"1.30x [{low:.2f}, {high:.2f}]"
     out = capsys.readouterr().out
     assert f"a/x/n=1/random  30.0% faster, significant (mann-whitney-exact); new/base {label}" in out
@@ -207,10 +208,11 @@ def test_ratio_without_a_ci_and_cells_without_a_ratio(tmp_path):
     rc, rows = run_compare(tmp_path, base, new)
     one = rows["one/x/n=1/random"]
     assert float(one["ratio"]) == pytest.approx(1.5) and one["ratio_ci_low"] == one["ratio_ci_high"] == ""
-    assert ratio_label({k: float(one[k] or "nan") for k in ("ratio", "ratio_ci_low", "ratio_ci_high")}) == "1.50x"
-    assert rows["f/x/n=1/random"]["ratio"] == "" and ratio_label({"ratio": None}) == ""
-    assert ratio_label({"ratio": None}) == "" and ratio_label({"ratio": 2.0, "ratio_ci_low": float("nan"),
-                                                                "ratio_ci_high": 3.0}) == "2.00x"
+    low, high = (float(one[k] or "nan") for k in ("ratio_ci_low", "ratio_ci_high"))
+    assert ratio_label(CellChange("one", "uncertain", ratio=float(one["ratio"]), ratio_low=low, ratio_high=high)) \
+        == "1.50x"
+    assert rows["f/x/n=1/random"]["ratio"] == "" and ratio_label(CellChange("f", "failed")) == ""
+    assert ratio_label(CellChange("x", "same", ratio=2.0, ratio_low=float("nan"), ratio_high=3.0)) == "2.00x"
 
 
 def test_compare_page_and_csv_render_from_one_view_as_bytes(tmp_path):
@@ -222,6 +224,8 @@ def test_compare_page_and_csv_render_from_one_view_as_bytes(tmp_path):
     n = write_run(tmp_path / "new", {"a/x/n=1/random": [130.0, 125, 131]})
     view = CompareView(compare(ResultSet.load(str(b)), ResultSet.load(str(n))), "base", "new")
     assert list(view.rows.columns) == list(COLUMNS) and len(view.rows) == 2
+    assert [(c.cell_id, c.verdict) for c in view.changes] == [("a/x/n=1/random", "faster"),
+                                                               ("gone/x/n=1/random", "only in base")]
     files = export_compare(view)
     assert set(files) == {"compare.csv", "compare.html"} and all(isinstance(v, bytes) for v in files.values())
     assert files["compare.csv"].decode().splitlines()[0] == ",".join(COLUMNS)
@@ -255,3 +259,19 @@ def test_each_runs_verdict_is_its_headline_and_a_changed_winner_is_said(tmp_path
     assert cli.main(["compare", str(tmp_path / "base"), str(tmp_path / "new"), "--out", str(tmp_path / "c")]) == 1
     assert "winner changed  CartPole-v1 · random: base gymnasium-async (num_envs=4), new sb3-subproc (num_envs=4)" \
         in capsys.readouterr().out
+
+
+def test_compare_csv_keeps_its_columns_and_values(tmp_path):
+    """compare.csv is read by scripts and people: one gate's CellChanges (rlbench.results.gate) write the header
+    and the values the row dicts wrote before them, byte for byte."""
+    base = {"a/x/n=4/random": [100.0, 101, 99, 100.5, 99.5], "f/x/n=1/random": [5.0, 5, 5],
+            "gone/x/n=1/random": [1.0, 1, 1]}
+    new = {"a/x/n=4/random": [80.0, 81, 79, 80.5, 79.5], "f/x/n=1/random": [None, None, None]}
+    run_compare(tmp_path, base, new)
+    assert (tmp_path / "new" / "compare.csv").read_text().splitlines() == [
+        "cell_id,verdict,base_median,new_median,ratio,ratio_ci_low,ratio_ci_high,change_pct,p_value,test,base_n,"
+        "new_n,base_ci_low,base_ci_high,new_ci_low,new_ci_high,reason",
+        "a/x/n=4/random,slower,100,80,0.8,0.787129,0.813131,-20,0.00793651,mann-whitney-exact,5,5,99.0207,100.984,"
+        '79.0212,80.9846,"20.0% slower, significant (mann-whitney-exact)"',
+        "f/x/n=1/random,failed,5,,,,,,,,3,0,5,5,,,no ok repeat in new (error)",
+        "gone/x/n=1/random,only in base,,,,,,,,,,,,,,,"]

@@ -88,10 +88,10 @@ def test_check_flags_a_slowed_cell_and_passes_an_aa_run(tmp_path, slow, verdict)
     with History(":memory:") as scratch:
         scratch.add(str(new_run))
         new = points(scratch.repeats())
-    rows = {r["cell_id"]: r for r in check(history, new, noise(history))}
-    assert rows[cells[2]]["verdict"] == verdict
-    assert [r["verdict"] for c, r in rows.items() if c != cells[2]] == ["same"] * (CELLS - 1)
-    assert rows[cells[2]]["window"] == 12 and rows[cells[2]]["noise_source"].startswith("A/A")
+    changes = {c.cell_id: c for c in check(history, new, noise(history))}
+    assert changes[cells[2]].verdict == changes[cells[2]].first_verdict == verdict
+    assert [c.verdict for cell, c in changes.items() if cell != cells[2]] == ["same"] * (CELLS - 1)
+    assert changes[cells[2]].window == 12 and changes[cells[2]].noise_source.startswith("A/A")
 
 
 def test_confirm_runs_the_slower_cell_again_and_clears_a_passing_hiccup(tmp_path, capsys):
@@ -126,7 +126,7 @@ def test_a_cell_without_history_is_not_judged(tmp_path):
     with History(":memory:") as scratch:
         scratch.add(str(new_run))
         new = points(scratch.repeats())
-    assert {r["verdict"] for r in check(history, new, noise(history))} == {"no history"}
+    assert {c.verdict for c in check(history, new, noise(history))} == {"no history"}
 
 
 def test_holm_adjusts_step_down():
@@ -155,3 +155,22 @@ def test_the_commands_add_check_and_show(tmp_path, capsys):
     assert len(csv) == 1 + 8 * CELLS
     assert run_cli(["history", "show", "--db", db, "--suite", "nope"]).rc == 2
     assert "no suite 'nope'" in capsys.readouterr().err
+
+
+def test_history_check_csv_keeps_its_columns_and_values(tmp_path):
+    """history-check.csv is read by scripts (check_history.py reads its verdict and first_verdict): one gate's
+    CellChanges (rlbench.results.gate) write the header and the values the row dicts wrote before them."""
+    aa_runs(tmp_path / "runs", 8)
+    db = str(tmp_path / "h.sqlite")
+    assert run_cli(["history", "add", str(tmp_path / "runs"), "--db", db]).rc == 0
+    cells = quick_cells()
+    slowed, _ = make_run(tmp_path / "new", "new", slow_cell=cells[0], slow=0.8, started="2026-11-27T07:00:00+00:00")
+    assert run_cli(["history", "check", str(slowed), "--db", db]).rc == 1
+    lines = (slowed / "history-check.csv").read_text().splitlines()
+    assert lines[0] == ("cell_id,verdict,new_median,level_median,ratio,p_value,p_holm,window,noise_sd,noise_source,"
+                        "first_verdict,confirm_ratio,reason")
+    assert lines[2] == ("serial/CartPole-v1/n=1/random,slower,77207,95628.3,0.807365,5.61198e-06,2.24479e-05,8,"
+                        "0.0183031,A/A: 8 runs of this cell,slower,,\"19.3% below the level of the last 8 runs, "
+                        "p=2.24e-05 (Holm)\"")
+    assert lines[1] == ("gymnasium-sync/CartPole-v1/n=1/random,same,70322.7,70432.5,0.998441,0.460038,1,8,0.014144,"
+                        "A/A: 8 runs of this cell,same,,within 2%")

@@ -9,6 +9,8 @@ its verdict is one of:
 
 Ratios are measured inside one run, with the bootstrap 95% CI of rlbench.results.stats.ratio_ci. Where rlbench
 compares two of its own implementations (its PureJaxRL-style PPO against its CleanRL-style PPO), `own` says so.
+A claim as published is a `Claim`; judged, it is a `JudgedClaim`, the matrix's row (claims.csv, claims.md, the
+report's table).
 """
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from rlbench.results.stats import ratio_ci
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED = ("reproduced", "not reproduced", "not comparable here",
                                                             "not measured")
 COLUMNS = ("claim", "source", "says", "published", "rule", "verdict", "measured", "why", "cells", "needs", "own")
+OWN = "rlbench's own implementations"
 
 
 @dataclass(frozen=True)
@@ -41,11 +44,13 @@ class Needs:
 
 @dataclass(frozen=True)
 class Measured:
-    """What a rule found: the value, whether the claim holds, the text shown, the cells used, and why not."""
+    """What a rule found: whether the claim holds, the text shown, the cells used, why not, and the ratios it
+    measured, each (median ratio, CI low, CI high)."""
     holds: bool
     text: str
     cells: tuple = ()
     why: str = ""
+    ratios: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,37 @@ class Claim:
     suite: str = "suites/validate.toml"   # where its cells are
     own: bool = False
     why_not: str = ""             # why it is not reproduced here, where known (shown with a `not reproduced`)
+
+
+@dataclass(frozen=True)
+class JudgedClaim:
+    """A claim judged over one machine's runs: the matrix's row. What the claim says comes from its Claim; the
+    verdict, the measured text (a ratio with its bootstrap 95% CI), the ratios themselves, the cells used and why
+    from the judging. Typed fields, so the CSV, the Markdown page and the report's table read one value each and a
+    misspelt column fails where it is read, not as an empty cell."""
+    claim: str                    # the claim's id
+    source: str
+    says: str
+    published: str
+    rule: str
+    verdict: str                  # REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE or NOT_MEASURED
+    measured: str = ""            # what the rule found, as shown ('' where it was not judged)
+    why: str = ""
+    cells: tuple = ()             # the cell ids the rule used
+    needs: str = ""               # the hardware it needs, where it needs some
+    own: bool = False             # it compares two of rlbench's own implementations
+    ratios: tuple = ()            # the ratios measured, each (median ratio, CI low, CI high)
+
+    @property
+    def own_note(self) -> str:
+        """What claims.csv and the pages say of `own`."""
+        return OWN if self.own else ""
+
+    def record(self) -> dict:
+        """claims.csv's row (COLUMNS): the cells joined by ' | ', `own` as its note."""
+        return {"claim": self.claim, "source": self.source, "says": self.says, "published": self.published,
+                "rule": self.rule, "verdict": self.verdict, "measured": self.measured, "why": self.why,
+                "cells": " | ".join(self.cells), "needs": self.needs, "own": self.own_note}
 
 
 @dataclass
@@ -119,7 +155,7 @@ def envpool_ratio(num: str, den: str, workers: int, published: dict,
                   tolerance: float = checks.reference.RATIO_TOLERANCE):
     """A judge: EnvPool's table ratio num / den at `workers`, on Pong-v5 and Ant-v4, each within tolerance."""
     def judge(ev: Evidence):
-        parts, used, holds = [], [], True
+        parts, used, ratios, holds = [], [], [], True
         for env, pub in published.items():
             a, b = checks.best(ev.cells, env, num, workers), checks.best(ev.cells, env, den, workers)
             if not (a and b):
@@ -128,7 +164,8 @@ def envpool_ratio(num: str, den: str, workers: int, published: dict,
             holds &= _within(value, pub, tolerance)
             parts.append(f"{env.split('-')[0]} {_ratio_text(value, low, high)}")
             used += [a.cell_id, b.cell_id]
-        return Measured(holds, "; ".join(parts), tuple(used))
+            ratios.append((value, low, high))
+        return Measured(holds, "; ".join(parts), tuple(used), ratios=tuple(ratios))
     return judge
 
 
@@ -139,7 +176,8 @@ def pair_ratio(num: dict, den: dict, holds, key: str = "steps_per_s"):
         if not (a and b):
             return None
         value, low, high = ev.ratio(a, b, key)
-        return Measured(bool(holds(value)), _ratio_text(value, low, high), (a.cell_id, b.cell_id))
+        return Measured(bool(holds(value)), _ratio_text(value, low, high), (a.cell_id, b.cell_id),
+                        ratios=((value, low, high),))
     return judge
 
 
@@ -350,7 +388,7 @@ def _seconds_per_1m(ev: Evidence, env: str, published_s: float, **env_kwargs):
 
 
 def matrix(results_list, machine: dict = None) -> list:
-    """One row per claim, judged over the runs given (one machine: the first run's, unless `machine`)."""
+    """One JudgedClaim per claim, judged over the runs given (one machine: the first run's, unless `machine`)."""
     ev = Evidence.of(results_list)
     machine = machine if machine is not None else (results_list[0].record.machine if results_list else {})
     rows = []
@@ -366,13 +404,13 @@ def matrix(results_list, machine: dict = None) -> list:
         else:
             verdict = REPRODUCED if got.holds else NOT_REPRODUCED
             why = "" if got.holds else (got.why or c.why_not)
-        rows.append({"claim": c.id, "source": c.source, "says": c.says, "published": c.published, "rule": c.rule,
-                     "verdict": verdict, "measured": got.text if got else "", "why": why,
-                     "cells": " | ".join(got.cells) if got else "", "needs": c.needs.what if c.needs else "",
-                     "own": "rlbench's own implementations" if c.own else ""})
+        rows.append(JudgedClaim(c.id, c.source, c.says, c.published, c.rule, verdict,
+                                measured=got.text if got else "", why=why, cells=tuple(got.cells) if got else (),
+                                needs=c.needs.what if c.needs else "", own=c.own,
+                                ratios=got.ratios if got else ()))
     return rows
 
 
 def counts(rows) -> dict:
     """verdict -> how many claims have it."""
-    return dict(Counter(r["verdict"] for r in rows))
+    return dict(Counter(r.verdict for r in rows))

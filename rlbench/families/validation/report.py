@@ -13,7 +13,7 @@ from rlbench.report.table import Column, bad_if, table
 def validation_csv(results) -> dict:
     rows, matrix = validation_rows(results), judged_claims([results])
     out = {"validation.csv": to_csv(rows, COLUMNS)} if rows else {}
-    return {**out, **({"claims.csv": to_csv(matrix, claims.COLUMNS)} if matrix else {})}
+    return {**out, **({"claims.csv": claims_csv(matrix)} if matrix else {})}
 
 
 def validation_section(results) -> str:
@@ -25,7 +25,12 @@ def validation_section(results) -> str:
 def judged_claims(results_list) -> list:
     """The claims matrix over these runs, or [] when no claim could be judged on them (a run of another suite)."""
     rows = claims.matrix(results_list)
-    return rows if any(r["verdict"] in (claims.REPRODUCED, claims.NOT_REPRODUCED) for r in rows) else []
+    return rows if any(r.verdict in (claims.REPRODUCED, claims.NOT_REPRODUCED) for r in rows) else []
+
+
+def claims_csv(rows) -> str:
+    """claims.csv: a row per JudgedClaim, claims.COLUMNS."""
+    return to_csv([r.record() for r in rows], claims.COLUMNS)
 
 
 def _is_ratio(row) -> bool:
@@ -74,15 +79,20 @@ def validation_text(rows) -> str:
     return "\n".join(lines)
 
 
-CLAIMS_TABLE = (_text_column("claim", "claim"), _text_column("source", "source"), _text_column("says", "says"),
-                _text_column("published", "published"), _text_column("rule", "rule"),
-                _text_column("verdict", "verdict"), _text_column("measured", "measured"),
-                Column("why", lambda r: r["why"] or r["own"], html=lambda r: f"<small>{esc(r['why'])}"
-                       f"{'<br>' if r['why'] and r['own'] else ''}{esc(r['own'])}</small>"))
+def _why(row) -> str:
+    """Why, and whether the claim compares rlbench's own implementations, each on its line."""
+    return f"<small>{esc(row.why)}{'<br>' if row.why and row.own else ''}{esc(row.own_note)}</small>"
+
+
+# a row: a JudgedClaim (rlbench.families.validation.claims), marked where not reproduced
+CLAIMS_TABLE = (Column("claim", lambda r: r.claim), Column("source", lambda r: r.source),
+                Column("says", lambda r: r.says), Column("published", lambda r: r.published),
+                Column("rule", lambda r: r.rule), Column("verdict", lambda r: r.verdict),
+                Column("measured", lambda r: r.measured), Column("why", lambda r: r.why or r.own_note, html=_why))
 
 
 def claims_table(rows) -> str:
-    return table(CLAIMS_TABLE, rows, bad_if(lambda r: r["verdict"] == claims.NOT_REPRODUCED))
+    return table(CLAIMS_TABLE, rows, bad_if(lambda r: r.verdict == claims.NOT_REPRODUCED))
 
 
 def claims_text(rows) -> str:
@@ -90,8 +100,8 @@ def claims_text(rows) -> str:
     lines = [f"claims of the source papers: {len(rows)} ({tally})",
              f"{'claim':<26} {'verdict':<20} measured / why"]
     for r in rows:
-        said = "; ".join(x for x in (r["measured"], r["why"], r["own"]) if x)
-        lines.append(f"{r['claim']:<26} {r['verdict']:<20} {said}")
+        said = "; ".join(x for x in (r.measured, r.why, r.own_note) if x)
+        lines.append(f"{r.claim:<26} {r.verdict:<20} {said}")
     return "\n".join(lines)
 
 
@@ -115,7 +125,7 @@ def claims_markdown(rows, runs, dirs) -> str:
              "rlbench/families/validation/claims.py.", "",
              "| claim | says | published | rule | verdict | measured | why |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        why = "; ".join(x for x in (r["why"], r["own"]) if x)
-        cells = [r["claim"], r["says"], r["published"], r["rule"], f"**{r['verdict']}**", r["measured"], why]
+        why = "; ".join(x for x in (r.why, r.own_note) if x)
+        cells = [r.claim, r.says, r.published, r.rule, f"**{r.verdict}**", r.measured, why]
         lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
     return "\n".join(lines) + "\n"
