@@ -42,8 +42,9 @@ def suite_text(args) -> str:
 
 def sweep(suite, s: Session, envs, profile: bool) -> None:
     """Every (cell, repeat) not done, a fresh process each, repeats interleaved (rlbench.running.sweep)."""
-    from rlbench.running.sweep import run_sweep
-    run_sweep(s.run_id, suite.name, suite.cells, suite.settings, s.path, profile, envs, s.done, cluster=s.cluster)
+    from rlbench.running.sweep import SweepRequest, run_sweep
+    run_sweep(SweepRequest(s.run_id, suite.name, tuple(suite.cells), suite.settings, s.path, profile, envs,
+                           frozenset(s.done), cluster=s.cluster))
 
 
 def print_summary(view, out_dir) -> None:

@@ -148,7 +148,7 @@ def sweep(env, kwargs, policy, record, args, out, swept: str, puffer=None) -> tu
     Returns (results, wall s, configurations, tune's pick's cell_id, autotune's pick's cell_id or None): a
     pick already among the candidates (same adapter, num_envs and options however given) is that cell."""
     from rlbench.planning.suite import make_cell
-    from rlbench.running.sweep import run_sweep
+    from rlbench.running.sweep import SweepRequest, run_sweep
     from rlbench.tuning import SETTINGS, prepare
     from rlbench.tuning.candidates import Space, cpus_here
     from rlbench.tuning.profile import EnvProfile
@@ -185,8 +185,8 @@ def sweep(env, kwargs, policy, record, args, out, swept: str, puffer=None) -> tu
     with open(os.path.join(out, "env.json"), "w") as f:
         json.dump({**fingerprint(), "run_id": f"check-tune-sweep-{started}", "started_at": started}, f, indent=1)
     t = time.monotonic()
-    results = run_sweep("check-tune", "check-tune", cells, replace(SETTINGS, repeats=args.repeats), out,
-                        envs=prepare(sorted({c.adapter for c in cells})))
+    results = run_sweep(SweepRequest("check-tune", "check-tune", tuple(cells), replace(SETTINGS, repeats=args.repeats),
+                                     out, envs=prepare(sorted({c.adapter for c in cells}))))
     return results, time.monotonic() - t, len(cells), tune_id, puffer_id
 
 

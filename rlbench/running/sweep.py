@@ -5,6 +5,8 @@ before anything runs (`error` when the adapter's own environment failed to build
 becomes an `error` or `timeout` row and the sweep goes on.
 """
 import os
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 from rlbench import SCHEMA_VERSION, registry
 from rlbench.envs import refusal
@@ -50,16 +52,36 @@ def skip_reason(cell, envs: dict):
     return ("unsupported", reason) if reason else None
 
 
-def run_sweep(run_id, suite_name, cells, settings, out_dir, profile=False, envs=None, done=(), admit=None,
-              cluster=None) -> ResultSet:
-    """`envs`: adapter environment name -> adapter_envs.Prepared (what rlbench.cli's prepare step built).
+@dataclass(frozen=True)
+class SweepRequest:
+    """One sweep, as its four callers (run, tune's measurer, the calibration, check_tune) ask for it: the cells and
+    the protocol, where the rows go, and what each caller adds.
+    `envs`: adapter environment name -> adapter_envs.Prepared (what the prepare step built).
     `done`: (cell_id, repeat, profiled) of the rows the folder already holds (a resumed run): not run again.
     `admit(job)`: whether a job may still start (rlbench tune's budget); one refused is not run, no row.
     `cluster`: the nodes to run on (rlbench.running.cluster.nodes.ClusterView), several jobs at once;
-    None: here, one job at a time.
-    A row that cannot be written (rlbench.results.store.StoreError) stops the sweep."""
-    envs = envs or {}
-    done = set(done)
+    None: here, one job at a time. `profile`: one extra py-spy repeat per cell."""
+    run_id: str
+    suite: str
+    cells: tuple
+    settings: object            # rlbench.planning.plan.Settings
+    out_dir: str
+    profile: bool = False
+    envs: Optional[dict] = None
+    done: frozenset = frozenset()
+    admit: Optional[Callable] = None
+    cluster: object = None
+
+
+def run_sweep(request: SweepRequest) -> ResultSet:
+    """Every job of the request not done, a fresh process each, repeats interleaved; its rows (also appended to
+    out_dir's results.jsonl as each finishes). A row that cannot be written (rlbench.results.store.StoreError)
+    stops the sweep."""
+    run_id, suite_name, cells, settings, out_dir = (request.run_id, request.suite, request.cells, request.settings,
+                                                    request.out_dir)
+    profile, admit, cluster = request.profile, request.admit, request.cluster
+    envs = request.envs or {}
+    done = set(request.done)
     store = ResultStore(out_dir)
     runnable, skipped = [], []
     for cell in cells:

@@ -22,9 +22,9 @@ from datetime import datetime
 from rlbench.errors import UsageError
 from rlbench.machine.fingerprint import fingerprint
 from rlbench.planning.plan import Settings
-from rlbench.results.model import ResultSet
+from rlbench.results.model import ResultSet, Run
 from rlbench.results.store import RESULTS, read_rows
-from rlbench.running.sweep import run_sweep
+from rlbench.running.sweep import SweepRequest, run_sweep
 from rlbench.synthetic import ENV_ID
 from rlbench.tuning.figures import Figure, Figures
 from rlbench.tuning.profile import EnvProfile
@@ -188,21 +188,20 @@ def cells(adapters, ns) -> list:
 def figures(rows, bounds: dict = None) -> Figures:
     """The figures of calibration rows: each size's best setting (best_of); a failure is kept too (no rate:
     never a prediction), so that it is not tried at every tune, a timeout with the bound it ran under (bounds:
-    adapter -> seconds)."""
+    adapter -> seconds). rows: Runs (rlbench.results.model), or rows as written."""
     measured = {}
-    for row in rows:
-        ok = row["status"] == "ok" and row.get("steps_per_s")
+    for run in map(Run.of, rows):
+        ok = run.status == "ok" and run.steps_per_s
         # what one of its jobs costs (a timeout: the limit): the search's first estimate of its jobs
-        wall = row.get("wall_s") or (SETTINGS.timeout_s if row["status"] == "timeout" else None)
+        wall = run.wall_s or (SETTINGS.timeout_s if run.status == "timeout" else None)
         if ok:
-            f = Figure(float(row["steps_per_s"]), row.get("workers") or 1, row.get("options") or {}, wall,
-                       code_of(row["adapter"]))
+            f = Figure(float(run.steps_per_s), run.workers or 1, run.options or {}, wall, code_of(run.adapter))
         else:
-            f = Figure(None, wall_s=wall, code=code_of(row["adapter"]), status=row["status"],
-                       reason=(row.get("error") or "")[:300],
-                       bound_s=bounds.get(row["adapter"]) if row["status"] == "timeout" and bounds else None)
-        by_n = measured.setdefault(row["adapter"], {})
-        by_n[int(row["num_envs"])] = best_of(by_n.get(int(row["num_envs"])), f)
+            f = Figure(None, wall_s=wall, code=code_of(run.adapter), status=run.status,
+                       reason=(run.error or "")[:300],
+                       bound_s=bounds.get(run.adapter) if run.status == "timeout" and bounds else None)
+        by_n = measured.setdefault(run.adapter, {})
+        by_n[int(run.num_envs)] = best_of(by_n.get(int(run.num_envs)), f)
     return Figures(measured)
 
 
@@ -219,14 +218,14 @@ def best_of(kept, new: Figure) -> Figure:
 
 
 def _written(folder: str) -> list:
-    """The calibration rows in this folder so far, as written (dicts, in order)."""
+    """The calibration rows in this folder so far, as written (as Runs, in order)."""
     path = os.path.join(folder, RESULTS)
-    return read_rows(path) if os.path.exists(path) else []
+    return [Run.from_row(r) for r in read_rows(path)] if os.path.exists(path) else []
 
 
 def calibrate(adapters, ns, envs=None, force: bool = False, out_dir: str = None, admit=None,
               announce=None, by: str = "") -> tuple:
-    """(the Figures of these adapters on this machine, cache path, the rows measured now): measures
+    """(the Figures of these adapters on this machine, cache path, the rows measured now, as Runs): measures
     those the cache lacks at these sizes (all of them when forced) in out_dir (default a temporary folder,
     removed), the jobs admit(job) lets start, and stores them (stamped `by`, the command measuring them); once
     one setting of an adapter times out at a size, its others there are not tried (a Ray cluster's start-up
@@ -243,16 +242,17 @@ def calibrate(adapters, ns, envs=None, force: bool = False, out_dir: str = None,
         earlier = len(_written(scratch))   # a resumed tune's folder holds its first session's rows
 
         def bounded(job):   # a setting of an adapter that timed out at this size would too: its start-up did
-            if any(r.get("status") == "timeout" and r.get("adapter") == job.cell.adapter
-                   and r.get("num_envs") == job.cell.workload.num_envs for r in _written(scratch)[earlier:]):
+            if any(r.status == "timeout" and r.adapter == job.cell.adapter
+                   and r.num_envs == job.cell.workload.num_envs for r in _written(scratch)[earlier:]):
                 return False
             return admit(job) if admit else True
 
         try:  # one repeat of each cell, interleaved
-            run_sweep("calibration", "calibration", cells(todo, ns), SETTINGS, scratch, envs=envs, admit=bounded)
+            run_sweep(SweepRequest("calibration", "calibration", tuple(cells(todo, ns)), SETTINGS, scratch, envs=envs,
+                                   admit=bounded))
         finally:  # whatever ended it (a signal, a full disk), the jobs that finished are cached for the next tune
             ran = os.path.exists(os.path.join(scratch, RESULTS))
-            rows = [dict(r) for r in ResultSet.load(scratch).runs] if ran else []
+            rows = ResultSet.load(scratch).runs if ran else []
             measured = figures(rows, {a: cell_timeout_s(a) for a in todo})
             if measured:
                 with contextlib.suppress(OSError):

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from rlbench.running.sweep import run_sweep
+from rlbench.running.sweep import SweepRequest, run_sweep
 
 SPAWN_S = 0.3   # a job's cost beyond its process's own wall time (spawn, reaping, the row's write)
 
@@ -76,8 +76,9 @@ class SweepMeasurer:
         wanted = [(c.cell_id, r) for c in cells for r in range(level)]
         replayed = [self.kept.pop(key) for key in wanted if key in self.kept]
         self.done.update(row.job for row in replayed)
-        results = run_sweep(self.run_id, "tune", cells, replace(self.settings, repeats=level), self.out_dir,
-                            envs=self.envs, done=self.done, admit=lambda job: admit(job.cell), cluster=self.cluster)
+        results = run_sweep(SweepRequest(self.run_id, "tune", tuple(cells), replace(self.settings, repeats=level),
+                                         self.out_dir, envs=self.envs, done=frozenset(self.done),
+                                         admit=lambda job: admit(job.cell), cluster=self.cluster))
         return [self._learn(row) for row in [*replayed, *results.runs]]
 
     def missed(self, results) -> list:
