@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from rlbench.errors import UsageError
 from rlbench.results.compare import METRIC, significance
+from rlbench.results.model import Run
 from rlbench.results.stats import summarize
 from rlbench.results.store import RESULTS, read_rows
 
@@ -53,11 +54,11 @@ def run_cell(python: str, suite: str, cell: str, run_dir: str, run_args, cwd: st
     """Run the cell into run_dir; its ok, unprofiled steps/s values (else a UsageError with the run's reason)."""
     done = subprocess.run([python, "-m", "rlbench.cli", "run", suite, "--only", cell, "--out", run_dir, *run_args],
                           cwd=cwd, env=env, capture_output=True, text=True)
-    rows = read_rows(os.path.join(run_dir, RESULTS)) if os.path.exists(os.path.join(run_dir, RESULTS)) else []
-    values = tuple(r[METRIC] for r in rows if r["status"] == "ok" and not r.get("profiled")
-                   and r.get(METRIC) is not None)
+    path = os.path.join(run_dir, RESULTS)
+    runs = [Run.from_row(r) for r in read_rows(path)] if os.path.exists(path) else []
+    values = tuple(r[METRIC] for r in runs if r.status == "ok" and not r.profiled and r.get(METRIC) is not None)
     if not values:
-        reasons = sorted({r.get("error") or r["status"] for r in rows if r["status"] != "ok"})
+        reasons = sorted({r.error or r.status for r in runs if r.status != "ok"})
         raise UsageError(f"bisect: {cell!r} gave no ok repeat at {at} (exit {done.returncode}: "
                          f"{'; '.join(reasons)[:300] or (done.stderr or done.stdout).strip()[-300:]}); valid: a "
                          "cell id of the suite that runs at both ends")

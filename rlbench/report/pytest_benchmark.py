@@ -48,22 +48,22 @@ def export_pytest_benchmark(view) -> dict:
 
 def _benchmark(cell_id: str, runs: list, cell, settings: dict) -> dict:
     first = runs[0]
-    env_id = str(first.get("env")) + (f"({kv_label(first['env_kwargs'])})" if first.get("env_kwargs") else "")
-    params = {"adapter": first.get("adapter"), "env": first.get("env"), "num_envs": first.get("num_envs"),
-              "policy": first.get("policy"), "options": first.get("options") or {}}
-    if first.get("env_kwargs"):
-        params["env_kwargs"] = first["env_kwargs"]
+    env_id = str(first.env) + (f"({kv_label(first.env_kwargs)})" if first.env_kwargs else "")
+    params = {"adapter": first.adapter, "env": first.env, "num_envs": first.num_envs, "policy": first.policy,
+              "options": first.options or {}}
+    if first.env_kwargs:
+        params["env_kwargs"] = first.env_kwargs
     extra = {
         "unit": "seconds per env step (1 / steps_per_s); one round = one repeat in a fresh process",
         **{k: cell.value(k) for k in ("adapter", "kind", "env", "env_kwargs", "num_envs", "policy", "options",
                                        "device", "frameskip", "status", "n", "steps_per_s_median",
                                        "steps_per_s_ci_low", "steps_per_s_ci_high", "ci_method", "steps_per_s_cv",
                                        "frames_per_s_median", "warning")},
-        "env_steps": [r.get("env_steps") for r in runs],
+        "env_steps": [r.env_steps for r in runs],
     }
     data = [1.0 / r[METRIC] for r in runs]
     return {
-        "group": f"{env_id}/n={first.get('num_envs')}/{first.get('policy')}",
+        "group": f"{env_id}/n={first.num_envs}/{first.policy}",
         "name": cell_id,
         "fullname": cell_id,
         "params": params,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from rlbench.errors import UsageError
 from rlbench.results.compare import METRIC, machine
+from rlbench.results.model import Run
 from rlbench.results.record import RunRecord
 from rlbench.results.store import RESULTS, read_rows
 
@@ -166,9 +167,9 @@ class History:
                  doc.get("ended_at"), os.path.abspath(run_dir), tag if tag is not None else (known or [None, None])[1]))
             self.db.executemany(
                 "INSERT OR REPLACE INTO repeats VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(key, r.get("suite", suite), r["cell_id"], int(r["repeat"]), int(bool(r.get("profiled"))),
-                  r["status"], r.get("adapter"), r.get("env"), r.get("num_envs"),
-                  _number(r.get(METRIC)), r.get("started_at"), json.dumps(r, default=str)) for r in rows])
+                [(key, r.get("suite", suite), r.cell_id, int(r.repeat), int(r.profiled), r.status, r.adapter, r.env,
+                  r.num_envs, _number(r.get(METRIC)), r.started_at, json.dumps(r.to_row(), default=str))
+                 for r in map(Run.from_row, rows)])
         return Added(run_dir, "updated" if known else "new", len(rows))
 
     def suites(self) -> list:

@@ -109,8 +109,8 @@ def _label(name: str) -> str:
     return " ".join({"mb": "MB", "mb/s": "MB/s", "gb": "GB", "gb/s": "GB/s", "h2d": "H2D"}.get(w, w) for w in words)
 
 
-def _policy_frac(run):
-    policy_s, seconds = run.get("policy_s"), run.get("seconds")
+def _policy_frac(run):   # run: a Run (rlbench.results.model)
+    policy_s, seconds = run.policy_s, run.seconds
     return policy_s / seconds if policy_s is not None and seconds else None
 
 

@@ -74,7 +74,8 @@ RUN_FIELDS = (*(k for k in RUN_IDENTITY if k not in ("workers", "batch_size")),
 class Run(Mapping):
     """One repeat, immutable (its lists as tuples, its tables as FrozenDict): its fields, counters and info,
     read as one mapping (`run["steps_per_s"]`, `run.get("workers")`) in the row's key order, so it reads like
-    the results.jsonl line it came from."""
+    the results.jsonl line it came from; the keys read most are also typed properties (`run.steps_per_s`,
+    `run.workers`: what `.get` of the key gives)."""
     fields: Mapping
     counters: Mapping
     info: Mapping
@@ -87,6 +88,11 @@ class Run(Mapping):
             (fields if k in _FIELDS else counters if k in _COUNTERS else info)[k] = freeze(v)
         return cls(MappingProxyType(fields), MappingProxyType(counters), MappingProxyType(info), tuple(row))
 
+    @classmethod
+    def of(cls, row: Mapping) -> "Run":
+        """The row as a Run: itself when it is one already."""
+        return row if isinstance(row, Run) else cls.from_row(row)
+
     def __getitem__(self, key):
         for part in (self.fields, self.counters, self.info):
             if key in part:
@@ -98,6 +104,8 @@ class Run(Mapping):
 
     def __len__(self):
         return len(self.order)
+
+    # -- the keys read most, typed (each as `.get(key)` reads it: None when the row lacks it, unless told) --
 
     @property
     def cell_id(self) -> str:
@@ -112,14 +120,146 @@ class Run(Mapping):
         return self.fields["repeat"]
 
     @property
+    def cell_index(self) -> int:
+        """The cell's place in its suite (0 when the row lacks it)."""
+        return self.get("cell_index", 0)
+
+    @property
+    def suite(self):
+        """The suite's name (str)."""
+        return self.get("suite")
+
+    @property
+    def adapter(self):
+        """The strategy's registry name (str; every stored row has it)."""
+        return self.get("adapter")
+
+    @property
+    def kind(self):
+        """The adapter kind, the family it belongs to (str)."""
+        return self.get("kind")
+
+    @property
+    def env(self):
+        """The env id (str)."""
+        return self.get("env")
+
+    @property
+    def env_kwargs(self):
+        """The env's keyword arguments (a FrozenDict), None when the row has none."""
+        return self.get("env_kwargs")
+
+    @property
+    def num_envs(self):
+        """Envs stepped at once (int)."""
+        return self.get("num_envs")
+
+    @property
+    def workers(self):
+        """Worker processes (int), None where the strategy has none or did not say."""
+        return self.get("workers")
+
+    @property
+    def batch_size(self):
+        """Envs per batch (int), None where the strategy steps every env at once."""
+        return self.get("batch_size")
+
+    @property
+    def policy(self):
+        """The policy's label (str)."""
+        return self.get("policy")
+
+    @property
+    def device(self):
+        """Where the policy ran (str: cpu, cuda, ...)."""
+        return self.get("device")
+
+    @property
+    def options(self):
+        """The strategy's options (a FrozenDict), None when the row has none."""
+        return self.get("options")
+
+    @property
+    def frameskip(self):
+        """Frames per env step (int: 4 on Atari)."""
+        return self.get("frameskip")
+
+    @property
+    def profiled(self) -> bool:
+        """The extra repeat run under py-spy (never in the cell's statistics); False when the row lacks it."""
+        return bool(self.get("profiled"))
+
+    @property
+    def omp_threads(self):
+        """OMP_NUM_THREADS the cell ran with (int), None when unset."""
+        return self.get("omp_threads")
+
+    @property
+    def cpus(self):
+        """Cores the cell could run on (int)."""
+        return self.get("cpus")
+
+    @property
+    def steps_per_s(self):
+        """Env steps per second over the timed window (float, steps/s): the figure strategies are compared on;
+        None when the repeat did not finish."""
+        return self.get("steps_per_s")
+
+    @property
+    def env_steps(self):
+        """Env steps made in the timed window, over all envs (int, steps)."""
+        return self.get("env_steps")
+
+    @property
+    def seconds(self):
+        """Length of the timed window (float, s)."""
+        return self.get("seconds")
+
+    @property
+    def policy_s(self):
+        """Time inside the policy over the timed window (float, s); None where the strategy acts inside its own
+        workers."""
+        return self.get("policy_s")
+
+    @property
+    def env_s(self):
+        """seconds - policy_s: time outside the policy (float, s)."""
+        return self.get("env_s")
+
+    @property
+    def cpu_util(self):
+        """Busy cores of the whole process tree over the timed window (float, cores: 1.0 = one core)."""
+        return self.get("cpu_util")
+
+    @property
+    def wall_s(self):
+        """The whole repeat as the harness timed it, process start to cleanup (float, s)."""
+        return self.get("wall_s")
+
+    @property
+    def error(self):
+        """Why the repeat failed (str), None or '' when it did not."""
+        return self.get("error")
+
+    @property
+    def profile(self):
+        """The py-spy profile's path in the run folder (str), None or '' when none."""
+        return self.get("profile")
+
+    @property
+    def started_at(self):
+        """When the repeat started (str: ISO 8601, UTC, to the second)."""
+        return self.get("started_at")
+
+    @property
     def job(self) -> tuple:
         """(cell_id, repeat, profiled): the job it finished, as a sweep counts what is done."""
-        return self.cell_id, self.repeat, bool(self.fields.get("profiled"))
+        return self.cell_id, self.repeat, self.profiled
 
     @property
     def ok(self) -> bool:
         """Counts in the cell's statistics: a finished repeat, not the extra profiled one."""
-        return self.status == "ok" and not self.fields.get("profiled")
+        return self.status == "ok" and not self.profiled
 
     def to_row(self) -> dict:
         """The row as plain JSON-able values (lists and dicts again)."""
@@ -163,7 +303,7 @@ class Benchmark:
 
     @property
     def status(self) -> str:
-        statuses = {r["status"] for r in self.runs if not r.get("profiled")}
+        statuses = {r.status for r in self.runs if not r.profiled}
         if statuses == {"ok"}:
             return "ok"
         return "ok+" + "+".join(sorted(statuses - {"ok"})) if "ok" in statuses else "+".join(sorted(statuses))
@@ -174,30 +314,28 @@ class Benchmark:
         statistics, then each family's part (Family.cell_part)."""
         ok = self.ok_runs
         first = ok[0] if ok else self.first
-        errors = sorted({r["error"] for r in self.runs if r.get("error") and r["status"] != "ok"})
+        errors = sorted({r.error for r in self.runs if r.error and r.status != "ok"})
         s = self.stat("steps_per_s")
         stats = MappingProxyType({m.name: self.stat(m.name) for m in _SUMMARIZED})
         parts = MappingProxyType({f.name: f.cell_part(self, first, self.measured or {}) for f in registry.families()})
         return CellSummary(
-            cell_id=self.cell_id, cell_index=first.get("cell_index", 0), suite=first.get("suite"),
-            adapter=first.get("adapter"), kind=first.get("kind"), env=first.get("env"),
-            env_kwargs=first.get("env_kwargs") or FrozenDict(), num_envs=first.get("num_envs"),
-            workers=first.get("workers"), batch_size=first.get("batch_size"), policy=first.get("policy"),
-            device=first.get("device"), options=first.get("options") or FrozenDict(),
-            frameskip=first.get("frameskip"), omp_threads=first.get("omp_threads"), cpus=first.get("cpus"),
-            n=s.n, status=self.status, warning=s.warning if ok else "", error="; ".join(errors),
-            profile=next((r["profile"] for r in self.runs if r.get("profile")), ""), stats=stats,
+            cell_id=self.cell_id, cell_index=first.cell_index, suite=first.suite, adapter=first.adapter,
+            kind=first.kind, env=first.env, env_kwargs=first.env_kwargs or FrozenDict(), num_envs=first.num_envs,
+            workers=first.workers, batch_size=first.batch_size, policy=first.policy, device=first.device,
+            options=first.options or FrozenDict(), frameskip=first.frameskip, omp_threads=first.omp_threads,
+            cpus=first.cpus, n=s.n, status=self.status, warning=s.warning if ok else "", error="; ".join(errors),
+            profile=next((r.profile for r in self.runs if r.profile), ""), stats=stats,
             parts=MappingProxyType({k: v for k, v in parts.items() if v is not None}))
 
 
 def _superseded_lost(runs: list) -> list:
     """A repeat lost with its node and run again (`rlbench resume`) counts once: the later row."""
     def key(r):
-        return r.get("repeat"), bool(r.get("profiled"))
+        return r.get("repeat"), r.profiled
     later = {}
     for i, r in enumerate(runs):
         later[key(r)] = i
-    return [r for i, r in enumerate(runs) if r["status"] != "lost" or later[key(r)] == i]
+    return [r for i, r in enumerate(runs) if r.status != "lost" or later[key(r)] == i]
 
 
 @dataclass(frozen=True)
@@ -215,7 +353,7 @@ class ResultSet:
         env = env or {}
         grouped = {}
         for row in rows:
-            run = row if isinstance(row, Run) else Run.from_row(row)
+            run = Run.of(row)
             grouped.setdefault(run.cell_id, []).append(run)
         grouped = {c: _superseded_lost(runs) for c, runs in grouped.items()}
         record = RunRecord.from_json(env)
@@ -243,7 +381,7 @@ class ResultSet:
     def cells(self) -> Mapping:
         """cell_id -> its CellSummary (Benchmark.summary, computed once), one per cell, in the order the suite
         lists its cells: what every view of a cell reads."""
-        ordered = sorted(self.benchmarks.values(), key=lambda b: b.first.get("cell_index", 0))
+        ordered = sorted(self.benchmarks.values(), key=lambda b: b.first.cell_index)
         return MappingProxyType({b.cell_id: b.summary for b in ordered})
 
     def summary_rows(self) -> list:

@@ -151,7 +151,7 @@ def entry(cell, results=None) -> Entry:
     """A CellSummary as an Entry: its repeats' steps/s from the ResultSet (the values its median and CI come
     from), else its median alone."""
     if results is not None and cell.cell_id in results.benchmarks:
-        values = tuple(r["steps_per_s"] for r in results.benchmarks[cell.cell_id].ok_runs if r.get("steps_per_s"))
+        values = tuple(r.steps_per_s for r in results.benchmarks[cell.cell_id].ok_runs if r.steps_per_s)
     else:
         median = cell.steps_per_s.median
         values = (median,) if is_num(median) else ()

@@ -6,6 +6,7 @@ import threading
 import time
 
 from rlbench.report.format import rate as fmt_rate
+from rlbench.results.model import Run
 
 
 def clock_text(s: float) -> str:
@@ -64,11 +65,12 @@ class Progress:
         elapsed = time.monotonic() - self.t0
         eta = elapsed / self.done * (self.total - self.done)
         width = len(str(self.total))
-        if row["status"] == "ok":
-            what = f"{fmt_rate(row['steps_per_s'])} steps/s"
+        run = Run.of(row)
+        if run.status == "ok":
+            what = f"{fmt_rate(run.steps_per_s)} steps/s"
         else:
-            what = f"{row['status']}: {(row.get('error') or '')[:80]}"
-        tag = " (profile)" if row.get("profiled") else f" r{row['repeat']}"
+            what = f"{run.status}: {(run.error or '')[:80]}"
+        tag = " (profile)" if run.profiled else f" r{run.repeat}"
         print(("\r\x1b[K" if self.live else "")
               + f"[{self.done:>{width}}/{self.total}] {clock_text(elapsed)} elapsed, ETA {clock_text(eta)}  "
-              f"{row['cell_id']}{tag}  {what}", file=self.stream, flush=True)
+              f"{run.cell_id}{tag}  {what}", file=self.stream, flush=True)

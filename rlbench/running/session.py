@@ -128,7 +128,7 @@ def exit_code(outcome: Outcome, results, allow_errors: bool) -> int:
         return 130
     if outcome.store_failed or results is None:
         return 1
-    failed = [r for r in results.runs if r["status"] in FAILED]
+    failed = [r for r in results.runs if r.status in FAILED]
     if failed and not allow_errors:
         print(f"rlbench: {len(failed)} row(s) with status error, timeout or lost: exit 1 (--allow-errors: exit 0)",
               file=sys.stderr)
@@ -188,7 +188,7 @@ def ray_cluster(out_dir):
     actors = [r for r in ResultSet.load(out_dir).runs if r.get("cluster")]
     if not actors:
         return None
-    return {**actors[-1]["cluster"], "placements": {r["cell_id"]: r.get("placement") for r in actors}}
+    return {**actors[-1]["cluster"], "placements": {r.cell_id: r.get("placement") for r in actors}}
 
 
 def _handle_signals() -> dict:

@@ -134,7 +134,7 @@ class Tuning:
         with self.clock.apart():   # an adapter environment's first build is once per machine, as the calibration
             envs = s.prepare(Suite("tune", None, None, s.job.settings, probes))
         kept = {(r.cell_id, r.repeat): r for r in ResultSet.load(s.path).runs
-                if r.status != "lost" and not r.get("profiled")}
+                if r.status != "lost" and not r.profiled}
         self.rows_before = sorted(kept)
         measurer = SweepMeasurer(s.run_id, s.job.settings, s.path, envs, cluster=s.cluster, kept=kept,
                                  clock=self.clock.elapsed, open_s=float(self.profile.doc.get("build_s") or 0.0),
@@ -201,7 +201,7 @@ def used_before(earlier, path: str) -> float:
     used = earlier.used_s
     if earlier.decision is None:
         before = set(earlier.rows_before)
-        used += sum(float(r.get("wall_s") or 0.0) + SPAWN_S for r in ResultSet.load(path).runs
+        used += sum(float(r.wall_s or 0.0) + SPAWN_S for r in ResultSet.load(path).runs
                     if (r.cell_id, r.repeat) not in before)
     return used
 

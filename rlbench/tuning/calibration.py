@@ -6,6 +6,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional
 
+from rlbench.results.model import Run
 from rlbench.tuning import calibrate
 from rlbench.tuning.figures import Figures
 
@@ -79,7 +80,7 @@ def calibrate_here(adapters, cpus, max_envs, envs, measurer, out_dir, stream=Non
 def record(figures: Figures, path: str, ns, rows, bounds: tuple) -> Calibration:
     """The calibration read: the figures, which were measured now and which came from the cache (when, by which
     command), each strategy it gives no prediction with the reason, and the cells' bounds."""
-    now = sorted({r["adapter"] for r in rows})
+    now = sorted({r.adapter for r in map(Run.of, rows)})
     cached = sorted(a for a in figures if a not in now)
     stamps = [f.measured_at for a in cached for f in figures[a].values() if f.measured_at]
     by = sorted({f.by or "" for a in cached for f in figures[a].values()} - {""})

@@ -12,6 +12,7 @@ from rlbench import registry
 from rlbench.report.format import rate, with_ci
 from rlbench.results import ranking
 from rlbench.results.decision import Decision, Fate, Point, RunnerUp, Speedup, Winner
+from rlbench.results.model import Run
 from rlbench.results.stats import ratio_ci, summarize
 from rlbench.tuning.candidates import config
 from rlbench.tuning.clock import report_s
@@ -35,29 +36,30 @@ def rlbench_command(cell) -> str:
 
 def _cell_rows(results, cell_id) -> list:
     bench = results.benchmarks.get(cell_id)
-    return [dict(r) for r in bench.ok_runs if not r.get("profiled")] if bench else []
+    return list(bench.ok_runs) if bench else []   # the profiled repeat is not one
 
 
 def diagnosis(rows, profile: dict) -> str:
     """What the measurements say about a configuration: its wall time per env step outside the policy
     (env, IPC and waiting, all workers together) against one env's own step in one process, the cores it
-    kept busy, and the policy's share."""
+    kept busy, and the policy's share. rows: its ok Runs (rlbench.results.model), or rows as written."""
     if not rows:
         return ""
-    outside = [((r.get("env_s") if r.get("env_s") is not None else r["seconds"] - (r.get("policy_s") or 0))
-                / r["env_steps"] * 1e6) for r in rows if r.get("env_steps") and r.get("seconds")]
+    rows = [Run.of(r) for r in rows]
+    outside = [((r.env_s if r.env_s is not None else r.seconds - (r.policy_s or 0)) / r.env_steps * 1e6)
+               for r in rows if r.env_steps and r.seconds]
     if not outside:
         return ""
     per_step_us = float(np.median(outside))
     own_us = profile.step_us
-    util = float(np.median([r.get("cpu_util") or 0 for r in rows]))
-    cpus = rows[0].get("cpus") or 1
-    policy_share = float(np.median([(r.get("policy_s") or 0) / r["seconds"] for r in rows if r.get("seconds")]))
+    util = float(np.median([r.cpu_util or 0 for r in rows]))
+    cpus = rows[0].cpus or 1
+    policy_share = float(np.median([(r.policy_s or 0) / r.seconds for r in rows if r.seconds]))
     said = [f"{per_step_us:.2f} us per env step outside the policy vs {own_us:.2f} us for one env's own step",
             f"{util:.1f} of {cpus} cores busy"]
     if policy_share > 0.3:
         said.append(f"{policy_share:.0%} of the time in the policy")
-    workers = rows[0].get("workers") or 1
+    workers = rows[0].workers or 1
     if workers == 1 and cpus > 1:
         said.append("one process steps every env: the other cores cannot help")
     elif per_step_us > own_us * 1.1:

@@ -4,6 +4,7 @@ on the other device the profile measured. The race decided the winner; this says
 import numpy as np
 
 from rlbench import registry
+from rlbench.results.model import Run
 from rlbench.workload import placed
 
 
@@ -25,7 +26,8 @@ def _ms(us: float) -> str:
 
 def placement(cell, profile, rows=()) -> str:
     """One sentence: where the cell's policy runs, with the figures; "" for a policy that has no device (random,
-    fixed_cost, a user's without one) and no curve."""
+    fixed_cost, a user's without one) and no curve. rows: the cell's ok Runs (rlbench.results.model), or rows as
+    written."""
     policy = cell.workload.policy
     if not profile.curve() or placed(policy, "cpu") is None:   # nothing to place: no device, no network
         return ""
@@ -48,7 +50,7 @@ def placement(cell, profile, rows=()) -> str:
                      for d in profile.devices if d != "cpu" and profile.curve(d)]
     if elsewhere:
         said += ", against " + " and ".join(elsewhere)
-    shares = [r["policy_s"] / r["seconds"] for r in rows if r.get("policy_s") is not None and r.get("seconds")]
+    shares = [r.policy_s / r.seconds for r in map(Run.of, rows) if r.policy_s is not None and r.seconds]
     if shares:
         said += f"; {float(np.median(shares)):.0%} of the winner's time in the policy"
     if profile.no_gpu and len(profile.devices) < 2:

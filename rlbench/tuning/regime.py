@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlbench.results.model import Run
 from rlbench.tuning import calibrate
 
 POLICY_BOUND = 0.5      # of the winner's time in the policy: the network, not the env, sets the rate
@@ -33,15 +34,16 @@ def _median(rows, value) -> float:
 
 def regime(rows, profile, gpu_option: bool) -> Regime | None:
     """The winner's regime from its ok rows (None without them). gpu_option: whether the profile measured the
-    policy on a GPU here (where it did not, a faster device is not offered as the lever)."""
-    rows = [r for r in rows if r.get("seconds") and r.get("env_steps")]
+    policy on a GPU here (where it did not, a faster device is not offered as the lever). rows: Runs
+    (rlbench.results.model), or rows as written."""
+    rows = [r for r in map(Run.of, rows) if r.seconds and r.env_steps]
     if not rows or profile.jax:   # a JAX env's step and policy are one compiled program: no split to read
         return None
-    policy_share = _median(rows, lambda r: (r.get("policy_s") or 0.0) / r["seconds"])
-    outside_us = _median(rows, lambda r: (r["seconds"] - (r.get("policy_s") or 0.0)) / r["env_steps"] * 1e6)
-    util = _median(rows, lambda r: r.get("cpu_util"))
-    cpus = int(rows[0].get("cpus") or 1)
-    workers = int(rows[0].get("workers") or 1)
+    policy_share = _median(rows, lambda r: (r.policy_s or 0.0) / r.seconds)
+    outside_us = _median(rows, lambda r: (r.seconds - (r.policy_s or 0.0)) / r.env_steps * 1e6)
+    util = _median(rows, lambda r: r.cpu_util)
+    cpus = int(rows[0].cpus or 1)
+    workers = int(rows[0].workers or 1)
     own_us = calibrate.env_us(profile)
     used = max(1, min(workers, cpus))
     if policy_share >= POLICY_BOUND:

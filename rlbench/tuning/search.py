@@ -330,11 +330,11 @@ class Search:
 
     def take(self, c, row) -> None:
         c.repeats += 1
-        if row["status"] == "ok" and row.get("steps_per_s"):
-            c.values.append(float(row["steps_per_s"]))
+        if row.status == "ok" and row.steps_per_s:
+            c.values.append(float(row.steps_per_s))
         elif c.status == "racing":
             c.status, c.round_out = "failed", self.round_no
-            c.why = f"{row['status']}: {(row.get('error') or '')[:200]}"
+            c.why = f"{row.status}: {(row.error or '')[:200]}"
 
     def set_aside_far_below(self) -> None:
         """A configuration whose first repeat came in below PRUNE_BELOW of the leader is not retested (it

@@ -9,7 +9,7 @@ import pytest
 from rlbench import registry
 from rlbench.results import metrics
 from rlbench.results.decision import Decision
-from rlbench.results.model import SUMMARY_COLUMNS, ResultSet, frames
+from rlbench.results.model import SUMMARY_COLUMNS, ResultSet, Run, frames
 from rlbench.results.record import RunRecord
 from rlbench.results.summary import CellSummary
 from rlbench.running.rundir import RunDir
@@ -45,6 +45,27 @@ def test_a_cell_summary_is_read_by_attribute_and_is_summary_csv_column_for_colum
         cell.n = 0
     with pytest.raises(TypeError):
         cell.options["x"] = 2
+
+
+_TYPED = ("suite", "adapter", "kind", "env", "env_kwargs", "num_envs", "workers", "batch_size", "policy", "device",
+          "options", "frameskip", "omp_threads", "cpus", "steps_per_s", "env_steps", "seconds", "policy_s", "env_s",
+          "cpu_util", "wall_s", "error", "profile", "started_at")
+
+
+def test_a_run_reads_its_keys_by_attribute_as_the_mapping_holds_them_with_get_s_default_when_absent():
+    row = _row("a", 2, 1000.0, policy_s=0.25, env_s=0.75, wall_s=3.5, omp_threads=1, cpus=2, profile="p.json",
+               started_at="2024-01-01T00:00:00+00:00", error="boom", status="error", profiled=True, cell_index=3)
+    run = Run.from_row(row)
+    for key in _TYPED:
+        assert getattr(run, key) == run[key] == row[key], key
+    assert (run.cell_id, run.repeat, run.status, run.cell_index, run.profiled) == ("a", 2, "error", 3, True)
+    assert run.options == {"x": 1} and run.job == ("a", 2, True) and not run.ok
+    bare = Run.from_row({"cell_id": "b", "repeat": 0, "status": "ok", "adapter": "serial"})
+    for key in _TYPED:
+        assert getattr(bare, key) is bare.get(key), key
+    assert (bare.adapter, bare.steps_per_s, bare.workers, bare.error) == ("serial", None, None, None)
+    assert bare.profiled is False and bare.cell_index == 0 and bare.ok
+    assert Run.of(bare) is bare and Run.of(row) == run
 
 
 def test_every_summary_column_comes_from_an_attribute_a_part_or_a_registered_figure():

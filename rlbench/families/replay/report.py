@@ -103,8 +103,8 @@ def replay_rows(results) -> list:
         p, s = c.part("replay"), c.steps_per_s
         mode = c.env_kwargs.get("mode", KWARGS["mode"])
         item, gbps = p.item_bytes, p.limit_gbps
-        repeats = tuple(run["steps_per_s"] * item / 1e6 for run in results.benchmarks[c.cell_id].ok_runs
-                        if item and is_num(run.get("steps_per_s")))
+        repeats = tuple(run.steps_per_s * item / 1e6 for run in results.benchmarks[c.cell_id].ok_runs
+                        if item and is_num(run.steps_per_s))
         _, frac_low, frac_high = (median_ci([mb / (gbps * 1e3) for mb in repeats])
                                   if is_num(p.limit_frac) and gbps else (None, None, None))
         out.append(ReplayRow(
