@@ -263,6 +263,7 @@ def main() -> int:
                          "tune_s": tune_s})
             _write_table(rows, args.out)
             continue
+        swept = _with_finalists(swept, record)
         puffer = autotune(name, env, kwargs, policy, args, puffer_python, os.path.join(base, "autotune"),
                           forward_s(policy, record, args)) if puffer_python else None
         results, sweep_s, n_cells, tune_id, puffer_id = sweep(env, kwargs, policy, record, args,
@@ -325,6 +326,16 @@ def forward_s(policy: str, record: dict, args) -> float:
     batch = args.puffer_batch_size or max(1, max(args.sizes) // 2)
     nearest = min(curve, key=lambda b: abs(int(b) - batch))
     return float(curve[nearest]) / 1e6 * batch / int(nearest)
+
+
+def _with_finalists(swept: str, record: dict) -> str:
+    """The strategies swept, and every one tune took to its final race (its pick's included): each swept at every
+    size and setting, so the pick is checked against its own strategy's other sizes and against each finalist's,
+    not only against the panel's fixed list (tune races every strategy; EnvPool's can win)."""
+    named = swept.split(",")
+    finalists = [c["adapter"] for c in record.get("candidates") or () if c.get("status") in ("finalist", "winner")]
+    winner = (record.get("decision") or {}).get("winner") or {}
+    return ",".join(dict.fromkeys([*named, *finalists, *([winner["adapter"]] if winner.get("adapter") else [])]))
 
 
 def _write_table(rows: list, out: str):
