@@ -3,6 +3,10 @@
 `workers` processes apply A2C gradients to the shared parameters with a shared Adam, lock-free (Hogwild); the
 cell process only observes and never imports torch. One unit waits for `updates_per_unit` more updates and
 returns the transitions they consumed. How it is built: docs/strategies/learners.md.
+
+A Dict or Tuple observation (a screen beside game variables) is shared as one array per part, each in its own
+dtype (procs.obs_specs: a uint8 screen stays uint8); a worker copies each part into its columns of the network's
+flat float input (nets.obs_columns), converting as it copies, as it copies a Box's one array.
 """
 import math
 import os
@@ -12,9 +16,10 @@ from time import perf_counter_ns
 import numpy as np
 
 from adapters._kit.a2c import a2c_loss, learner_options, learner_supports, sample_actions
+from adapters._kit.batch import take
 from adapters._kit.learner_nets import learner_reason
 from adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
-from adapters._kit.nets import actor_critic, actor_critic_params, obs_scale, obs_size, torso_of
+from adapters._kit.nets import actor_critic, actor_critic_params, obs_columns, obs_size, space_scale, torso_of
 from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
@@ -30,6 +35,8 @@ from adapters._kit.procs import (
     SharedArrays,
     Window,
     WorkerSession,
+    obs_batch,
+    obs_specs,
     pin,
     raise_if_exited,
     spaces,
@@ -54,19 +61,19 @@ def shared_adam(p, m, v, g, step: int, lr: float):
     p.addcdiv_(m, denom, value=-lr / (1 - b1 ** step))
 
 
-def worker_main(rank, workload_dict, lo, hi, opts, shared, tick, lock, cpus, master_pid):
+def worker_main(rank, workload_dict, lo, hi, opts, shared, tick, lock, cpus, master_pid, obs_space):
     pin(cpus)
     master = MasterWatch(master_pid)
     workload = Workload.from_dict(workload_dict)
     buf = shared.views()
     ctrl, stats, hist = buf["ctrl"], buf["stats"][rank], buf["lag_hist"][rank]
     updates, acted = buf["updates"], buf["acted"]
-    envs = EnvSlice(workload, lo, hi, buf["obs_now"][lo:hi])
+    envs = EnvSlice(workload, lo, hi, take(obs_batch(buf["obs_now"], obs_space), slice(lo, hi)))
     try:
         import torch
         torch.set_num_threads(workload.policy.threads)
-        obs_space, act_space = envs.envs[0].observation_space, envs.envs[0].action_space
-        n, T, size, scale = hi - lo, opts["batch_T"], obs_size(obs_space), obs_scale(obs_space.dtype)
+        act_space = envs.envs[0].action_space
+        n, T, size, scale = hi - lo, opts["batch_T"], obs_size(obs_space), space_scale(obs_space)
         start, lr, clip = int(getattr(act_space, "start", 0)), opts["lr"], opts["max_grad_norm"]
         torch.manual_seed(workload.seed)  # every worker builds the same network; worker 0's values are shared
         net = actor_critic(torso_of(workload.policy, obs_space), int(act_space.n))
@@ -89,14 +96,16 @@ def worker_main(rank, workload_dict, lo, hi, opts, shared, tick, lock, cpus, mas
         gen = torch.Generator()
         gen.manual_seed(workload.seed * 1000 + rank + 1)
         episodes = Episodes(n, buf["returns"][rank], buf["episodes"][rank:rank + 1])
-        obs_host = torch.from_numpy(envs.obs_now).reshape(n, size)
+        # (columns of the flat input, the shared memory itself) per part: a Box has one, all the columns
+        obs_host = [(cols, torch.from_numpy(a).reshape(n, -1)) for cols, a in obs_columns(envs.obs_now, obs_space)]
         obs = torch.zeros((T + 1, n, size), dtype=torch.float32)
         act = torch.zeros((T, n), dtype=torch.int64)
         rew, done = np.zeros((T, n), np.float32), np.zeros((T, n), np.bool_)
 
         def observe(t):
             x = obs[t]
-            x.copy_(obs_host)
+            for cols, host in obs_host:
+                x[:, cols].copy_(host)   # converts to float32 as it copies
             return x.mul_(scale) if scale != 1.0 else x
 
         while not (ctrl[STOP] or master.gone()):
@@ -170,7 +179,7 @@ class A3CSession(WorkerSession):
         B, ring = workload.num_envs, -(-RETURN_WINDOW // workers)
         self.shared = SharedArrays(ctx, {
             "params": ((count,), np.float32), "m": ((count,), np.float32), "v": ((count,), np.float32),
-            "obs_now": ((B, *obs_space.shape), obs_space.dtype),
+            **obs_specs("obs_now", obs_space, (B,)),
             "updates": ((workers,), np.int64), "acted": ((workers,), np.int64),
             "ready": ((workers,), np.int64), "ctrl": ((3,), np.int64), "stats": ((workers, STAT_COLUMNS), np.float64),
             "lag_hist": ((workers, LAG_BINS), np.int64),
@@ -188,7 +197,7 @@ class A3CSession(WorkerSession):
             for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
                 start_process(ctx, self.procs, worker_main, f"a3c-worker-{rank}",
                               (rank, workload.to_dict(), rank * per, (rank + 1) * per, dict(options), self.shared,
-                               self.tick, lock, cpus, os.getpid()))
+                               self.tick, lock, cpus, os.getpid(), obs_space))
             deadline = time.monotonic() + READY_TIMEOUT_S
             while not (self.buf["ready"].all() and self.buf["ctrl"][INIT]):
                 self._workers_alive()

@@ -2,12 +2,18 @@
 natively: actor processes write n-step transitions with initial priorities into a shared-memory replay, and the
 learner (the cell process) owns the sum tree. One unit is one learner update; its env steps are those the actors
 made meanwhile, so `steps_per_s` is the actors' rate. How it is built: docs/strategies/learners.md.
+
+A Dict or Tuple observation (a screen beside game variables) is stored as one replay field per part, each in its
+own dtype (`obs/screen`, `next_obs/screen`, ...: procs.obs_specs; a uint8 screen stays a byte per pixel), and read
+by actor and learner as the network's one flat float input (nets.net_input); a Box is one field, as before.
 """
 from time import perf_counter_ns
 
 import numpy as np
 
+from adapters._kit.batch import join
 from adapters._kit.dqn import (
+    OBS_KEYS,
     Envs,
     NStep,
     actor_epsilons,
@@ -20,7 +26,7 @@ from adapters._kit.dqn import (
     wait_for_room,
 )
 from adapters._kit.learner_stats import Episodes
-from adapters._kit.nets import obs_scale
+from adapters._kit.nets import map_obs, net_input, space_scale
 from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
@@ -28,6 +34,9 @@ from adapters._kit.procs import (
     WAIT_NS,
     WORKER_OPTIONS,
     MasterWatch,
+    obs_from_parts,
+    obs_parts,
+    obs_specs,
     pin,
 )
 from adapters._kit.replay_learner import XFER_NS, ReplayLearner
@@ -35,8 +44,18 @@ from rlbench.api import Adapter, Option, Workload, register
 
 
 def transition_fields(obs_space) -> dict:
-    return {"obs": (obs_space.shape, obs_space.dtype), "next_obs": (obs_space.shape, obs_space.dtype),
+    """The replay's item: the observation and the one n steps later (a field each, or one per part of a Dict or
+    Tuple: `obs/screen`, ...), the action, the n-step return and discount, the version that acted."""
+    return {**obs_specs("obs", obs_space, ()), **obs_specs("next_obs", obs_space, ()),
             "act": ((), np.int64), "ret": ((), np.float32), "disc": ((), np.float32), "version": ((), np.int64)}
+
+
+def transition_items(items: dict, obs_space) -> dict:
+    """An actor's transitions as the replay's fields: the observations' parts flat (`obs/screen`, ...)."""
+    out = {k: v for k, v in items.items() if k not in OBS_KEYS}
+    for k in OBS_KEYS:
+        out.update(obs_parts(k, items[k], obs_space))
+    return out
 
 
 def initial_priorities(torch, net, items: dict, scale: float) -> np.ndarray:
@@ -44,7 +63,8 @@ def initial_priorities(torch, net, items: dict, scale: float) -> np.ndarray:
     without a target network the bootstrap is the same network's max)."""
     k = len(items["act"])
     with torch.no_grad():
-        x = torch.from_numpy(np.concatenate([items["obs"], items["next_obs"]])).reshape(2 * k, -1).float() * scale
+        x = net_input(join([items["obs"], items["next_obs"]]),
+                      lambda a: torch.from_numpy(a).reshape(2 * k, -1).float(), scale)
         q = net(x)
         q_sa = q[:k].gather(1, torch.from_numpy(items["act"])[:, None]).squeeze(1)
         target = (torch.from_numpy(items["ret"]).float()
@@ -52,7 +72,7 @@ def initial_priorities(torch, net, items: dict, scale: float) -> np.ndarray:
     return (target - q_sa).abs().numpy()
 
 
-def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, master_pid):
+def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, master_pid, obs_space):
     import torch
     pin(cpus)
     torch.set_num_threads(1)
@@ -63,12 +83,15 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
     envs = Envs(workload, lo, hi, opts["mask_velocity"])
     try:
         n, obs = hi - lo, envs.obs
-        n_actions, scale = int(envs.action_space.n), obs_scale(obs.dtype)
-        net = q_net(q_torso(workload.policy, envs.envs[0].observation_space), n_actions)
+        n_actions, scale = int(envs.action_space.n), space_scale(obs_space)
+        net = q_net(q_torso(workload.policy, obs_space), n_actions)
         eps = actor_epsilons(opts["eps_per"], rank, opts["workers"], n, opts["eps"], opts["eps_alpha"])
         rng = np.random.default_rng(workload.seed + 1000 * (rank + 1))
-        nstep = NStep(n, opts["n_step"], opts["gamma"], obs.shape[1:], obs.dtype)
+        nstep = NStep(n, opts["n_step"], opts["gamma"], obs_space=obs_space)
         episodes = Episodes(n, buf["returns"][rank], buf["episodes"][rank:rank + 1])
+
+        def rows(a):   # one array of a batch of the n envs as the network's float rows
+            return torch.from_numpy(a).reshape(n, -1).float()
 
         def give_up():
             return bool(stop[0]) or master.gone()
@@ -87,10 +110,10 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
                 seq, version = held
             t1 = perf_counter_ns()
             with torch.no_grad():
-                greedy = net(torch.from_numpy(obs).reshape(n, -1).float() * scale).argmax(1).numpy()
+                greedy = net(net_input(obs, rows, scale)).argmax(1).numpy()
             actions = np.where(rng.random(n) < eps, rng.integers(0, n_actions, n), greedy)
             t2 = perf_counter_ns()
-            before = obs.copy()
+            before = map_obs(np.copy, obs)
             final, rew, term, trunc = envs.step(actions)
             t3 = perf_counter_ns()
             steps[rank] += n
@@ -104,14 +127,14 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
             stats[ENV_NS] += t3 - t2
             if pending >= opts["flush"]:  # the local buffer goes to the replay with its priorities
                 t4 = perf_counter_ns()
-                items = {k: np.concatenate([m[k] for m in local]) for k in local[0]}
+                items = {k: (join if k in OBS_KEYS else np.concatenate)([m[k] for m in local]) for k in local[0]}
                 items["version"] = items.pop("tag")
                 priorities = initial_priorities(torch, net, items, scale)
                 t5 = perf_counter_ns()
                 if not wait_for_room(replay, len(priorities), opts, give_up):
                     return
                 t6 = perf_counter_ns()
-                replay.write(rank, items, priorities)
+                replay.write(rank, transition_items(items, obs_space), priorities)
                 local, pending = [], 0
                 stats[INFER_NS] += t5 - t4
                 stats[WAIT_NS] += t6 - t5
@@ -138,14 +161,17 @@ class ApexSession(ReplayLearner):
 
     def upload(self, host: dict):
         dev = self.device
-        b = {k: self.torch.from_numpy(host[k]).to(dev, non_blocking=True)
-             for k in ("obs", "next_obs", "act", "ret", "disc")}
-        return (b,), sum(host[k].nbytes for k in b)
+        fields = [k for k in host if k.split("/", 1)[0] in OBS_KEYS] + ["act", "ret", "disc"]
+        flat = {k: self.torch.from_numpy(host[k]).to(dev, non_blocking=True) for k in fields}
+        b = {k: flat[k] for k in ("act", "ret", "disc")}
+        for k in OBS_KEYS:   # an array, or a Dict's or Tuple's parts in its structure
+            b[k] = obs_from_parts(flat, k, self.obs_space)
+        return (b,), sum(host[k].nbytes for k in flat)
 
     def _learn(self, b, w) -> np.ndarray:
         """One Adam step on the importance-weighted Huber loss of the n-step double-Q target; |TD| back."""
         torch, B = self.torch, self.opts["batch"]
-        obs = torch.cat([b["obs"], b["next_obs"]]).reshape(2 * B, -1).float() * self.scale
+        obs = torch.cat([net_input(b[k], lambda a: a.reshape(B, -1).float(), self.scale) for k in OBS_KEYS])
         q = self.net(obs)
         with torch.no_grad():
             target = double_q_target(torch, b["ret"], b["disc"], q[B:].detach(), self.target(obs[B:]))

@@ -3,6 +3,10 @@
 Agent processes only step envs; predictor threads in the cell process answer their prediction requests in
 batches, and trainer threads run A2C updates on the experience agents queue. One unit is one trainer update;
 its env steps are the transitions it consumed. How it is built: docs/strategies/learners.md.
+
+A Dict or Tuple observation (a screen beside game variables) travels in the queues as one array per part, each in
+its own dtype (procs.obs_arrays: a uint8 screen stays uint8); predictors and trainers join the parts of their
+batch and hand the network its one flat float input (nets.net_input), a Box exactly as before.
 """
 import os
 import queue
@@ -13,9 +17,10 @@ from time import perf_counter, perf_counter_ns
 import numpy as np
 
 from adapters._kit.a2c import a2c_loss, learner_supports, sample_actions
+from adapters._kit.batch import join, put, take
 from adapters._kit.learner_nets import learner_reason
 from adapters._kit.learner_stats import RETURN_WINDOW, Episodes, lag_stats, return_mean, trimmed
-from adapters._kit.nets import actor_critic, obs_scale, obs_size, torso_of
+from adapters._kit.nets import actor_critic, map_obs, net_input, space_scale, torso_of
 from adapters._kit.procs import (
     CONTEXT_OPTION,
     ENV_NS,
@@ -30,6 +35,7 @@ from adapters._kit.procs import (
     SharedArrays,
     Window,
     WorkerSession,
+    obs_arrays,
     pin,
     raise_if_exited,
     spaces,
@@ -43,7 +49,7 @@ QUICK_POLL_S = 0.05  # how often a blocked agent or learner thread looks whether
 JOIN_S = 5.0
 
 
-def agent_main(rank, row, workload_dict, lo, hi, t_max, obs_spec, pred_q, train_q, conn, shared, cpus, master_pid):
+def agent_main(rank, row, workload_dict, lo, hi, t_max, obs_space, pred_q, train_q, conn, shared, cpus, master_pid):
     """Step envs lo..hi-1: per step ask the predictors for actions and wait; every t_max steps hand the
     experience to the trainers. No network here."""
     pin(cpus)
@@ -58,19 +64,20 @@ def agent_main(rank, row, workload_dict, lo, hi, t_max, obs_spec, pred_q, train_
         return bool(stop[0]) or master.gone()
 
     n = hi - lo
-    obs_now = np.zeros((n, *obs_spec[0]), obs_spec[1])
+    obs_now = obs_arrays(obs_space, (n,))
     envs = EnvSlice(workload, lo, hi, obs_now)
     start = int(getattr(envs.envs[0].action_space, "start", 0))
     episodes = Episodes(n, buf["returns"][rank], buf["episodes"][rank:rank + 1])
     try:
         while not give_up():
-            obs = np.empty((t_max + 1, *obs_now.shape), obs_now.dtype)  # fresh arrays: a put pickles later
+            # fresh arrays (a put pickles later), one per part of a Dict or Tuple
+            obs = map_obs(lambda a: np.empty((t_max + 1, *a.shape), a.dtype), obs_now)
             act, ver = np.empty((t_max, n), np.int64), np.empty(t_max, np.int64)
             rew, done = np.zeros((t_max, n), np.float32), np.zeros((t_max, n), np.bool_)
             for t in range(t_max):
-                obs[t] = obs_now
+                put(obs, t, obs_now)
                 t0 = perf_counter_ns()
-                pred_q.put((rank, obs[t]))
+                pred_q.put((rank, take(obs, t)))
                 while not conn.poll(QUICK_POLL_S):
                     if give_up():
                         return
@@ -79,7 +86,7 @@ def agent_main(rank, row, workload_dict, lo, hi, t_max, obs_spec, pred_q, train_
                 envs.step(act[t] + start if start else act[t], rew[t], done[t])
                 stats[WAIT_NS] += t1 - t0
                 stats[ENV_NS] += perf_counter_ns() - t1
-            obs[t_max] = obs_now
+            put(obs, t_max, obs_now)
             episodes.add(rew, done)
             made[rank] += t_max * n
             t2 = perf_counter_ns()
@@ -130,8 +137,6 @@ class GA3CSession(WorkerSession):
         obs_space, act_space = spaces(workload)
         if not hasattr(act_space, "n"):
             raise Unsupported("ga3c samples a categorical policy: needs a Discrete action space")
-        if getattr(obs_space, "spaces", None) is not None:
-            raise Unsupported("ga3c sends observations as one array: needs a Box or Discrete observation space")
         if workload.policy.device.startswith("cuda"):
             import torch  # agents never touch it; checked before any starts
             if not torch.cuda.is_available():
@@ -157,7 +162,7 @@ class GA3CSession(WorkerSession):
                 self.conns.append(send_end)
                 start_process(ctx, self.procs, agent_main, f"ga3c-agent-{rank}",
                               (rank, P + R + rank, workload.to_dict(), rank * self.n, (rank + 1) * self.n, self.T,
-                               (obs_space.shape, obs_space.dtype.str), self.pred_q, self.train_q, recv_end,
+                               obs_space, self.pred_q, self.train_q, recv_end,
                                self.shared, cpus, os.getpid()))
                 recv_end.close()  # the agent holds it now
             self._build_learner(int(act_space.n))  # torch only after the fork
@@ -179,7 +184,7 @@ class GA3CSession(WorkerSession):
         torch.manual_seed(self.workload.seed)
         self.device = torch.device(policy.device)
         self.cuda = self.device.type == "cuda"
-        self.size, self.scale = obs_size(self.obs_space), obs_scale(self.obs_space.dtype)
+        self.scale = space_scale(self.obs_space)
         self.net = actor_critic(torso_of(policy, self.obs_space), n_actions).to(self.device)
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
         self.model_lock = threading.Lock()  # one update at a time (predictors do not take it)
@@ -213,6 +218,12 @@ class GA3CSession(WorkerSession):
         stats[H2D_BYTES] += array.nbytes if self.cuda else 0
         return x.to(self.device, non_blocking=False)
 
+    def _input(self, obs, rows: int, stats):
+        """The network's flat float input from a batch of `rows` observations (an array, or a dict or tuple of
+        them), each array on the device before it is converted (a uint8 screen crosses as uint8)."""
+        x = net_input(obs, lambda a: self._to_device(a.reshape(rows, -1), stats).float())
+        return x.mul_(self.scale) if self.scale != 1.0 else x
+
     def _predictor(self, i):
         torch, stats = self.torch, self.buf["stats"][self.rows["predictor"] + i]
         gen = torch.Generator(self.device)
@@ -232,10 +243,7 @@ class GA3CSession(WorkerSession):
                     batch.append(self.pred_q.get(timeout=left) if left > 0 else self.pred_q.get_nowait())
                 except queue.Empty:
                     break
-            obs = np.concatenate([o for _, o in batch]).reshape(-1, self.size)
-            x = self._to_device(obs, stats).float()
-            if self.scale != 1.0:
-                x.mul_(self.scale)
+            x = self._input(join([o for _, o in batch]), len(batch) * self.n, stats)
             t1 = perf_counter_ns()
             version = self.version
             with torch.no_grad():
@@ -272,9 +280,7 @@ class GA3CSession(WorkerSession):
                     break
             _, obs, act, rew, done, ver = (list(part) for part in zip(*batch))
             N = sum(a.shape[1] for a in act)
-            obs = self._to_device(np.concatenate(obs, axis=1).reshape((T + 1) * N, self.size), stats).float()
-            if self.scale != 1.0:
-                obs.mul_(self.scale)
+            obs = self._input(join(obs, axis=1), (T + 1) * N, stats)
             act = self._to_device(np.concatenate(act, axis=1), stats)
             rew = self._to_device(np.concatenate(rew, axis=1), stats)
             done = self._to_device(np.concatenate(done, axis=1), stats).float()

@@ -3,11 +3,16 @@
 overlapping fixed-length sequences with their LSTM state; the learner burns in, then trains on n-step double-Q
 targets. One unit is one learner update; its env steps are those the actors made meanwhile.
 How it is built: docs/strategies/learners.md.
+
+A Dict or Tuple observation (a screen beside game variables) is stored as one replay field per part, each in its
+own dtype (`obs/screen`, ...: procs.obs_specs; a uint8 screen stays a byte per pixel), and read by actor and
+learner as the network's one flat float input (nets.net_input); a Box is one field, as before.
 """
 from time import perf_counter_ns
 
 import numpy as np
 
+from adapters._kit.batch import put
 from adapters._kit.dqn import (
     Envs,
     actor_epsilons,
@@ -21,7 +26,7 @@ from adapters._kit.dqn import (
     wait_for_room,
 )
 from adapters._kit.learner_stats import Episodes
-from adapters._kit.nets import obs_scale
+from adapters._kit.nets import map_obs, net_input, space_scale
 from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
@@ -29,6 +34,10 @@ from adapters._kit.procs import (
     WAIT_NS,
     WORKER_OPTIONS,
     MasterWatch,
+    obs_arrays,
+    obs_from_parts,
+    obs_parts,
+    obs_specs,
     pin,
 )
 from adapters._kit.replay_learner import XFER_NS, ReplayLearner
@@ -36,8 +45,10 @@ from rlbench.api import Adapter, Option, Workload, register
 
 
 def sequence_fields(obs_space, seq_len: int, units: int) -> dict:
+    """The replay's item: seq_len + 1 observations (a field, or one per part of a Dict or Tuple: `obs/screen`,
+    ...), their episode-start flags, the actions, rewards and ends, the state the sequence starts from."""
     L = seq_len
-    return {"obs": ((L + 1, *obs_space.shape), obs_space.dtype), "first": ((L + 1,), np.bool_),
+    return {**obs_specs("obs", obs_space, (L + 1,)), "first": ((L + 1,), np.bool_),
             "act": ((L,), np.int64), "rew": ((L,), np.float32), "done": ((L,), np.bool_),
             "h": ((units,), np.float32), "c": ((units,), np.float32), "version": ((), np.int64)}
 
@@ -47,13 +58,16 @@ class SequenceRing:
     actor saw before acting (observation, episode-start flag, the recurrent state it entered with, its
     parameter version, the Q-values it acted on), then what acting gave (action, reward, episode end).
     Sequence k covers steps k*stride .. k*stride + seq_len (stride = seq_len - overlap; the last step's
-    observation only bootstraps) and is due at step k*stride + seq_len, once that step is recorded."""
+    observation only bootstraps) and is due at step k*stride + seq_len, once that step is recorded. The
+    observations are arrays of `obs_shape` and `obs_dtype`, or batches of `obs_space` (a Dict's or Tuple's: an
+    array per part, as its sequences give them; `sequence_items` names them as the replay's fields)."""
 
     def __init__(self, envs: int, seq_len: int, overlap: int, obs_shape: tuple, obs_dtype, units: int,
-                 n_actions: int):
+                 n_actions: int, obs_space=None):
         self.L, self.stride, self.size = seq_len, seq_len - overlap, seq_len + 1
         R, n = self.size, envs
-        self.obs = np.zeros((R, n, *obs_shape), dtype=obs_dtype)
+        self.obs = (obs_arrays(obs_space, (R, n)) if obs_space is not None
+                    else np.zeros((R, n, *obs_shape), dtype=obs_dtype))
         self.first = np.zeros((R, n), dtype=np.bool_)
         self.h = np.zeros((R, n, units), dtype=np.float32)
         self.c = np.zeros((R, n, units), dtype=np.float32)
@@ -65,7 +79,8 @@ class SequenceRing:
 
     def observe(self, t: int, obs, first, h, c, version: int, q) -> None:
         r = t % self.size
-        self.obs[r], self.first[r], self.h[r], self.c[r], self.version[r], self.q[r] = obs, first, h, c, version, q
+        put(self.obs, r, obs)
+        self.first[r], self.h[r], self.c[r], self.version[r], self.q[r] = first, h, c, version, q
 
     def acted(self, t: int, act, rew, done) -> None:
         r = t % self.size
@@ -80,11 +95,18 @@ class SequenceRing:
         start = t - self.L
         pos = (start + np.arange(self.L + 1)) % self.size
         steps = pos[:-1]
-        n = self.obs.shape[1]
-        items = {"obs": np.swapaxes(self.obs[pos], 0, 1), "first": self.first[pos].T,
+        n = self.first.shape[1]
+        items = {"obs": map_obs(lambda a: np.swapaxes(a[pos], 0, 1), self.obs), "first": self.first[pos].T,
                  "act": self.act[steps].T, "rew": self.rew[steps].T, "done": self.done[steps].T,
                  "h": self.h[pos[0]].copy(), "c": self.c[pos[0]].copy(), "version": np.full(n, self.version[pos[0]])}
         return items, self.q[pos]
+
+
+def sequence_items(items: dict, obs_space) -> dict:
+    """A ring's sequences as the replay's fields: the observations' parts flat (`obs/screen`, ...)."""
+    out = {k: v for k, v in items.items() if k != "obs"}
+    out.update(obs_parts("obs", items["obs"], obs_space))
+    return out
 
 
 def sequence_priorities(torch, eta: float, td):
@@ -107,7 +129,7 @@ def initial_priorities(torch, items: dict, q, opts) -> np.ndarray:
     return sequence_priorities(torch, opts["eta"], target - q_sa).numpy()
 
 
-def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, master_pid):
+def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, master_pid, obs_space):
     import torch
     pin(cpus)
     torch.set_num_threads(1)
@@ -118,13 +140,16 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
     envs = Envs(workload, lo, hi, opts["mask_velocity"])
     try:
         n, obs = hi - lo, envs.obs
-        n_actions, scale = int(envs.action_space.n), obs_scale(obs.dtype)
-        torso = recurrent_q_torso(workload.policy, envs.envs[0].observation_space)
+        n_actions, scale = int(envs.action_space.n), space_scale(obs_space)
+        torso = recurrent_q_torso(workload.policy, obs_space)
         net = recurrent_q_net(torso, n_actions)
         eps = actor_epsilons(opts["eps_per"], rank, opts["workers"], n, opts["eps"], opts["eps_alpha"])
         rng = np.random.default_rng(workload.seed + 1000 * (rank + 1))
-        ring = SequenceRing(n, opts["seq_len"], opts["overlap"], obs.shape[1:], obs.dtype, torso.lstm, n_actions)
+        ring = SequenceRing(n, opts["seq_len"], opts["overlap"], None, None, torso.lstm, n_actions, obs_space)
         episodes = Episodes(n, buf["returns"][rank], buf["episodes"][rank:rank + 1])
+
+        def rows(a):   # one array of a batch of the n envs as one time step of the network's float input
+            return torch.from_numpy(a).reshape(1, n, -1).float()
 
         def give_up():
             return bool(stop[0]) or master.gone()
@@ -145,7 +170,7 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
                 seq, version = held
             t1 = perf_counter_ns()
             with torch.no_grad():
-                x = torch.from_numpy(obs).reshape(1, n, -1).float() * scale
+                x = net_input(obs, rows, scale)
                 q, (h2, c2) = net.unroll(x, torch.from_numpy(first)[None], (h, c))
                 q = q[0].numpy()
             ring.observe(t, obs, first, h.numpy(), c.numpy(), version, q)
@@ -160,7 +185,7 @@ def actor_main(rank, workload_dict, lo, hi, opts, replay, params, shared, cpus, 
                 if not wait_for_room(replay, n, opts, give_up):
                     return
                 t4 = perf_counter_ns()
-                replay.write(rank, items, priorities)
+                replay.write(rank, sequence_items(items, obs_space), priorities)
                 t5 = perf_counter_ns()
                 stats[INFER_NS] += t3 - t2
                 stats[WAIT_NS] += t4 - t3
@@ -200,10 +225,13 @@ class R2D2Session(ReplayLearner):
 
     def upload(self, host: dict):
         torch, dev = self.torch, self.device
-        b = {k: torch.from_numpy(host[k]).to(dev, non_blocking=True).transpose(0, 1)
-             for k in ("obs", "first", "act", "rew", "done")}  # time first
+        fields = [k for k in host if k.split("/", 1)[0] == "obs"] + ["first", "act", "rew", "done"]
+        flat = {k: torch.from_numpy(host[k]).to(dev, non_blocking=True).transpose(0, 1)
+                for k in fields}  # time first
+        b = {k: flat[k] for k in ("first", "act", "rew", "done")}
+        b["obs"] = obs_from_parts(flat, "obs", self.obs_space)   # an array, or a Dict's or Tuple's parts
         state = tuple(torch.from_numpy(host[k]).to(dev, non_blocking=True) for k in ("h", "c"))
-        return (b, state), sum(host[k].nbytes for k in (*b, "h", "c"))
+        return (b, state), sum(host[k].nbytes for k in (*fields, "h", "c"))
 
     def extra_metrics(self, items: int, seconds: float) -> dict:
         return {"sequence_mb_per_s": items * self.replay.item_bytes / 1e6 / seconds}
@@ -212,8 +240,8 @@ class R2D2Session(ReplayLearner):
         """Burn-in, then one Adam step on the importance-weighted Huber loss of the n-step double-Q targets of
         the remaining steps; the sequences' new priorities back."""
         torch, o, bi = self.torch, self.opts, self.opts["burn_in"]
-        T1, B = b["obs"].shape[:2]
-        obs = b["obs"].reshape(T1, B, -1).float() * self.scale
+        T1, B = b["first"].shape
+        obs = net_input(b["obs"], lambda a: a.reshape(T1, B, -1).float(), self.scale)
         q = burn_in_unroll(torch, self.net, obs, b["first"], state, bi)        # [T1 - bi, B, A]
         with torch.no_grad():
             q_tg, _ = self.target.unroll(obs, b["first"], state)

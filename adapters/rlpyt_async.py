@@ -3,6 +3,10 @@
 Sampler processes write batch_T steps at a time into a shared-memory replay ring while this process trains on
 it, both throttled to the target replay ratio and `max_lag`. One unit of work is one optimiser update; its env
 steps are the transitions the samplers added meanwhile.
+
+A Dict or Tuple observation (a screen beside game variables) is kept in the ring one array per part, each in its
+own dtype (procs.obs_specs: a uint8 screen stays uint8), for `obs` and `next_obs` alike; the samplers' policy and
+the optimiser read the parts as the network's one flat input (nets.net_input), a Box exactly as before.
 """
 import os
 import time
@@ -11,9 +15,10 @@ from time import perf_counter_ns
 import numpy as np
 
 from adapters._kit.a2c import ACT
+from adapters._kit.batch import put
 from adapters._kit.learner_nets import obs_reason
 from adapters._kit.learner_stats import lag_stats
-from adapters._kit.nets import policy_params
+from adapters._kit.nets import map_obs, net_input, obs_leaves, policy_params
 from adapters._kit.procs import (
     ENV_NS,
     INFER_NS,
@@ -28,6 +33,9 @@ from adapters._kit.procs import (
     SharedArrays,
     Window,
     held,
+    obs_arrays,
+    obs_batch,
+    obs_specs,
     pin,
     raise_if_exited,
     spaces,
@@ -42,31 +50,40 @@ ADDED, CONSUMED, STOP = range(3)
 IDLE_S = 50e-6  # sleep while throttled; short against any batch
 
 
+OBS_KEYS = ("obs", "next_obs")   # the ring's observations: an array, or one per part of a Dict or Tuple
+
+
 def ring_specs(capacity, workers, obs_space, act_space, max_lag) -> dict:
-    obs = (obs_space.shape, obs_space.dtype)
     return {
-        "obs": ((capacity, *obs[0]), obs[1]), "next_obs": ((capacity, *obs[0]), obs[1]),
+        **obs_specs("obs", obs_space, (capacity,)), **obs_specs("next_obs", obs_space, (capacity,)),
         "act": ((capacity, *act_space.shape), act_space.dtype), "rew": ((capacity,), np.float32),
         "done": ((capacity,), np.bool_), "ctrl": ((3,), np.int64), "acting": ((workers,), np.int64),
         "lag_hist": ((workers, max_lag + 2), np.int64), "stats": ((workers + 1, STAT_COLUMNS), np.float64),
     }
 
 
-def sampler_main(rank, workload_dict, lo, hi, opts, shared, lock, params, cpus, master_pid):
+def ring_batches(views: dict, obs_space) -> dict:
+    """The ring's fields from SharedArrays.views(): `obs` and `next_obs` in the space's structure (procs.obs_batch),
+    the others as they are."""
+    return {k: obs_batch(v, obs_space) if k in OBS_KEYS else v for k, v in views.items()}
+
+
+def sampler_main(rank, workload_dict, lo, hi, opts, shared, lock, params, cpus, master_pid, obs_space):
     pin(cpus)
     master = MasterWatch(master_pid)
     workload = Workload.from_dict(workload_dict)
-    ring = shared.views()
+    ring = ring_batches(shared.views(), obs_space)
     ctrl, stats, hist = ring["ctrl"], ring["stats"][rank + 1], ring["lag_hist"][rank]
     T, n, capacity = opts["batch_T"], hi - lo, ring["rew"].shape[0]
     # how far samplers may run ahead: enough that the optimiser can always start
     M, N = opts["minibatch"], workload.num_envs
     slack = max(2 * T * N, M + T * N, M / opts["replay_ratio"] + T * N)
-    obs_now = np.empty((n, *ring["obs"].shape[1:]), ring["obs"].dtype)
+    obs_now = obs_arrays(obs_space, (n,), np.empty)
     envs = EnvSlice(workload, lo, hi, obs_now)
-    policy = worker_policy(workload, rank, envs.envs[0].observation_space, envs.envs[0].action_space)
+    policy = worker_policy(workload, rank, obs_space, envs.envs[0].action_space)
     params.attach()
-    local = {k: np.empty((T, n, *ring[k].shape[1:]), ring[k].dtype) for k in ("obs", "next_obs", "act", "rew", "done")}
+    local = {k: map_obs(lambda a: np.empty((T, n, *a.shape[1:]), a.dtype), ring[k])
+             for k in ("obs", "next_obs", "act", "rew", "done")}
     try:
         while True:
             t0 = perf_counter_ns()
@@ -80,20 +97,21 @@ def sampler_main(rank, workload_dict, lo, hi, opts, shared, lock, params, cpus, 
                 time.sleep(IDLE_S)
             stats[WAIT_NS] += perf_counter_ns() - t0
             for t in range(T):
-                local["obs"][t] = obs_now
+                put(local["obs"], t, obs_now)
                 t1 = perf_counter_ns()
                 actions = policy(obs_now)
                 t2 = perf_counter_ns()
                 local["act"][t] = actions
                 envs.step(actions, local["rew"][t], local["done"][t])
-                local["next_obs"][t] = obs_now  # after an auto-reset this is the new episode's: `done` masks it
+                put(local["next_obs"], t, obs_now)  # after an auto-reset the new episode's: `done` masks it
                 stats[INFER_NS] += t2 - t1
                 stats[ENV_NS] += perf_counter_ns() - t2
             t3 = perf_counter_ns()
             with held(lock, master.alive):
                 at = (ctrl[ADDED] + np.arange(T * n)) % capacity
                 for k, v in local.items():
-                    ring[k][at] = v.reshape(T * n, *v.shape[2:])
+                    for dst, src in zip(obs_leaves(ring[k]), obs_leaves(v)):   # an array, or every part
+                        dst[at] = src.reshape(T * n, *src.shape[2:])
                 ctrl[ADDED] += T * n
                 lag = params.version - version
             hist[min(lag, hist.size - 1)] += 1
@@ -114,7 +132,7 @@ class AsyncSession:
         ctx = mp.get_context(options["context"])
         self.shared = SharedArrays(ctx, ring_specs(options["capacity"], workers, obs_space, act_space,
                                                    options["max_lag"]))
-        self.ring = self.shared.views()
+        self.ring = ring_batches(self.shared.views(), obs_space)
         self.ctrl = self.ring["ctrl"]
         self.lock = ctx.Lock()
         self.params = ParamStore(ctx, policy_params(workload.policy, obs_space, act_space))
@@ -130,7 +148,7 @@ class AsyncSession:
             for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
                 start_process(ctx, self.procs, sampler_main, f"rlpyt-sampler-{rank}",
                               (rank, workload.to_dict(), rank * per, (rank + 1) * per, dict(options), self.shared,
-                               self.lock, self.params, cpus, os.getpid()))
+                               self.lock, self.params, cpus, os.getpid(), obs_space))
             self._build_learner(obs_space, act_space)  # torch only after the fork
         except BaseException:
             self.close()
@@ -167,7 +185,7 @@ class AsyncSession:
         t0 = perf_counter_ns()
         with held(self.lock, self._workers_alive):
             idx = self.rng.integers(0, min(int(ctrl[ADDED]), o["capacity"]), size=M)
-            batch = {k: self.torch.as_tensor(self.ring[k][idx]).to(self.device)
+            batch = {k: map_obs(lambda a: self.torch.as_tensor(a[idx]).to(self.device), self.ring[k])
                      for k in ("obs", "next_obs", "act", "rew", "done")}
         t1 = perf_counter_ns()
         self._learn(batch)
@@ -183,7 +201,7 @@ class AsyncSession:
 
     def _learn(self, b):
         torch, net, M = self.torch, self.net, self.opts["minibatch"]
-        obs, next_obs = b["obs"].float().reshape(M, -1), b["next_obs"].float().reshape(M, -1)
+        obs, next_obs = (net_input(b[k], lambda a: a.float().reshape(M, -1)) for k in OBS_KEYS)
         q = net(obs).gather(1, b["act"].long().reshape(M, 1)).squeeze(1)
         with torch.no_grad():
             target = b["rew"] + 0.99 * (~b["done"]).float() * net(next_obs).max(1).values

@@ -2,6 +2,10 @@
 written natively. `ranks` processes each run a sampler + A2C learner on their own envs; torch
 DistributedDataParallel all-reduces the gradients, so the parameters stay identical. One step() is one
 iteration on every rank. How it is built: docs/strategies/learners.md, "How the rlpyt-sync runner is built".
+
+A Dict or Tuple observation (a screen beside game variables) is kept in a rank's rollout buffer one array per part,
+each in its own dtype (procs.obs_arrays: a uint8 screen stays uint8), and handed to the network as its one flat
+float input (nets.net_input); a Box is one array, exactly as before.
 """
 from dataclasses import replace
 from datetime import timedelta
@@ -10,9 +14,10 @@ from time import monotonic, perf_counter_ns, sleep
 import numpy as np
 
 from adapters._kit.a2c import ACT, a2c_loss
+from adapters._kit.batch import join, put
 from adapters._kit.learner_nets import learner_reason, obs_reason
-from adapters._kit.nets import actor_critic, obs_scale, torso_of
-from adapters._kit.procs import CONTEXT_OPTION, HelperProcesses, WorkerSession, start_process
+from adapters._kit.nets import actor_critic, map_obs, net_input, obs_scale, torso_of
+from adapters._kit.procs import CONTEXT_OPTION, HelperProcesses, WorkerSession, obs_arrays, start_process
 from rlbench.api import Adapter, Option, Unsupported, env_info, make_env, register
 
 ITERATE, REPORT_PARAMS, STOP = 0, 1, 2
@@ -61,18 +66,26 @@ class _Rank:
             raise Unsupported(f"rlpyt-sync's A2C samples a categorical: needs a Discrete action space "
                               f"(got {type(space).__name__})")
         self.action_start = int(space.start)
-        self.obs = np.stack([env.reset(seed=workload.seed + first + i)[0] for i, env in enumerate(self.envs)])
-        self.scale = obs_scale(self.obs.dtype)
+        obs_space = self.envs[0].observation_space
+        resets = [env.reset(seed=workload.seed + first + i)[0] for i, env in enumerate(self.envs)]
+        if getattr(obs_space, "spaces", None) is None:   # a Box (or another array): one array, as ever
+            self.obs = np.stack(resets)
+            self.scale = obs_scale(self.obs.dtype)
+        else:   # a Dict or Tuple: an array per part in its own dtype; its images are scaled in the torso
+            self.obs = obs_arrays(obs_space, (envs_per_rank,))
+            for i, obs in enumerate(resets):
+                put(self.obs, i, obs)
+            self.scale = 1.0
 
         torch.set_num_threads(workload.policy.threads)
         self.device = torch.device(_device(workload.policy.device, rank))
         torch.manual_seed(workload.seed)  # identical initial parameters on every rank
-        torso = torso_of(workload.policy, self.envs[0].observation_space)
+        torso = torso_of(workload.policy, obs_space)
         self.model = actor_critic(torso, int(space.n)).to(self.device)
         self.gen = torch.Generator(self.device)
         self.gen.manual_seed(workload.seed * 1000 + rank)
         T, B = self.batch_T, envs_per_rank
-        self.buf_obs = np.empty((T, *self.obs.shape), dtype=self.obs.dtype)
+        self.buf_obs = map_obs(lambda a: np.empty((T, *a.shape), dtype=a.dtype), self.obs)
         self.buf_actions = np.empty((T, B), dtype=np.int64)
         self.buf_rewards = np.empty((T, B), dtype=np.float32)
         self.buf_dones = np.empty((T, B), dtype=np.float32)
@@ -103,9 +116,12 @@ class _Rank:
         return value
 
     def _tensor(self, obs):
+        """The network's flat float input from a batch (an array, or a dict or tuple of them)."""
         import torch
-        x = torch.as_tensor(obs, device=self.device).reshape(len(obs), -1).float()
-        return x * self.scale if self.scale != 1.0 else x
+
+        def rows(a):
+            return torch.as_tensor(a, device=self.device).reshape(len(a), -1).float()
+        return net_input(obs, rows, self.scale)
 
     def iterate(self):
         """Sample batch_T steps from every env, then one A2C update through DDP."""
@@ -113,7 +129,7 @@ class _Rank:
         ns = self.ns
         for t in range(self.batch_T):
             t0 = perf_counter_ns()
-            self.buf_obs[t] = self.obs
+            put(self.buf_obs, t, self.obs)
             with torch.no_grad():
                 logits, _ = self.model(self._tensor(self.obs))
                 actions = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.gen).squeeze(1)
@@ -124,7 +140,7 @@ class _Rank:
                 done = terminated or truncated
                 if done:
                     obs, _ = env.reset()
-                self.obs[i] = obs
+                put(self.obs, i, obs)
                 self.buf_rewards[t, i] = reward
                 self.buf_dones[t, i] = done
             self.buf_actions[t] = actions
@@ -140,7 +156,7 @@ class _Rank:
         import torch
         T, B = self.buf_actions.shape
         # one forward over the batch and the last observation, whose value bootstraps the returns
-        x = self._tensor(np.concatenate([self.buf_obs.reshape(T * B, *self.obs.shape[1:]), self.obs]))
+        x = self._tensor(join([map_obs(lambda a: a.reshape(T * B, *a.shape[2:]), self.buf_obs), self.obs]))
         logits, values = self.ddp(x)
         actions, rewards, dones = (torch.as_tensor(a, device=self.device)
                                    for a in (self.buf_actions, self.buf_rewards, self.buf_dones))

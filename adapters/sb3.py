@@ -2,6 +2,10 @@
 on the replay workloads (kind replay); `sb3-ppo`: its PPO trained on DummyVecEnv, SubprocVecEnv or EnvPool
 (kind learner). Resets and seeds give `serial`'s transitions: docs/strategies/stepping.md,
 "How the SB3 adapters are built".
+
+sb3-ppo trains SB3's own networks: MlpPolicy on vectors, CnnPolicy on an image, and on a Dict (a screen beside game
+variables) MultiInputPolicy, whose CombinedExtractor puts a NatureCNN on each image part and flattens the others;
+SB3 keeps every part in its own dtype in its rollout buffer. SB3 has no Tuple observations.
 """
 
 import math
@@ -316,7 +320,15 @@ class SB3PPOSession:
                               f"(got {type(self.venv.action_space).__name__})")
         if workload.policy.device.startswith("cuda") and not torch.cuda.is_available():
             raise Unsupported("no CUDA device")
-        image = len(self.venv.observation_space.shape) == 3
+        # a Dict (a screen beside game variables) goes to SB3's MultiInputPolicy: its CombinedExtractor puts a
+        # NatureCNN on each image part and flattens the rest, the MLP of the policy's hidden sizes on top; the clip
+        # range is the vector one, as cleanrl-ppo's for a Dict (learner_nets.sb3_dict_reason checked the parts)
+        if isinstance(self.venv.observation_space, gym.spaces.Tuple):
+            raise Unsupported("Tuple observations: SB3's policies take no Tuple observations (sb3-ppo carries Box, "
+                              "Dict only)")
+        structured = isinstance(self.venv.observation_space, gym.spaces.Dict)
+        image = not structured and len(self.venv.observation_space.shape) == 3
+        policy = "MultiInputPolicy" if structured else "CnnPolicy" if image else "MlpPolicy"
         T = options["num_steps"]
         self.per_unit = T * n
         self.minibatches = options["num_minibatches"]
@@ -329,7 +341,7 @@ class SB3PPOSession:
             learning_rate = lr
         hidden = list(workload.policy.hidden)
         self.model = PPO(
-            "CnnPolicy" if image else "MlpPolicy", self.venv, learning_rate=learning_rate, n_steps=T,
+            policy, self.venv, learning_rate=learning_rate, n_steps=T,
             batch_size=self.per_unit // self.minibatches, n_epochs=options["update_epochs"], gamma=GAMMA,
             gae_lambda=GAE_LAMBDA, clip_range=CLIP_COEF["image" if image else "vector"], ent_coef=ENT_COEF,
             vf_coef=VF_COEF, max_grad_norm=MAX_GRAD_NORM,

@@ -47,21 +47,23 @@ ARRAY_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")  # batched as
 DYNAMIC_SPACES = ("Sequence", "Graph", "OneOf")  # observations whose shape varies: they do not stack
 
 
-def join(batches, space=None):
+def join(batches, space=None, axis: int = 0):
     """Batches one after the other, along the env axis: np.concatenate of every array part; a part of a
     space that is no array (Text, Sequence, Graph, a custom Space: gymnasium batches it as a tuple of
     observations) joined as tuples. The space tells such a tuple from a Tuple space's batch; without it,
-    tuples are taken for Tuple batches."""
+    tuples are taken for Tuple batches. `axis`: the arrays' axis to join along (a learner's [T, envs, ...]
+    rollouts side by side: 1)."""
     first = batches[0]
     kind = type(space).__name__ if space is not None else None
     if isinstance(first, dict):
-        return {key: join([b[key] for b in batches], space[key] if space is not None else None) for key in first}
+        return {key: join([b[key] for b in batches], space[key] if space is not None else None, axis)
+                for key in first}
     if isinstance(first, tuple) and kind in (None, "Tuple"):
-        return tuple(join([b[i] for b in batches], space[i] if space is not None else None)
+        return tuple(join([b[i] for b in batches], space[i] if space is not None else None, axis)
                      for i in range(len(first)))
     if kind is not None and kind not in ARRAY_SPACES:
         return tuple(item for b in batches for item in b)
-    return np.concatenate(batches)
+    return np.concatenate(batches, axis)
 
 
 def _items(space) -> bool:

@@ -3,6 +3,10 @@ MLP or on the policy's CNN; r2d2's with an LSTM before the head), n-step returns
 them, the double-Q target, R2D2's targets inside a stored sequence with its value rescaling, the envs an actor
 steps, the learner's parameters in shared memory, and the options and checks both adapters take. torch comes in as
 an argument or is imported inside a function, so importing this module imports no framework.
+
+A Dict or Tuple observation (a screen beside game variables) is held one array per part, each in its own dtype
+(procs.obs_arrays: a uint8 screen stays uint8), by the envs an actor steps and its n-step buffer alike, and is
+indexed and joined part by part (adapters._kit.batch); a Box is one array, as before.
 """
 import glob
 import math
@@ -11,9 +15,10 @@ import time
 
 import numpy as np
 
+from adapters._kit.batch import join, put, take
 from adapters._kit.learner_nets import obs_reason, policy_reason, torso_reason
-from adapters._kit.nets import Torso, dense_params, obs_size, torso_of
-from adapters._kit.procs import Transient
+from adapters._kit.nets import Torso, dense_params, map_obs, obs_size, torso_of
+from adapters._kit.procs import Transient, obs_arrays
 from rlbench.api import Option, Unsupported, env_info, make_env
 
 EPS_BASE, EPS_ALPHA = 0.4, 7.0   # Ape-X: actor i of N explores with eps^(1 + alpha * i / (N - 1))
@@ -213,11 +218,13 @@ class NStep:
     `add` returns the transitions completed by it (obs, act, ret = sum_k gamma^k r_k, next_obs: the
     observation after the last step counted, disc = gamma^k, 0 where the episode terminated, tag: what `add`
     was given with the step's observation, e.g. the parameter version that chose its action). An episode end
-    completes every step still open; a truncated one bootstraps from the final observation."""
+    completes every step still open; a truncated one bootstraps from the final observation. The observations are
+    arrays of `obs_shape` and `obs_dtype`, or batches of `obs_space` (a Dict's or Tuple's: an array per part)."""
 
-    def __init__(self, envs: int, n: int, gamma: float, obs_shape: tuple, obs_dtype):
+    def __init__(self, envs: int, n: int, gamma: float, obs_shape: tuple = None, obs_dtype=None, obs_space=None):
         self.n, self.gamma, self.t = n, gamma, 0
-        self.obs = np.zeros((n, envs, *obs_shape), dtype=obs_dtype)
+        self.obs = (obs_arrays(obs_space, (n, envs)) if obs_space is not None
+                    else np.zeros((n, envs, *obs_shape), dtype=obs_dtype))
         self.act = np.zeros((n, envs), dtype=np.int64)
         self.rew = np.zeros((n, envs), dtype=np.float64)
         self.tag = np.zeros(n, dtype=np.int64)
@@ -226,17 +233,18 @@ class NStep:
 
     def add(self, obs, act, rew, next_obs, terminated, truncated, tag: int = 0) -> dict:
         n, t = self.n, self.t
-        self.obs[t % n], self.act[t % n], self.rew[t % n], self.tag[t % n] = obs, act, rew, tag
+        put(self.obs, t % n, obs)
+        self.act[t % n], self.rew[t % n], self.tag[t % n] = act, rew, tag
         self.open += 1
         done = np.asarray(terminated) | np.asarray(truncated)
         out = {"obs": [], "act": [], "ret": [], "next_obs": [], "disc": [], "tag": []}
         full = np.nonzero(~done & (self.open == n))[0]
         if len(full):
             rows = (t - n + 1 + np.arange(n)) % n
-            out["obs"].append(self.obs[rows[0], full])
+            out["obs"].append(take(self.obs, (rows[0], full)))
             out["act"].append(self.act[rows[0], full])
             out["ret"].append(self.powers[:n] @ self.rew[rows][:, full])
-            out["next_obs"].append(next_obs[full])
+            out["next_obs"].append(take(next_obs, full))
             out["disc"].append(np.full(len(full), self.powers[n]))
             out["tag"].append(np.full(len(full), self.tag[rows[0]]))
             self.open[full] -= 1
@@ -245,17 +253,25 @@ class NStep:
             rows = (t - k + 1 + np.arange(k)) % n
             r = self.rew[rows, j]
             for s in range(k):   # step s of the k open ones: its return runs to the episode's end
-                out["obs"].append(self.obs[rows[s], j][None])
+                out["obs"].append(map_obs(_one, take(self.obs, (rows[s], j))))
                 out["act"].append(self.act[rows[s], j][None])
                 out["ret"].append(np.array([self.powers[:k - s] @ r[s:]]))
-                out["next_obs"].append(next_obs[j][None])
+                out["next_obs"].append(map_obs(_one, take(next_obs, j)))
                 out["disc"].append(np.array([0.0 if terminated[j] else self.powers[k - s]]))
                 out["tag"].append(self.tag[rows[s]][None])
             self.open[j] = 0
         self.t += 1
         if not out["act"]:
             return {}
-        return {k: np.concatenate(v) for k, v in out.items()}
+        return {k: join(v) if k in OBS_KEYS else np.concatenate(v) for k, v in out.items()}
+
+
+OBS_KEYS = ("obs", "next_obs")   # a transition's observations: an array, or a dict or tuple of them
+
+
+def _one(a):
+    """One observation's part as a batch of one."""
+    return a[None]
 
 
 # -- what an actor steps ----------------------------------------------------------------------------------
@@ -263,17 +279,18 @@ class NStep:
 class Envs:
     """Envs lo..hi-1 of the batch, auto-reset, with termination and truncation apart and the final
     observation of an episode kept (n-step returns bootstrap from it when the episode was truncated).
-    `mask_velocity` zeroes CartPole's velocities in every observation (a partially observed env)."""
+    `mask_velocity` zeroes CartPole's velocities in every observation (a partially observed env). `obs` is a
+    batch as the space lays it out: an array, or a dict or tuple of arrays (procs.obs_arrays)."""
 
     def __init__(self, workload, lo: int, hi: int, mask_velocity: bool = False):
         self.envs = [make_env(workload.env_id, **workload.env_kwargs) for _ in range(lo, hi)]
-        space = self.envs[0].observation_space
+        self.observation_space = space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
         self.start = int(getattr(self.action_space, "start", 0))
         self.masked = list(MASKED[workload.env_id]) if mask_velocity else None
-        self.obs = np.zeros((hi - lo, *space.shape), dtype=space.dtype)
+        self.obs = obs_arrays(space, (hi - lo,))
         for j, env in enumerate(self.envs):
-            self.obs[j] = self._mask(env.reset(seed=workload.seed + lo + j)[0])
+            put(self.obs, j, self._mask(env.reset(seed=workload.seed + lo + j)[0]))
 
     def _mask(self, obs):
         if self.masked is not None:
@@ -285,13 +302,13 @@ class Envs:
         """(next observations before any reset, rewards, terminated, truncated); self.obs moves on (reset
         where an episode ended)."""
         n = len(self.envs)
-        final = np.empty_like(self.obs)
+        final = map_obs(np.empty_like, self.obs)
         rew = np.zeros(n, dtype=np.float32)
         term, trunc = np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.bool_)
         for j, env in enumerate(self.envs):
             obs, rew[j], term[j], trunc[j], _ = env.step(int(actions[j]) + self.start)
-            final[j] = self._mask(obs)
-            self.obs[j] = self._mask(env.reset()[0]) if term[j] or trunc[j] else final[j]
+            put(final, j, self._mask(obs))
+            put(self.obs, j, self._mask(env.reset()[0]) if term[j] or trunc[j] else take(final, j))
         return final, rew, term, trunc
 
     def close(self):

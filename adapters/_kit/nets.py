@@ -93,7 +93,8 @@ def net_input(obs, part, scale: float = 1.0):
     if isinstance(obs, (dict, tuple)):
         import torch
         return torch.cat([part(leaf) for leaf in obs_leaves(obs)], -1)
-    return part(obs) * scale
+    x = part(obs)
+    return x * scale if scale != 1.0 else x
 
 
 def obs_columns(obs, observation_space) -> list:
@@ -109,6 +110,14 @@ def obs_columns(obs, observation_space) -> list:
 def obs_scale(dtype) -> float:
     """Images (uint8) enter the network in [0, 1]."""
     return 1.0 / 255 if np.dtype(dtype) == np.uint8 else 1.0
+
+
+def space_scale(observation_space) -> float:
+    """What `net_input` multiplies a batch of this space by: `obs_scale` of an array space's dtype; 1 for a Dict
+    or Tuple, whose images the torso scales (Entry.scale)."""
+    if getattr(observation_space, "spaces", None) is not None:
+        return 1.0
+    return obs_scale(observation_space.dtype)
 
 
 def dense_params(widths) -> int:

@@ -98,6 +98,46 @@ def obs_batch(view, space):
     return view
 
 
+def obs_arrays(space, lead: tuple, alloc=np.zeros):
+    """A batch of `space`'s observations under leading dimensions `lead`, held in-process as `obs_batch` gives
+    shared ones back: one array (*lead, *shape) in the space's dtype for an array space, a dict of a Dict's
+    parts, a tuple of a Tuple's (each part in its own dtype: a uint8 screen stays uint8); `alloc` makes each
+    array (np.zeros, np.empty). A part of another kind has no layout: ValueError, as in `obs_specs`."""
+    kind = type(space).__name__
+    if kind == "Dict":
+        return {key: obs_arrays(part, lead, alloc) for key, part in space.spaces.items()}
+    if kind == "Tuple":
+        return tuple(obs_arrays(part, lead, alloc) for part in space.spaces)
+    if kind not in ARRAY_SPACES:
+        raise ValueError(f"no buffer layout for {kind} observations")
+    return alloc((*lead, *space.shape), dtype=space.dtype)
+
+
+def obs_parts(name: str, obs, space) -> dict:
+    """A batch of `space` as flat named arrays, named as `obs_specs` names them (`name` for an array space,
+    `name/key` for a Dict's parts, `name/0`, ... for a Tuple's): what goes into a store of flat fields (the
+    prioritized replay's items). `obs_from_parts` is the way back."""
+    kind = type(space).__name__
+    if kind in ("Dict", "Tuple"):
+        named = space.spaces.items() if kind == "Dict" else enumerate(space.spaces)
+        out = {}
+        for key, part in named:
+            out.update(obs_parts(f"{name}/{key}", obs[key], part))
+        return out
+    return {name: obs}
+
+
+def obs_from_parts(parts: dict, name: str, space):
+    """The batch `obs_parts` flattened, in the space's structure again (the arrays themselves, or whatever
+    `parts` holds under those names: tensors on a learner's device)."""
+    kind = type(space).__name__
+    if kind == "Dict":
+        return {key: obs_from_parts(parts, f"{name}/{key}", part) for key, part in space.spaces.items()}
+    if kind == "Tuple":
+        return tuple(obs_from_parts(parts, f"{name}/{i}", part) for i, part in enumerate(space.spaces))
+    return parts[name]
+
+
 class ParamStore:
     """A policy's parameters in shared memory with a version number: the master publishes, workers load
     when the version moved (rlpyt's shared model for a CUDA agent's CPU workers). Both sides take the lock

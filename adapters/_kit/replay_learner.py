@@ -12,7 +12,7 @@ import numpy as np
 
 from adapters._kit.dqn import SharedParams, memory_check
 from adapters._kit.learner_stats import RETURN_WINDOW, return_mean
-from adapters._kit.nets import learner_torch, obs_scale
+from adapters._kit.nets import learner_torch, space_scale
 from adapters._kit.prioritized import ReplayIndex, SharedReplay
 from adapters._kit.procs import (
     ENV_NS,
@@ -47,7 +47,8 @@ class ReplayLearner(WorkerSession):
     make_net = None           # (torso, n_actions) -> the Q-network (a torch module)
 
     def fields(self, obs_space) -> dict:
-        """The replay's item layout: {name: (shape, dtype)}."""
+        """The replay's item layout: {name: (shape, dtype)}; a Dict's or Tuple's observation parts are fields of
+        their own, named as procs.obs_specs names them (`obs/screen`)."""
         raise NotImplementedError
 
     def flush_items(self, per: int) -> int:
@@ -77,6 +78,7 @@ class ReplayLearner(WorkerSession):
         self.procs, self.helpers = [], None
         workers, B = options["workers"], options["batch"]
         obs_space, act_space = spaces(workload)
+        self.obs_space = obs_space   # an array, or a Dict or Tuple whose parts are fields of their own
         if not hasattr(act_space, "n"):
             raise Unsupported(f"{self.name} acts epsilon-greedily: needs a Discrete action space")
         self.torso = self.make_torso(workload.policy, obs_space)
@@ -115,7 +117,7 @@ class ReplayLearner(WorkerSession):
             for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
                 start_process(ctx, self.procs, self.actor_main, f"{self.name}-actor-{rank}",
                               (rank, workload.to_dict(), rank * per, (rank + 1) * per, actor_opts, self.replay,
-                               self.params, self.shared, cpus, os.getpid()))
+                               self.params, self.shared, cpus, os.getpid(), obs_space))
             self._build_learner(fields)  # torch only after the fork
         except BaseException:
             self.close()
@@ -130,7 +132,7 @@ class ReplayLearner(WorkerSession):
         self.target = self.make_net(self.torso, self.n_actions).to(self.device)
         self.target.load_state_dict(self.net.state_dict())
         self.optim = torch.optim.Adam(self.net.parameters(), lr=self.opts["lr"])
-        self.scale = obs_scale(fields["obs"][1])
+        self.scale = space_scale(self.obs_space)   # a Dict's or Tuple's images: scaled in the torso
         B = self.opts["batch"]
         self.host = {}
         for k, (shape, dtype) in fields.items():

@@ -43,8 +43,9 @@ RLPYT = [("rlpyt-serial", {}, RANDOM), ("rlpyt-gpu", {"workers": 2}, RANDOM),
          ("rlpyt-cpu", {"workers": 2}, LINEAR), ("rlpyt-alternating", {"workers": 2}, LINEAR)]
 
 # What each adapter carries of the corridor's spaces: (observations, actions). The learners train an MLP
-# on Box observations with a categorical policy (cleanrl-ppo a Gaussian too), impala, seed and cleanrl-ppo on Dict
-# and Tuple observations too (a buffer per part); tianshou and rlpyt have no Tuple observations; Sample
+# with a categorical policy (cleanrl-ppo a Gaussian too) on Box, Dict and Tuple observations (a buffer per part),
+# sb3-ppo on Box and Dict ones (SB3's MultiInputPolicy; SB3 has no Tuple observations); tianshou and rlpyt have no
+# Tuple observations; Sample
 # Factory's tensor dicts hold arrays only (not the Python int of a Discrete observation, also inside the
 # corridor's Dict) and its action distributions are Discrete or Box.
 EVERY_ACT = set(ACT)
@@ -57,12 +58,17 @@ CARRIES = {
                                                       "tianshou-ray", "rlpyt-serial", "rlpyt-cpu", "rlpyt-gpu",
                                                       "rlpyt-alternating")},
     "sample-factory": ({"box", "multidiscrete", "multibinary"}, {"discrete", "box"}),
-    **{a: ({"box"}, {"discrete"}) for a in ("sb3-ppo", "a3c", "ga3c", "ddp", "rlpyt-sync", "rlpyt-async")},
-    **{a: ({"box", "dict", "tuple"}, {"discrete"}) for a in ("impala", "seed")},
+    "sb3-ppo": ({"box", "dict"}, {"discrete"}),
+    **{a: ({"box", "dict", "tuple"}, {"discrete"}) for a in ("impala", "seed", "a3c", "ga3c", "ddp", "rlpyt-sync",
+                                                             "rlpyt-async", "apex", "r2d2")},
     "cleanrl-ppo": ({"box", "dict", "tuple"}, {"discrete", "box"}),   # a Gaussian for Box actions
 }
-LEARNERS = {"cleanrl-ppo", "sb3-ppo", "impala", "seed", "a3c", "ga3c", "ddp", "rlpyt-sync", "rlpyt-async"}
-DICT_LEARNERS = {"impala", "seed", "cleanrl-ppo"}   # their buffers hold a Dict's or Tuple's parts, one each
+LEARNERS = {"cleanrl-ppo", "sb3-ppo", "impala", "seed", "a3c", "ga3c", "ddp", "rlpyt-sync", "rlpyt-async", "apex",
+            "r2d2"}
+# their buffers hold a Dict's or Tuple's parts, one each (sb3-ppo: a Dict's, SB3's MultiInputPolicy)
+DICT_LEARNERS = {"impala", "seed", "cleanrl-ppo", "a3c", "ga3c", "ddp", "rlpyt-sync", "rlpyt-async", "apex", "r2d2"}
+CARRY_DICT_AND_TUPLE = ("impala, seed, cleanrl-ppo, a3c, ga3c, ddp, rlpyt-sync, rlpyt-async, apex and r2d2 carry Dict "
+                        "and Tuple observations")
 REASON = {("sample-factory", "dict"): "Discrete observations inside a Dict: sample-factory carries Dicts of Box, "
                                       "MultiDiscrete, MultiBinary only"}
 
@@ -242,26 +248,42 @@ def test_learners_carry_dict_observations_or_say_which_do_before_building_anythi
     for adapter in sorted(LEARNERS):
         for obs in ("dict", "tuple"):
             reason = _supports(adapter, _workload(obs=obs, policy=MLP))
-            if adapter in DICT_LEARNERS:
+            if adapter in DICT_LEARNERS or (adapter, obs) == ("sb3-ppo", "dict"):
                 assert reason is None, (adapter, obs, reason)
             else:
-                assert reason == (f"{OBS[obs]} observations: {adapter} carries Box only (impala, seed and cleanrl-ppo "
-                                  "carry Dict and Tuple observations)")
+                assert reason == ("Tuple observations: sb3-ppo carries Box, Dict only (SB3's policies take no Tuple "
+                                  f"observations; {CARRY_DICT_AND_TUPLE})"), (adapter, obs, reason)
     for adapter in sorted(DICT_LEARNERS):   # a part no array holds (MiniGrid's mission, a str) is named
         assert _supports(adapter, _workload(obs="mission", policy=MLP)) == (
             f"MissionSpace observations (at mission): {adapter} carries Box, Discrete, MultiDiscrete, MultiBinary, "
             "in Dicts and Tuples too, only")
+    assert _supports("sb3-ppo", _workload(obs="mission", policy=MLP)) == (
+        "MissionSpace observations (at mission): sb3-ppo's MultiInputPolicy takes a Dict of Box, Discrete, "
+        "MultiDiscrete, MultiBinary parts only")
+
+
+def test_sb3_ppo_refuses_a_screen_too_small_for_sb3s_cnn():
+    """SB3's CombinedExtractor puts its NatureCNN on every uint8 image part of a Dict: smaller than 36x36, refused
+    up front (mission's 3x3 image is named after its text part); at 36x36 it runs."""
+    small = Workload(FACTORY, N, MLP, seed=0, env_kwargs={**SHORT, "obs": "dict_image", "screen": "24x40"})
+    assert _supports("sb3-ppo", small) == ("image 'screen' of 24x40: sb3-ppo's MultiInputPolicy puts SB3's NatureCNN "
+                                           "on it, which needs at least 36x36")
+    assert _supports("sb3-ppo", Workload(FACTORY, N, MLP, seed=0,
+                                         env_kwargs={**SHORT, "obs": "dict_image", "screen": "36x36"})) is None
 
 
 LEARNER_UNITS = {   # (options, env steps per unit with N envs)
     "impala": ({"workers": 2, "unroll": 4, "batch": 2}, 2 * 4 * N // 2),
     "seed": ({"workers": 2, "batch_T": 4}, 4 * N),
     "cleanrl-ppo": ({"num_steps": 4, "num_minibatches": 2, "update_epochs": 1}, 4 * N),
+    "ddp": ({"ranks": 1, "batch_T": 4}, 4 * N),
+    "rlpyt-sync": ({"ranks": 1, "batch_T": 4}, 4 * N),
+    "sb3-ppo": ({"num_steps": 4, "num_minibatches": 2, "update_epochs": 1}, 4 * N),
 }
+EXACT = [(a, o) for a in sorted(LEARNER_UNITS) for o in ("dict", "tuple") if (a, o) != ("sb3-ppo", "tuple")]
 
 
-@pytest.mark.parametrize("obs", ["dict", "tuple"])
-@pytest.mark.parametrize("adapter", sorted(DICT_LEARNERS))
+@pytest.mark.parametrize("adapter, obs", EXACT, ids=[f"{a}-{o}" for a, o in EXACT])
 def test_the_learners_that_carry_dicts_train_an_mlp_on_every_part(adapter, obs):
     """The corridor's Dict (a Box, a Discrete, a MultiBinary) and Tuple (a Box, a Discrete): every part in a buffer
     of its own, the network reading them as one flat input; each unit's env steps exact."""
@@ -271,6 +293,36 @@ def test_the_learners_that_carry_dicts_train_an_mlp_on_every_part(adapter, obs):
         assert [session.step() for _ in range(3)] == [per_unit] * 3
     finally:
         session.close()
+
+
+# the learners whose units count what updates consumed while actors run on (a3c, ga3c), or what actors made
+# (rlpyt-async, apex, r2d2): (options, the steps a unit counts a multiple of)
+ASYNC_UNITS = {
+    "a3c": ({"workers": 2, "batch_T": 4, "updates_per_unit": 1}, 4 * N // 2),
+    "ga3c": ({"agents": 2, "t_max": 4, "train_batch": 2}, 4 * N // 2),
+    "rlpyt-async": ({"workers": 2, "batch_T": 4, "minibatch": 8, "capacity": 256}, 4 * N // 2),
+    "apex": ({"workers": 2, "learn_start": 16, "batch": 8, "flush": 8, "capacity": 256}, N // 2),
+    "r2d2": ({"workers": 2, "learn_start": 4, "batch": 2, "seq_len": 6, "burn_in": 2, "overlap": 2, "capacity": 32},
+             N // 2),
+}
+
+
+@pytest.mark.parametrize("obs", ["dict", "tuple"])
+@pytest.mark.parametrize("adapter", sorted(ASYNC_UNITS))
+def test_the_asynchronous_learners_count_no_step_the_envs_did_not_make(adapter, obs):
+    """The corridor's Dict and Tuple, counted in shared memory as the actors step them: every unit counts whole
+    rollouts (or whole steps of an actor's envs), and never more env steps than the envs made."""
+    options, granule = ASYNC_UNITS[adapter]
+    with COUNT.get_lock():
+        COUNT.value = 0
+    session = _open(adapter, _workload(COUNTED, obs=obs, policy=MLP), options)
+    try:
+        counted = [session.step() for _ in range(4)]
+        made = COUNT.value
+    finally:
+        session.close()
+    assert all(c % granule == 0 for c in counted) and sum(counted) > 0, counted
+    assert sum(counted) <= made, (counted, made)
 
 
 @pytest.mark.parametrize("adapter", ["envpool-sync", "envpool-async", "envpool-xla", "gymnax", "purejaxrl-ppo",

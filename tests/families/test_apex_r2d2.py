@@ -3,6 +3,7 @@ values (Ape-X's exploration rates, n-step transitions, the double-Q target, R2D2
 slicing and burn-in, the shared prioritized replay), real tiny cells through the measurement protocol, a
 killed actor becoming an error with nothing left behind, and learning CartPole (masked velocities for r2d2)."""
 import math
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -21,7 +22,9 @@ from support import REPO, TINY_ASYNC, run_cli, shm_left_since  # noqa: E402
 from adapters._kit import dqn  # noqa: E402
 from adapters._kit.nets import Torso  # noqa: E402
 from adapters._kit.prioritized import ReplayIndex, SharedReplay, SumTree  # noqa: E402
-from adapters.r2d2 import SequenceRing, sequence_priorities  # noqa: E402
+from adapters._kit.procs import obs_from_parts  # noqa: E402
+from adapters.apex import transition_fields, transition_items  # noqa: E402
+from adapters.r2d2 import SequenceRing, sequence_fields, sequence_items, sequence_priorities  # noqa: E402
 from rlbench import registry  # noqa: E402
 from rlbench.api import SESSION_METRICS, PolicySpec, Workload  # noqa: E402
 from rlbench.planning.plan import TimingProtocol  # noqa: E402
@@ -85,6 +88,73 @@ def test_nstep_transitions_match_hand_computed_returns():
     assert np.allclose(m["disc"], [0.125, 0.25, 0.5]) and m["next_obs"][:, 0].tolist() == [4, 203, 203]
 
 
+X = gym.spaces.Box(-1e6, 1e6, (1,), np.float32)
+SCREEN = gym.spaces.Box(0, 255, (2, 3, 3), np.uint8)
+STRUCTURED = {"Dict": gym.spaces.Dict({"x": X, "screen": SCREEN}), "Tuple": gym.spaces.Tuple((X, SCREEN))}
+
+
+def _structured(kind, x):
+    """A batch of STRUCTURED[kind] from one of X ([..., 1] floats): the screen's pixels are x mod 256, as uint8."""
+    screen = np.broadcast_to((x[..., 0] % 256).astype(np.uint8)[..., None, None, None], (*x.shape[:-1], 2, 3, 3))
+    return {"x": x, "screen": screen.copy()} if kind == "Dict" else (x, screen.copy())
+
+
+def _x_and_screen(kind, batch):
+    return (batch["x"], batch["screen"]) if kind == "Dict" else batch
+
+
+@pytest.mark.parametrize("kind", ["Dict", "Tuple"])
+def test_nstep_keeps_each_part_of_a_structured_observation_in_its_own_dtype(kind):
+    """The scenario above with a Dict or Tuple of the floats and a uint8 screen: the same transitions, part by
+    part, the screen still uint8 (apex's actors hold a screen beside game variables so)."""
+    flat, parts = dqn.NStep(2, 3, 0.5, (1,), np.float32), dqn.NStep(2, 3, 0.5, obs_space=STRUCTURED[kind])
+    x_buf, screen_buf = _x_and_screen(kind, parts.obs)
+    assert x_buf.dtype == np.float32 and screen_buf.dtype == np.uint8 and screen_buf.shape == (3, 2, 2, 3, 3)
+    rewards = [(1.0, 10.0), (2.0, 20.0), (3.0, 30.0), (4.0, 40.0)]
+    term = [(False, False), (False, True), (False, False), (False, False)]
+    trunc = [(False, False), (False, False), (False, False), (False, True)]
+    made = 0
+    for t in range(4):
+        obs = np.array([[t], [100 + t]], np.float32)
+        nxt = np.array([[t + 1], [200 + t]], np.float32)
+        args = (np.array([t, t]), np.array(rewards[t]), nxt, np.array(term[t]), np.array(trunc[t]))
+        want = flat.add(obs, *args, tag=t)
+        got = parts.add(_structured(kind, obs), args[0], args[1], _structured(kind, nxt), *args[3:], tag=t)
+        assert got.keys() == want.keys()
+        for k in want:
+            if k in ("obs", "next_obs"):
+                x, screen = _x_and_screen(kind, got[k])
+                np.testing.assert_array_equal(x, want[k])
+                assert screen.dtype == np.uint8 and screen.shape == (len(want[k]), 2, 3, 3)
+                np.testing.assert_array_equal(screen[:, 1, 2, 0], (want[k][:, 0] % 256).astype(np.uint8))
+            else:
+                np.testing.assert_array_equal(got[k], want[k])
+        made += len(want.get("act", ()))
+    assert made == 6
+
+
+@pytest.mark.parametrize("kind", ["Dict", "Tuple"])
+def test_apex_stores_a_structured_observation_as_a_field_per_part(kind):
+    space = STRUCTURED[kind]
+    fields = transition_fields(space)
+    names = {"Dict": ("x", "screen"), "Tuple": ("0", "1")}[kind]
+    assert {k: v for k, v in fields.items() if "/" in k} == {
+        f"{o}/{names[0]}": ((1,), np.float32) for o in ("obs", "next_obs")} | {
+        f"{o}/{names[1]}": ((2, 3, 3), np.uint8) for o in ("obs", "next_obs")}
+    assert "obs" not in fields and "next_obs" not in fields
+    replay = SharedReplay(multiprocessing.get_context("fork"), fields, 8, 1)
+    assert replay.item_bytes == 2 * (4 + 18) + 8 + 4 + 4 + 8   # the screen a byte per pixel
+    x = np.arange(3, dtype=np.float32)[:, None]
+    items = {"obs": _structured(kind, x), "next_obs": _structured(kind, x + 1), "act": np.arange(3),
+             "ret": np.ones(3, np.float32), "disc": np.ones(3, np.float32), "version": np.zeros(3, np.int64)}
+    flat = transition_items(items, space)
+    assert set(flat) == set(fields)
+    replay.write(0, flat, np.ones(3))
+    back = obs_from_parts(replay.data(), "next_obs", space)
+    np.testing.assert_array_equal(_x_and_screen(kind, back)[0][:3], x + 1)
+    np.testing.assert_array_equal(_x_and_screen(kind, back)[1][:3], _x_and_screen(kind, items["next_obs"])[1])
+
+
 def test_double_q_target_takes_the_target_nets_value_of_the_online_best_action():
     ret = torch.tensor([1.0, 2.0, 3.0])
     disc = torch.tensor([0.5, 0.0, 0.25])
@@ -143,6 +213,27 @@ def test_sequence_ring_cuts_overlapping_sequences_with_their_start_state():
     assert s["done"][1].tolist() == [False, False, True, False] and s["first"][1].tolist() == [0, 0, 0, 1, 0]
     assert (s["h"] == 2).all() and (s["c"] == -2).all() and s["version"].tolist() == [1002, 1002]
     assert due[4]["first"][:, 0].tolist() == [True, True]
+
+
+def test_sequence_ring_cuts_a_dict_observation_part_by_part():
+    """The ring above with a Dict of the floats and a uint8 screen: each sequence's parts are the Box ring's, the
+    screen uint8, and `sequence_items` names them as r2d2's replay fields."""
+    space = STRUCTURED["Dict"]
+    flat, parts = SequenceRing(2, 4, 2, (1,), np.float32, 3, 2), SequenceRing(2, 4, 2, None, None, 3, 2, space)
+    for t in range(9):
+        obs, first = np.array([[t], [100 + t]], np.float32), np.array([t == 0, t in (0, 5)])
+        for ring, o in ((flat, obs), (parts, _structured("Dict", obs))):
+            ring.observe(t, o, first, np.full((2, 3), t), np.full((2, 3), -t), 1000 + t, np.zeros((2, 2)))
+        if flat.due(t):
+            want, got = flat.sequence(t)[0], parts.sequence(t)[0]
+            np.testing.assert_array_equal(got["obs"]["x"], want["obs"])
+            assert got["obs"]["screen"].dtype == np.uint8 and got["obs"]["screen"].shape == (2, 5, 2, 3, 3)
+            np.testing.assert_array_equal(got["obs"]["screen"][..., 0, 0, 0], (want["obs"][..., 0] % 256))
+            items = sequence_items(got, space)
+            assert set(items) == set(sequence_fields(space, 4, 3))
+            assert items["obs/screen"] is got["obs"]["screen"] and "obs" not in items
+        for ring in (flat, parts):
+            ring.acted(t, np.array([t, t]), np.array([t, 10 * t]), np.array([False, t == 4]))
 
 
 def test_burn_in_unrolls_without_gradient_and_carries_the_state():

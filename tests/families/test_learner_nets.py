@@ -9,10 +9,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from support import TINY, run_cli, write_suite  # noqa: E402
+from support import REPO, TINY, TINY_PROTOCOL, run_cli, write_suite  # noqa: E402
 
 from adapters._kit import dqn  # noqa: E402
 from adapters._kit.nets import actor_critic, actor_critic_params, torso_of  # noqa: E402
+from adapters.rlpyt_async import ADDED  # noqa: E402
 from rlbench import registry  # noqa: E402
 from rlbench.api import PolicySpec, Workload  # noqa: E402
 from rlbench.workload import parse_policy  # noqa: E402
@@ -241,3 +242,156 @@ def test_the_learners_networks_share_the_image_encoder_of_dict_observations():
     with pytest.raises(Exception, match=r"^policy cnn needs image observations of at least 36x36 \(stacked frames "
                                         r"CxHxW or HxWxC\); got image 'screen' of 24x32 \(Box\(24, 32, 3\)\)$"):
         dqn.q_torso(CNN, small)
+
+
+# -- a Dict with a screen: every learner that runs a policy network on the env's observations -------------------
+
+DICT_IMAGE = {"obs": "dict_image", "screen": "48x64", "length": 6, "episode_len": 7}   # toyenvs' FPS-like Dict
+SCREEN = (48, 64, 3)
+ON_DICTS = {   # (policy, options) on 4 envs, the work split over 2 processes where the learner splits it
+    "a3c": (CNN, {"workers": 2, "batch_T": 4, "updates_per_unit": 1}),
+    "ga3c": (CNN, {"agents": 2, "t_max": 4, "train_batch": 2}),
+    "ddp": (CNN, {"ranks": 2, "batch_T": 4}),
+    "rlpyt-sync": (CNN, {"ranks": 1, "batch_T": 4}),
+    "rlpyt-async": (PolicySpec("mlp", hidden=(16,)), {"workers": 2, "batch_T": 4, "minibatch": 8, "capacity": 256}),
+    "apex": (CNN, {"workers": 2, "learn_start": 16, "batch": 8, "flush": 8, "capacity": 256}),
+    "r2d2": (LSTM, {"workers": 2, "learn_start": 4, "batch": 2, "seq_len": 6, "burn_in": 2, "overlap": 2,
+                    "capacity": 32}),
+}
+
+
+def _screen_buffers(adapter, session) -> list:
+    """The arrays a learner keeps its observations' screen part in (shared memory, replay fields, rollouts)."""
+    if adapter == "a3c":
+        return [session.buf["obs_now"]["screen"]]
+    if adapter in ("ddp", "rlpyt-sync"):
+        return [session.rank0.obs["screen"], session.rank0.buf_obs["screen"]]
+    if adapter == "rlpyt-async":
+        return [session.ring["obs"]["screen"], session.ring["next_obs"]["screen"]]
+    if adapter in ("apex", "r2d2"):
+        data = session.replay.data()
+        return [data[k] for k in data if k.endswith("/screen")]
+    return []   # ga3c's agents send theirs through queues: the trainer's parameters tell they arrived
+
+
+def _learner_net(adapter, session, workload):
+    """The network the learner trains (a3c's cell holds none: one like its workers', with the shared values)."""
+    if adapter == "a3c":
+        space = gym.spaces.Dict({"screen": gym.spaces.Box(0, 255, SCREEN, np.uint8),
+                                 "vars": gym.spaces.Box(-1.0, 1.0, (5,), np.float32)})
+        net = actor_critic(torso_of(workload.policy, space), 3)
+        torch.nn.utils.vector_to_parameters(torch.from_numpy(session.shared_params()), net.parameters())
+        return net
+    if adapter in ("ddp", "rlpyt-sync"):
+        return session.rank0.model
+    return session.net
+
+
+def _flat_params(adapter, session, workload):
+    if adapter == "ddp":
+        return session.rank_params()
+    return torch.nn.utils.parameters_to_vector(_learner_net(adapter, session, workload).parameters()).detach().clone()
+
+
+@pytest.mark.parametrize("adapter", sorted(ON_DICTS))
+def test_a_learner_trains_on_a_dict_with_a_screen_part_by_part(adapter, monkeypatch):
+    """toyenvs' dict_image (a 48x64x3 uint8 screen beside 5 floats, a first-person shooter's) under `--policy cnn`
+    (r2d2: lstm, the Nature CNN then the LSTM; rlpyt-async: its mlp): the learner keeps the screen uint8 and the
+    floats as floats, a buffer each, its network puts the CNN on the screen's 3 channels, its parameters move, and
+    every unit counts exactly the env steps its updates consumed (or the actors made)."""
+    monkeypatch.syspath_prepend(str(REPO / "examples"))   # toyenvs, for forked workers
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "examples"))   # and for ddp's spawned rank
+    policy, options = ON_DICTS[adapter]
+    workload = Workload("toyenvs:make_corridor", 4, policy, seed=0, env_kwargs=DICT_IMAGE)
+    cls = registry.get(adapter)
+    resolved = cls.resolve_options(options)
+    assert cls().supports(workload, resolved) is None
+    session = cls().open(workload, resolved)
+    try:
+        screens = _screen_buffers(adapter, session)
+        assert all(a.dtype == np.uint8 and a.shape[-3:] == SCREEN for a in screens)   # a byte per pixel
+        before = _flat_params(adapter, session, workload)
+        made = [session.step() for _ in range(4)]
+        after = _flat_params(adapter, session, workload)
+        net = _learner_net(adapter, session, workload)
+        if adapter in ("ddp", "rlpyt-sync"):
+            assert made == [4 * 4] * 4                              # every rank's envs x batch_T
+        elif adapter == "a3c":
+            assert all(m > 0 and m % (4 * 2) == 0 for m in made)     # updates x batch_T x envs per worker
+            assert session.version >= 4
+        elif adapter == "ga3c":
+            assert all(m > 0 and m % (4 * 2) == 0 for m in made)     # experiences x t_max x envs per agent
+        elif adapter == "rlpyt-async":
+            assert sum(made) == int(session.ctrl[ADDED]) and sum(made) % (4 * 2) == 0   # batch_T x envs per sampler
+        else:   # apex, r2d2: the env steps the actors made, a step of every env of one actor at a time
+            assert sum(made) == session.steps_seen and sum(made) % 2 == 0 and session.updates == 4
+        if adapter != "rlpyt-async":
+            convs = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+            assert convs and convs[0].in_channels == 3                # the screen's RGB, the floats beside
+        if adapter == "ddp":
+            assert after[0].tobytes() == after[1].tobytes() and not np.array_equal(after[0], before[0])
+        else:
+            assert not torch.equal(before, after), "no parameter changed"
+        assert all(a.any() for a in screens)                           # the screens were written
+    finally:
+        session.close()
+
+
+def test_sb3_ppo_trains_sb3s_multi_input_policy_on_a_dict_with_a_screen(monkeypatch):
+    """sb3-ppo builds SB3's own networks: a Dict goes to its MultiInputPolicy (CombinedExtractor: a NatureCNN on
+    the screen, the floats flattened, the policy's hidden sizes on top); SB3's rollout buffer keeps the screen
+    uint8, part by part; every unit is one rollout of num_steps x num_envs."""
+    pytest.importorskip("stable_baselines3")
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    workload = Workload("toyenvs:make_corridor", 4, PolicySpec("mlp", hidden=(32,)), seed=0, env_kwargs=DICT_IMAGE)
+    cls = registry.get("sb3-ppo")
+    options = cls.resolve_options({"num_steps": 8, "num_minibatches": 2, "update_epochs": 1})
+    assert cls().supports(workload, options) is None
+    session = cls().open(workload, options)
+    try:
+        policy = session.model.policy
+        assert type(policy).__name__ == "MultiInputActorCriticPolicy"
+        extractors = policy.features_extractor.extractors
+        assert type(extractors["screen"]).__name__ == "NatureCNN" and type(extractors["vars"]).__name__ == "Flatten"
+        assert [m.out_features for m in policy.mlp_extractor.policy_net if hasattr(m, "out_features")] == [32]
+        before = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
+        assert [session.step() for _ in range(2)] == [8 * 4] * 2
+        screen = session.model.rollout_buffer.observations["screen"]
+        # the last rollout, flattened for the update: steps x envs screens, CHW as SB3 transposes them
+        assert screen.dtype == np.uint8 and screen.shape == (8 * 4, 3, 48, 64) and screen.any()
+        assert not torch.equal(before, torch.nn.utils.parameters_to_vector(policy.parameters()))
+    finally:
+        session.close()
+
+
+@pytest.mark.slow
+def test_every_learner_runs_a_dict_with_a_screen_through_a_suite(tmp_path, monkeypatch):
+    """The learners above, one cell each through `rlbench run` (a fresh interpreter a cell, ~10 s each on 2
+    cores): every row ok, its env steps whole units (ddp and rlpyt-sync: every unit ranks x envs x batch_T;
+    a3c and ga3c: whole rollouts of a worker's envs; the replay learners: whole steps of an actor's envs)."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "examples"))
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    kwargs = ", ".join(f"{k} = {v!r}" if isinstance(v, str) else f"{k} = {v}" for k, v in DICT_IMAGE.items())
+    kwargs = kwargs.replace("'", '"')
+    sweeps = ""
+    for adapter, (policy, options) in sorted(ON_DICTS.items()):
+        name = {CNN: "cnn", LSTM: "lstm:hidden=32"}.get(policy, "mlp:hidden=16")
+        opts = ", ".join(f"{k} = [{v}]" for k, v in options.items())
+        sweeps += (f'[[sweep]]\nadapters = ["{adapter}"]\nenvs = ["toyenvs:make_corridor"]\nnum_envs = [4]\n'
+                   f'policy = ["{name}"]\nenv_kwargs = {{ {kwargs} }}\noptions.{adapter} = {{ {opts} }}\n')
+    # half a second: rlpyt-async's units (transitions the samplers added meanwhile) see some in the window
+    protocol = TINY_PROTOCOL.replace("duration_s = 0.05", "duration_s = 0.5")
+    run = run_cli(["run", write_suite(tmp_path, sweeps, protocol=protocol)], tmp_path / "run")
+    assert run.rc == 0, run.stderr
+    for adapter, (_, options) in ON_DICTS.items():
+        row = run.row(adapter)
+        assert row["status"] == "ok", (adapter, row.get("error"))
+        steps, units = row["env_steps"], row["units"]
+        assert units > 0 and steps > 0, (adapter, row)
+        if adapter in ("ddp", "rlpyt-sync"):
+            assert steps == units * 4 * options["batch_T"], (adapter, steps, units)
+        elif adapter in ("a3c", "ga3c", "rlpyt-async"):
+            T = options.get("batch_T", options.get("t_max"))
+            assert steps % (T * 2) == 0, (adapter, steps)   # rollouts of the 2 envs of a worker
+        else:
+            assert steps % 2 == 0, (adapter, steps)           # steps of an actor's 2 envs
