@@ -47,19 +47,21 @@ from adapters._kit.ppo import (
     VF_COEF,
 )
 from rlbench.api import (
-    JAX_APIS,
     Adapter,
     Option,
     Unsupported,
     build_user_env,
+    env_and_params,
     env_api,
     env_info,
     envpool_kwargs,
-    jax_api,
+    jax_env_api,
+    jax_env_apis,
     register,
 )
 from rlbench.api import spaces as env_spaces
 
+JAX_APIS = tuple(api.name for api in jax_env_apis())   # every registered JAX env API runs here, plug-ins' too
 ENV_API = Option("env_api", str, "auto", "a user's JAX env's API (auto: detected; declare it for an env offering both)",
                  choices=("auto", *JAX_APIS))
 
@@ -129,11 +131,16 @@ def _cnn_supports(workload, adapter):
 
 
 def _offers(workload, api) -> bool:
-    """Whether the user's env has `api`'s methods too (an env may offer both; env_api names the first)."""
-    built = build_user_env(workload.env_id, **workload.env_kwargs)
-    env = built[0] if isinstance(built, tuple) else built
-    return jax_api(env) == api or (api == "jumanji" and all(hasattr(env, m) for m in ("action_spec",
-                                                                                      "observation_spec")))
+    """Whether the user's env has `api`'s methods too (an env may offer several; env_api names the first the
+    registered APIs detect)."""
+    env = env_and_params(build_user_env(workload.env_id, **workload.env_kwargs))[0]
+    return jax_env_api(api).detect(env)
+
+
+def _titles() -> str:
+    """The registered JAX env APIs' owners, as a sentence lists them: "gymnax's, Jumanji's, ... or gxm's"."""
+    titles = [api.title for api in jax_env_apis()]
+    return " or ".join([", ".join(titles[:-1]), titles[-1]]) if len(titles) > 1 else "".join(titles)
 
 
 # -- gymnax: vmapped envs in a jitted scan --------------------------------------------------------------
@@ -200,8 +207,7 @@ class GymnaxSession(CompiledScan):
 class Gymnax(Adapter):
     name = "gymnax"
     kind = "vector_env"
-    description = ("JAX envs (gymnax's, or yours with gymnax's, Jumanji's, Pgx's, XLand-MiniGrid's, Brax's, "
-                   "Navix's, JaxMARL's or gxm's API): "
+    description = (f"JAX envs (gymnax's, or yours with {_titles()} API): "
                    "vmap over num_envs, lax.scan over scan_T steps, policy inside, AOT-compiled")
     requires = ("jax", "gymnax")
     jax_env_apis = JAX_APIS

@@ -1,6 +1,7 @@
 """The plug-in contract: what an execution model implements (Adapter, its Options, the Session it opens and the
-Metrics it may report). A leaf: it imports nothing of rlbench at run time, so every layer, from the registry to
-the adapters, can depend on it without a cycle. The harness owns timing, warm-up and latency recording; a
+Metrics it may report), what a kind of work implements (Family) and what a JAX env API implements (JaxEnvApi).
+A leaf: it imports nothing of rlbench at run time, so every layer, from the registry to the adapters, can depend
+on it without a cycle. The harness owns timing, warm-up and latency recording; a
 session's `step()` does one unit of work (one vector step, one rollout of T steps, one jitted scan) and returns
 how many env steps it made.
 """
@@ -97,7 +98,7 @@ class Adapter:
     options: ClassVar[tuple] = ()
     requires: ClassVar[tuple] = ()      # importable module names
     environment: ClassVar[str] = ""     # own virtual env pinned by envs/<environment>.txt beside the module
-    jax_env_apis: ClassVar[tuple] = ()  # the JAX env APIs (rlbench.envs.JAX_APIS) of a user's env it runs
+    jax_env_apis: ClassVar[tuple] = ()  # the JAX env APIs (JaxEnvApi.name) of a user's env it runs
     # the option that sets how many steps of each env one unit takes (rlpyt's batch_T, a compiled scan's scan_T, a
     # rollout's length): `rlbench tune` shortens it where the env's cost would make a unit long
     # (rlbench.tuning.units); "" where a unit is one step of every env
@@ -209,3 +210,39 @@ class Family:
         over the one-process loop), printed after the medians table and boxed on top of the report; [] when
         it has none."""
         return []
+
+
+class JaxEnvApi:
+    """A functional API of JAX envs (gymnax's, Jumanji's, Pgx's...) that a user's factory may return, plugged in
+    like an adapter: the kit's built-ins (adapters/_kit/jax_apis/, one module each, decorated with
+    `rlbench.api.register_jax_env_api`), then the `rlbench.jax_env_apis` entry-point group (naming the class). The
+    core knows none by name: planning asks the registered APIs in turn which one the built env offers (`detect`)
+    and reads its spaces from it (`spaces`); the JAX adapters run it through `load`. Keep its module cheap to
+    import (cell processes and planning discover every API): JAX and the package inside `load` only. `env` is what
+    the factory returned, or its first item where it returned a pair this API makes (`pairs`); `params` the
+    pair's second item, else None."""
+    name: ClassVar[str] = ""          # `--opt env_api=<name>`, the env_api column of results
+    title: ClassVar[str] = ""         # whose API, as a sentence names it: "Jumanji's"
+    description: ClassVar[str] = ""   # one line: what an env of this API has, as the errors that list the APIs
+                                      # give it after the title ("reset(key), step(state, action), action_spec")
+    order: ClassVar[int] = 50         # where it is listed (messages, env_api's choices): lower first
+    tried_before: ClassVar[tuple] = ()  # APIs whose detect() accepts this one's envs too: it is asked just
+                                        # before the first of them (JaxMARL's envs have gymnax's methods)
+    pairs: ClassVar[bool] = False     # a factory may return (env, params), as gymnax.make does
+
+    def detect(self, env) -> bool:
+        """Whether `env` offers this API, by its methods and attributes: no JAX imported, nothing called or traced
+        (a property that computes, such as Brax's observation_size, is looked up with inspect.getattr_static)."""
+        raise NotImplementedError
+
+    def spaces(self, env, params) -> tuple:
+        """(observation space, action space) for planning, without tracing JAX: gymnasium spaces where the API
+        states only shapes or bounds, else the env's own space objects (the adapters read them by their
+        attributes and name them by type). Raise rlbench.api.UsageError, its text naming what cannot be carried,
+        for an env rlbench cannot carry: the core prefixes the env's id."""
+        raise NotImplementedError
+
+    def load(self, jax, env, params):
+        """The env behind the kit's FunctionalEnv (adapters/_kit/jax_env.py), the interface the JAX adapters'
+        compiled loops step: reset and step of one env, a finished env reset inside the step that finished it."""
+        raise NotImplementedError

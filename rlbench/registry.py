@@ -1,6 +1,7 @@
 """Finds the plug-ins: adapters (the modules of the `adapters` package, then the `rlbench.adapters` entry-point
 group), policies (built-ins by import path, as EnvPool registers its envs; framework ones register from
-the adapter modules) and families (built-ins by import path, then the `rlbench.families` entry-point group).
+the adapter modules), families (built-ins by import path, then the `rlbench.families` entry-point group) and JAX
+env APIs (the modules of the kit's `adapters._kit.jax_apis`, then the `rlbench.jax_env_apis` entry-point group).
 Lazy: nothing is imported until a name is asked for."""
 import functools
 import importlib
@@ -8,7 +9,7 @@ import pkgutil
 import sys
 from importlib.metadata import entry_points
 
-from rlbench.contract import Adapter, Family
+from rlbench.contract import Adapter, Family, JaxEnvApi
 from rlbench.errors import UsageError, install_hint
 
 ADAPTERS = {}
@@ -19,6 +20,9 @@ POLICIES = {"random": "rlbench.policy:random_policy", "fixed_cost": "rlbench.pol
 FAMILIES = {"stepping": "rlbench.families.stepping:Stepping", "jax": "rlbench.families.jax:Jax",
             "replay": "rlbench.families.replay:Replay", "learners": "rlbench.families.learners:Learners",
             "validation": "rlbench.families.validation:Validation"}
+# whose modules are JAX env APIs (one each), imported by name: the core names neither them nor the APIs
+JAX_ENV_API_PACKAGES = ("adapters._kit.jax_apis",)
+JAX_ENV_APIS = {}
 _discovered = False
 
 
@@ -137,3 +141,37 @@ def family_of_kind(kind: str):
 def family_of_workload(env_id: str):
     """The family whose own workloads this env id names (replay/...), or None for an environment."""
     return next((f for f in families() if f.workload_prefix and env_id.startswith(f.workload_prefix)), None)
+
+
+def register_jax_env_api(cls):
+    """Class decorator: make a JaxEnvApi subclass known by its `name` (the first of a name stays)."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    JAX_ENV_APIS.setdefault(cls.name, cls)
+    return cls
+
+
+@functools.cache
+def jax_env_apis() -> tuple:
+    """Every JAX env API, one instance each, in listing order (`order`, then name): the kit's built-ins, then
+    those installed packages declare in the `rlbench.jax_env_apis` entry-point group (naming the class). One that
+    fails to load is left out, with a warning."""
+    for package in JAX_ENV_API_PACKAGES:
+        _package(package.partition(".")[0])
+        for mod in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            if not mod.name.startswith("_"):  # what the APIs share, not an API
+                name = f"{package}.{mod.name}"
+                _load_jax_env_api(name, lambda n=name: importlib.import_module(n))
+    for ep in entry_points(group="rlbench.jax_env_apis"):
+        _load_jax_env_api(ep.value, ep.load)
+    return tuple(cls() for cls in sorted(JAX_ENV_APIS.values(), key=lambda c: (c.order, c.name)))
+
+
+def _load_jax_env_api(label, load):
+    try:
+        obj = load()
+    except Exception as exc:  # a broken plugin must not break the others
+        print(f"rlbench: warning: cannot load JAX env API {label}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return
+    if isinstance(obj, type) and issubclass(obj, JaxEnvApi):
+        register_jax_env_api(obj)

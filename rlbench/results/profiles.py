@@ -12,7 +12,7 @@ _IPC_FILES = re.compile(r"multiprocessing/(connection|queues|reduction|synchroni
                         r"resource_sharer|popen_\w+|process)\.py$|/(pickle|copyreg|selectors|socket|"
                         r"threading|queue)\.py$|ray/_private/(worker|serialization)\.py$|ray/_raylet")
 _ENV_FILES = re.compile(r"gymnasium/(envs|wrappers|core\.py|vector/utils)|ale_py/|envpool/|mujoco/|gymnax/|"
-                        r"brax/envs|rlbench/synthetic\.py|rlbench/envs\.py")
+                        r"brax/envs|rlbench/synthetic\.py|rlbench/envs(\.py|/)")
 _LEARN_FILES = re.compile(r"torch/(autograd/(?!grad_mode)|optim/)")
 _STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages/)")
 _LEARN_NAMES = re.compile(r"(^|[._])(backward|learn|update|train|loss)", re.IGNORECASE)
