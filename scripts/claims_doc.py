@@ -52,7 +52,10 @@ def doc() -> str:
     lines = ["# Claims matrix", "",
              "Every headline of the source papers ([Published figures](published.md)) as a check with a verdict on "
              "each machine rlbench has a committed reference set for: `reproduced` (the rule holds on the cells "
-             "measured there), `not reproduced` (the measured value, and why where known), `not comparable here` "
+             "measured there, over the whole 95% CI of each ratio it reads), `not reproduced` (it does not, over the "
+             "whole CI; the measured value, and why where known), `inconclusive` (a ratio's CI reaches both sides "
+             "of the rule: the run's noise could flip it; with the repeats that would likely settle it), "
+             "`not comparable here` "
              "(the hardware the claim needs), `not measured` (the set holds no cell for it). `rlbench validate` "
              "prints the same matrix for your machine (its suite has the cells a small machine can test), "
              "`rlbench validate --from DIR...` for runs you have; each set's own page is its "

@@ -131,3 +131,25 @@ def test_claims_csv_keeps_its_columns_and_values():
         'purejaxrl-10x,PureJaxRL,"says, it",> 10x,a rule,not reproduced,"1.50x [1.40, 1.60]",,a/x | b/y,,'
         "rlbench's own implementations",
         "envpool-dgx,EnvPool,1M,\"1,069,922\",rate,not comparable here,,needs 256 CPU threads,,256 CPU threads,"]
+
+
+def test_a_verdict_the_ci_cannot_settle_is_inconclusive_with_the_repeats_that_would():
+    """reproduced only where every ratio's 95% CI lies where the rule holds, not reproduced where one lies wholly
+    where it does not, inconclusive otherwise (the median alone would have decided it), naming the repeats that
+    would likely settle it; a ratio without a CI (one repeat a side) is never a verdict."""
+    from rlbench.families.validation.claims import repeats_to_settle, settled, side
+    at_least_10 = lambda r: r >= 10   # noqa: E731
+    assert side(at_least_10, 12.0, 11.0, 13.0) == "in"
+    assert side(at_least_10, 5.0, 4.0, 6.0) == "out"
+    assert side(at_least_10, 12.0, 9.8, 14.4) == "open"
+    assert side(at_least_10, 12.0, float("nan"), float("nan")) == "open"
+    band = lambda r: abs(r / 1.6 - 1) <= 0.25   # noqa: E731  (within 25% of 1.6: 1.2 to 2.0)
+    assert side(band, 1.0, 0.5, 2.5) == "open"   # a CI wider than the band on both sides
+    # the half-width 2.4 must shrink to the median's distance 2.0 from the edge: (2.4 / 2.0)^2 x 3 repeats
+    assert repeats_to_settle(at_least_10, 12.0, 9.6, 14.4, 3) == 5
+    assert repeats_to_settle(at_least_10, 12.0, 11.0, 13.0, 3) == 0
+    assert settled([("Pong", "out", 0, (0.9, 0.8, 1.0)), ("Ant", "open", 9, (1.3, 1.1, 1.5))]) == ""
+    assert settled([("", "in", 0, (12.0, 11.0, 13.0))]) == ""
+    why = settled([("Pong", "in", 0, (1.6, 1.5, 1.7)), ("Ant", "open", 9, (1.3, 1.1, 1.5))])
+    assert why == "Ant: the 95% CI of 1.30x [1.10, 1.50] reaches both sides of the rule: about 9 repeats a side " \
+                  "would likely settle it"

@@ -2,8 +2,11 @@
 machine at hand. A claim names the cells that test it and the rule; judged over one or more runs of one machine,
 its verdict is one of:
 
-- `reproduced`: the rule holds on the cells measured here (within the stated tolerance);
-- `not reproduced`: it does not; the measured value is given, and why where known;
+- `reproduced`: the rule holds on the cells measured here (within the stated tolerance), over the whole 95% CI of
+  each ratio it reads;
+- `not reproduced`: it does not, over the whole CI of a ratio; the measured value is given, and why where known;
+- `inconclusive`: a ratio's CI reaches both sides of the rule (or has fewer than 2 repeats a side): the run's
+  noise could flip the verdict, so it is none, with the repeats that would likely decide it;
 - `not comparable here`: the claim needs hardware this machine lacks (GPUs, hundreds of cores, memory);
 - `not measured`: the machine could test it, but the runs given hold no cell for it (which suite has them).
 
@@ -21,6 +24,7 @@ from rlbench.results.stats import ratio_ci
 
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED = ("reproduced", "not reproduced", "not comparable here",
                                                             "not measured")
+INCONCLUSIVE = "inconclusive"
 COLUMNS = ("claim", "source", "says", "published", "rule", "verdict", "measured", "why", "cells", "needs", "own")
 OWN = "rlbench's own implementations"
 
@@ -44,13 +48,62 @@ class Needs:
 
 @dataclass(frozen=True)
 class Measured:
-    """What a rule found: whether the claim holds, the text shown, the cells used, why not, and the ratios it
-    measured, each (median ratio, CI low, CI high)."""
+    """What a rule found: whether the claim holds (on the medians), the text shown, the cells used, why not, the
+    ratios it measured, each (median ratio, CI low, CI high), and `open`: why the CIs do not settle it ('' where
+    they do: every ratio's CI on one side of its rule, or one wholly against it)."""
     holds: bool
     text: str
     cells: tuple = ()
     why: str = ""
     ratios: tuple = ()
+    open: str = ""
+
+
+GRID = 200   # points of a CI a rule is read at: a band narrower than the CI inside it is not missed
+
+
+def side(rule, value: float, low: float, high: float) -> str:
+    """Where a ratio's 95% CI lies against a rule (a predicate on the ratio holding on an interval, or beyond a
+    bound): "in" wholly where it holds, "out" wholly where it does not, "open" across its edge or untested (a NaN
+    bound: fewer than 2 repeats a side)."""
+    if not (low == low and high == high):
+        return "open"
+    held = {bool(rule(low + (high - low) * i / GRID)) for i in range(GRID + 1)} | {bool(rule(value))}
+    return "in" if held == {True} else "out" if held == {False} else "open"
+
+
+def repeats_to_settle(rule, value: float, low: float, high: float, repeats: int) -> int:
+    """About how many repeats a side would bring the CI off the rule's edge: its half-width shrinks as 1/sqrt(n),
+    and must come within the median's distance to the edge (found by bisection between the median and the CI's
+    end across it). 0 where no edge lies within the CI or it cannot be told (no CI yet: at least 3)."""
+    if not (low == low and high == high):
+        return max(3, repeats + 1)
+    end = next((e for e in (low, high) if bool(rule(e)) != bool(rule(value))), None)
+    if end is None:
+        return 0
+    near, far = value, end
+    for _ in range(40):
+        mid = (near + far) / 2
+        near, far = (mid, far) if bool(rule(mid)) == bool(rule(value)) else (near, mid)
+    gap = abs(near - value)
+    if gap <= 0:
+        return 0
+    return max(repeats + 1, int(repeats * (abs(end - value) / gap) ** 2) + 1)
+
+
+def settled(parts) -> str:
+    """'' when the parts' sides settle the claim (one "out" decides against it; all "in" for it), else why not:
+    the first open part's CI and the repeats that would likely settle it. parts: (label, side, repeats needed,
+    (value, low, high))."""
+    if any(s == "out" for _, s, _, _ in parts) or all(s == "in" for _, s, _, _ in parts):
+        return ""
+    label, _, need, (value, low, high) = next(p for p in parts if p[1] == "open")
+    where = f"{label}: " if label else ""
+    if not (low == low and high == high):
+        return f"{where}{_ratio_text(value, low, high)} has no CI yet (fewer than 2 repeats a side): run it with " \
+               f"--repeats {need} or more"
+    return (f"{where}the 95% CI of {_ratio_text(value, low, high)} reaches both sides of the rule: about {need} "
+            "repeats a side would likely settle it")
 
 
 @dataclass(frozen=True)
@@ -78,7 +131,7 @@ class JudgedClaim:
     says: str
     published: str
     rule: str
-    verdict: str                  # REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE or NOT_MEASURED
+    verdict: str                  # REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_COMPARABLE or NOT_MEASURED
     measured: str = ""            # what the rule found, as shown ('' where it was not judged)
     why: str = ""
     cells: tuple = ()             # the cell ids the rule used
@@ -141,6 +194,10 @@ class Evidence:
         """(median ratio, CI low, CI high) of num's `key` over den's."""
         return ratio_ci(self.values(num, key), self.values(den, key))
 
+    def repeats_of(self, num, den, key: str = "steps_per_s") -> int:
+        """The repeats the smaller side of a ratio has."""
+        return min(len([v for v in self.values(c, key) if v is not None]) for c in (num, den))
+
 
 def _ratio_text(value, low, high) -> str:
     ci = f" [{fixed(low, '.2f')}, {fixed(high, '.2f')}]" if low == low and high == high else ""
@@ -155,17 +212,21 @@ def envpool_ratio(num: str, den: str, workers: int, published: dict,
                   tolerance: float = checks.reference.RATIO_TOLERANCE):
     """A judge: EnvPool's table ratio num / den at `workers`, on Pong-v5 and Ant-v4, each within tolerance."""
     def judge(ev: Evidence):
-        parts, used, ratios, holds = [], [], [], True
+        parts, used, ratios, holds, sides = [], [], [], True, []
         for env, pub in published.items():
             a, b = checks.best(ev.cells, env, num, workers), checks.best(ev.cells, env, den, workers)
             if not (a and b):
                 return None
             value, low, high = ev.ratio(a, b, "frames_per_s")
-            holds &= _within(value, pub, tolerance)
+            rule = lambda r, pub=pub: _within(r, pub, tolerance)  # noqa: E731
+            holds &= rule(value)
             parts.append(f"{env.split('-')[0]} {_ratio_text(value, low, high)}")
             used += [a.cell_id, b.cell_id]
             ratios.append((value, low, high))
-        return Measured(holds, "; ".join(parts), tuple(used), ratios=tuple(ratios))
+            sides.append((env.split("-")[0], side(rule, value, low, high),
+                          repeats_to_settle(rule, value, low, high, ev.repeats_of(a, b, "frames_per_s")),
+                          (value, low, high)))
+        return Measured(holds, "; ".join(parts), tuple(used), ratios=tuple(ratios), open=settled(sides))
     return judge
 
 
@@ -176,8 +237,10 @@ def pair_ratio(num: dict, den: dict, holds, key: str = "steps_per_s"):
         if not (a and b):
             return None
         value, low, high = ev.ratio(a, b, key)
+        need = repeats_to_settle(holds, value, low, high, ev.repeats_of(a, b, key))
         return Measured(bool(holds(value)), _ratio_text(value, low, high), (a.cell_id, b.cell_id),
-                        ratios=((value, low, high),))
+                        ratios=((value, low, high),), open=settled([("", side(holds, value, low, high), need,
+                                                                      (value, low, high))]))
     return judge
 
 
@@ -401,6 +464,8 @@ def matrix(results_list, machine: dict = None) -> list:
             verdict = NOT_MEASURED
             why = f"no cell for it in the runs given ({c.suite} has them)" if c.judge else \
                 f"no rule yet on this machine ({c.suite})"
+        elif got.open:
+            verdict, why = INCONCLUSIVE, got.open
         else:
             verdict = REPRODUCED if got.holds else NOT_REPRODUCED
             why = "" if got.holds else (got.why or c.why_not)

@@ -25,7 +25,8 @@ def validation_section(results) -> str:
 def judged_claims(results_list) -> list:
     """The claims matrix over these runs, or [] when no claim could be judged on them (a run of another suite)."""
     rows = claims.matrix(results_list)
-    return rows if any(r.verdict in (claims.REPRODUCED, claims.NOT_REPRODUCED) for r in rows) else []
+    judged = (claims.REPRODUCED, claims.NOT_REPRODUCED, claims.INCONCLUSIVE)
+    return rows if any(r.verdict in judged for r in rows) else []
 
 
 def claims_csv(rows) -> str:
