@@ -46,6 +46,17 @@ def run_dir():
     return flag("run directory (default reports/<run-id>)")   # None: reports/<run-id>
 
 
+POLICY_HELP = ("the policy acting for every env: random | fixed_cost:cost_us=100 | mlp:hidden=64x64,threads=1 | cnn "
+               "(the Nature CNN, on frames or each image of a Dict/Tuple) | cnn:impala (the IMPALA ResNet) | lstm "
+               "(an LSTM on the MLP or the CNN) | module:function (your own); a network takes device=cuda")
+
+
+def policy_flag(**kw):
+    """The policy every command that runs one takes (run, tune): its help lists every network (a test holds it
+    to the registered policies)."""
+    return flag(POLICY_HELP, "random", planned=True, **kw)
+
+
 def no_build():
     """A build flag: every command that may prepare an adapter's own environment takes it."""
     return flag("never build an adapter's own environment: its cells are unsupported until built", False)
@@ -105,8 +116,7 @@ class RunRequest(Request):
     adapter: tuple = flag("adapter name (repeatable)", (), planned=True, validate=False)
     env: tuple = flag("env id (repeatable)", (), planned=True, validate=False)
     num_envs: str = flag("comma-separated, e.g. 1,4,16", "1", planned=True, validate=False)
-    policy: str = flag("random | fixed_cost:cost_us=100 | mlp:hidden=64x64,threads=1", "random", planned=True,
-                       validate=False)
+    policy: str = policy_flag(validate=False)
     opt: tuple = flag("adapter option", (), planned=True, validate=False, metavar="KEY=VALUE")
     env_kwarg: tuple = _env_kwarg(validate=False)
     env_wrapper: tuple = _env_wrapper(validate=False)
@@ -145,7 +155,7 @@ class TuneRequest(Request):
                     planned=True)
     env_kwarg: tuple = _env_kwarg()
     env_wrapper: tuple = _env_wrapper()
-    policy: str = flag("random | fixed_cost:cost_us=100 | mlp:... | module:function", "random", planned=True)
+    policy: str = policy_flag()
     budget: str = flag("wall-clock budget of the whole search (default 10m; 90s, 1h)", "10m", planned=True)
     max_envs: int = flag("largest num_envs the search may climb to (default: what half the free memory holds, at "
                          "most 4096)", planned=True, type=positive_int)   # None: what half the free memory holds

@@ -255,3 +255,14 @@ def test_a_tune_request_is_resumable_from_its_plan():
     assert TuneRequest.from_plan(plan, out="second") == replace(request, out="second")
     with pytest.raises(UsageError, match="plan.json keeps no env"):
         TuneRequest.from_plan({"args": {"budget": "5m"}})
+
+
+def test_policy_help_lists_every_network(capsys):
+    """`--policy` help of run and tune names every registered policy (the networks users train among them)."""
+    import re
+
+    from rlbench import registry
+    for command in ("run", "tune"):
+        text = _help(capsys, command)
+        for name in registry.policy_names():
+            assert re.search(rf"(^|[\s|(]){re.escape(name)}([\s:|)]|$)", text), (command, name)
