@@ -8,7 +8,8 @@ its verdict is one of:
 - `inconclusive`: a ratio's CI reaches both sides of the rule (or has fewer than 2 repeats a side): the run's
   noise could flip the verdict, so it is none, with the repeats that would likely decide it;
 - `not comparable here`: the claim needs hardware this machine lacks (GPUs, hundreds of cores, memory);
-- `not measured`: the machine could test it, but the runs given hold no cell for it (which suite has them).
+- `not measured`: the machine could test it, but the runs given hold no cell for it (which suite has them);
+- `no rule`: no rule is written for it yet (what one would measure is said), whatever the machine.
 
 Ratios are measured inside one run, with the bootstrap 95% CI of rlbench.results.stats.ratio_ci. Where rlbench
 compares two of its own implementations (its PureJaxRL-style PPO against its CleanRL-style PPO), `own` says so.
@@ -25,6 +26,7 @@ from rlbench.results.stats import ratio_ci
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED = ("reproduced", "not reproduced", "not comparable here",
                                                             "not measured")
 INCONCLUSIVE = "inconclusive"
+NO_RULE = "no rule"
 COLUMNS = ("claim", "source", "says", "published", "rule", "verdict", "measured", "why", "cells", "needs", "own")
 OWN = "rlbench's own implementations"
 
@@ -131,7 +133,7 @@ class JudgedClaim:
     says: str
     published: str
     rule: str
-    verdict: str                  # REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_COMPARABLE or NOT_MEASURED
+    verdict: str                  # REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_COMPARABLE, NOT_MEASURED, NO_RULE
     measured: str = ""            # what the rule found, as shown ('' where it was not judged)
     why: str = ""
     cells: tuple = ()             # the cell ids the rule used
@@ -378,7 +380,7 @@ CLAIMS = (
                           step_cost_us=1000),
                      dict(adapter="rlpyt-serial", env="rlbench/Synthetic-v0", num_envs=2, policy="random",
                           step_cost_us=1000), lambda r: r / 2 >= 0.8),
-          Needs("2 cores", cores=2)),
+          Needs("2 cores", cores=2), own=True),
     Claim("rlpyt-parallel-gpu", "rlpyt", "batching all workers' action selection on the GPU speeds up sampling "
           "with a big network", "qualitative", "rlpyt-gpu (inference on cuda) over rlpyt-cpu, 8 workers, 64 envs, a "
           "1024x1024 MLP, env steps/s > 1",
@@ -387,7 +389,7 @@ CLAIMS = (
                      dict(adapter="rlpyt-cpu", env="CartPole-v1", num_envs=64, workers=8,
                           policy="mlp:hidden=1024x1024"),
                      lambda r: r > 1),
-          needs=GPU, suite="suites/rlpyt.toml with policy=mlp:hidden=1024x1024,device=cuda"),
+          needs=GPU, suite="suites/rlpyt.toml with policy=mlp:hidden=1024x1024,device=cuda", own=True),
     Claim("rlpyt-r2d2-16k", "rlpyt", "rlpyt reproduces R2D2 at 16,000 samples/s on one workstation",
           "16,000 samples/s on 24 cores and 3 Titan Xp", "r2d2's samples/s at that size",
           needs=Needs("24 CPU cores and 3 GPUs", cores=24, gpus=3), suite="suites/learners.toml"),
@@ -458,12 +460,13 @@ def matrix(results_list, machine: dict = None) -> list:
     for c in CLAIMS:
         lacking = c.needs.lacking(machine) if c.needs else ""
         got = c.judge(ev) if c.judge and not lacking else None
-        if lacking:
+        if c.judge is None:   # apart from the hardware: a rule that does not exist says nothing of this machine
+            needs = f"; it needs {c.needs.what}" if c.needs else ""
+            verdict, why = NO_RULE, f"no rule written yet: it would measure {c.rule} ({c.suite}){needs}"
+        elif lacking:
             verdict, why = NOT_COMPARABLE, f"needs {c.needs.what}; {lacking}"
         elif got is None:
-            verdict = NOT_MEASURED
-            why = f"no cell for it in the runs given ({c.suite} has them)" if c.judge else \
-                f"no rule yet on this machine ({c.suite})"
+            verdict, why = NOT_MEASURED, f"no cell for it in the runs given ({c.suite} has them)"
         elif got.open:
             verdict, why = INCONCLUSIVE, got.open
         else:
