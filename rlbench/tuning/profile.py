@@ -61,11 +61,6 @@ class EnvProfile:
         return self.policy_curves.get(device, {}) if device and self.policy_curves else self.policy_us_per_batch
 
     @property
-    def unit_s(self) -> float:
-        """A JAX env's compiled unit at one env, in seconds (its steps times a step's cost); 0 where not profiled."""
-        return (self.doc.get("steps_per_unit") or 0) * self.step_us / 1e6
-
-    @property
     def jax(self) -> bool:
         """A JAX env: vmapped in one compiled loop, raced by the JAX adapters only."""
         return self.api != "gymnasium"
