@@ -281,18 +281,27 @@ class Search:
                 self.add(variant, cell, f"neighbour of {src.config} along {axis}", src)
 
     def climb_rank(self, c) -> int:
-        """Where a new configuration stands in the climb: 0 a neighbour up the slope of the leader or of one within
-        its noise (more envs where that configuration is its strategy's largest num_envs measured, fewer where its
-        smallest), 1 another of their neighbours, 2 the rest. A serial loop's neighbours are no climb (a slow env's
-        flat loop would climb while the workers that double it wait)."""
-        src, lead = self.by_id.get(c.source), self.leader()
-        if src is None or lead is None or src.adapter in BASELINES or src.status not in ("racing", "finalist") \
+        """Where a new configuration stands in the climb: 0 up the slope of the leader or of one within its noise
+        (more envs where that configuration is its strategy's largest num_envs measured, fewer where its smallest),
+        as its neighbour or as a probe of its strategy (a JAX env's two probe sizes are two points of one curve:
+        the larger is the climb of the smaller); 1 another of their neighbours; 2 the rest. A serial loop's
+        neighbours are no climb (a slow env's flat loop would climb while the workers that double it wait)."""
+        lead = self.leader()
+        if lead is None or lead.adapter in BASELINES:
+            return 2
+        if not c.source:
+            return 0 if c.adapter == lead.adapter and self.uphill(lead, c) else 2
+        src = self.by_id.get(c.source)
+        if src is None or src.adapter in BASELINES or src.status not in ("racing", "finalist") \
                 or (src is not lead and not self.within_noise(src, lead)):
             return 2
+        return 0 if self.uphill(src, c) else 1
+
+    def uphill(self, src, c) -> bool:
+        """Whether c lies past the end of src's strategy's measured curve that src stands at."""
         tried = [o.num_envs for o in self.candidates if o.adapter == src.adapter and o.values]
-        up = (c.num_envs > src.num_envs and src.num_envs >= max(tried)) or \
-             (c.num_envs < src.num_envs and src.num_envs <= min(tried))
-        return 0 if up else 1
+        return (c.num_envs > src.num_envs and src.num_envs >= max(tried)) or \
+            (c.num_envs < src.num_envs and src.num_envs <= min(tried))
 
     # -- measuring -----------------------------------------------------------------------------------
     def remaining_s(self) -> float:

@@ -351,3 +351,18 @@ def test_the_leaders_climb_goes_ahead_of_probes_whose_bounds_sit_above_every_rat
     truth = max(curve(n) for curve in curves.values() for n in (1, 2, 4, 8, 16, 32, 64, 128))
     win = best(s)
     assert curves[win.adapter](win.num_envs) >= 0.9 * truth, (win.config, truth)
+
+
+def test_a_jax_envs_larger_probe_is_the_climb_of_its_smaller():
+    """popgym-arcade's pixels with the CNN, 2 CPU cores, one strategy, a job ~18 s: the round had room for one of its
+    two probes (8 and 64 envs), and the climb of 8 went ahead of the probe at 64, which never ran. A probe of the
+    leader's strategy up its slope is the climb."""
+    curve = {"gymnax": lambda n: 130.0 if n >= 16 else 65.0 + 8 * math.log2(n)}
+    jax = EnvProfile.from_json({"step": {"median_us": 17_000.0}, "api": "gymnax", "adapter": "gymnax"})
+    assert probe_sizes(2, 128, jax) == [8, 64]
+    space = Space(Workload("CartPole-v1", 1, PolicySpec()), list(curve), 128, 2, jax)
+    sim = Simulated(curve, noise=0.08, job_s=18.0)
+    s = Search(space, sim, 165.0, jax, Figures(), 2, stream=open("/dev/null", "w"))
+    s.go()
+    assert any(c.num_envs == 64 and c.values for c in s.candidates)
+    assert best(s).num_envs >= 16
