@@ -19,7 +19,6 @@ from rlbench.api import (
     make_env,
     make_policy,
     register,
-    structured_actions,
 )
 
 STRATEGIES = {"pack": "PACK", "spread": "SPREAD"}
@@ -37,12 +36,14 @@ class EnvActor:
         self.envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         self.obs, _ = self.envs.reset(seed=workload.seed + lo)  # env j gets seed + lo + j, as in `serial`
         self.policy = None
+        spaces = self.envs.single_observation_space, self.envs.single_action_space
+        # a Dict or Tuple action space: the driver's per-env actions batched part by part here, in the actor
+        self.to_batch = batch.vector_actions(spaces[1])
         if policy_in_actor:
             own = replace(workload, seed=workload.seed + lo)  # one random stream per actor
-            spaces = self.envs.single_observation_space, self.envs.single_action_space
             if policy_params(workload.policy, *spaces):
                 own = workload                                # a network: the same weights in every actor
-            self.policy = make_policy(own, *spaces)
+            self.policy = batch.for_vector_env(make_policy(own, *spaces), spaces[1])
         self.starts = np.ones(count, dtype=np.bool_)  # every env's first observation starts an episode
         self.track = report_starts or (self.policy is not None and self.policy.recurrent)
         self.report_starts, self.object_store = report_starts, object_store
@@ -60,6 +61,8 @@ class EnvActor:
     def step(self, actions=None):
         if actions is None:
             actions = self.policy(self.obs, self.starts) if self.policy.recurrent else self.policy(self.obs)
+        elif self.to_batch is not None:
+            actions = self.to_batch(actions)
         self.obs, _, terminated, truncated, _ = self.envs.step(actions)
         if self.track:
             self.starts = np.logical_or(terminated, truncated)
@@ -211,7 +214,7 @@ class RayActors(Adapter):
             return f"num_envs={workload.num_envs} must be a positive multiple of actors={n}"
         if options["mode"] == "async" and not 1 <= options["wait_k"] <= n:
             return f"wait_k={options['wait_k']} must be between 1 and actors={n}"
-        return structured_actions(workload, self.name)   # its actors step gymnasium's SyncVectorEnv
+        return None
 
     def open(self, workload, options):
         return RayActorsSession(workload, options)

@@ -9,8 +9,7 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from adapters._kit.batch import put, take
-from adapters._kit.batch import spaces_reason as batch_spaces_reason
+from adapters._kit.batch import put, take, unstack, vector_actions
 from adapters._kit.nets import policy_params
 from adapters._kit.procs import (
     ARRAY_SPACES,
@@ -26,6 +25,7 @@ from adapters._kit.procs import (
     SharedArrays,
     Window,
     acquire,
+    obs_batch,
     obs_specs,
     pin,
     raise_if_exited,
@@ -35,38 +35,53 @@ from adapters._kit.procs import (
     worker_cpus,
     worker_policy,
 )
-from rlbench.api import Adapter, Option, Workload, make_policy, register
+from rlbench.api import Adapter, Option, Workload, make_policy, register, unsupported_leaves, unsupported_spaces
 
-OBS_SPACES = (*ARRAY_SPACES, "Dict")  # what rlpyt's buffers hold (a Dict: one array per part)
+# what rlpyt's buffers hold, observations and actions alike: an array, or a Dict's or Tuple's parts (rlpyt's
+# namedarraytuples), an array each, nested at any depth (a multi-agent wrapper's tuple of each agent's)
+SPACES = (*ARRAY_SPACES, "Dict", "Tuple")
 
 
 def batch_specs(batch_T, num_envs, obs_space, act_space, workers) -> dict:
-    B, act = num_envs, (act_space.shape, act_space.dtype)
+    B = num_envs
     return {
-        **obs_specs("obs", obs_space, (batch_T, B)), "act": ((batch_T, B, *act[0]), act[1]),
+        **obs_specs("obs", obs_space, (batch_T, B)), **obs_specs("act", act_space, (batch_T, B)),
         "rew": ((batch_T, B), np.float32), "done": ((batch_T, B), np.bool_),
-        **obs_specs("obs_now", obs_space, (B,)), "act_now": ((B, *act[0]), act[1]),
+        **obs_specs("obs_now", obs_space, (B,)), **obs_specs("act_now", act_space, (B,)),
         "stats": ((workers + 1, STAT_COLUMNS), np.float64), "stop": ((1,), np.int64),
     }
 
 
+def views(shared, obs_space, act_space) -> dict:
+    """The buffers' views, observations and actions batched as gymnasium batches them (a Dict's parts in a
+    dict, a Tuple's in a tuple: obs_batch), so the batch helpers write and index them as any other batch."""
+    buf = shared.views()
+    for name, space in (("obs", obs_space), ("obs_now", obs_space), ("act", act_space), ("act_now", act_space)):
+        buf[name] = obs_batch(buf[name], space)
+    return buf
+
+
 def spaces_reason(workload, name: str):
-    """Why rlpyt's buffers cannot hold the user's env's observations (a Tuple, also inside a Dict), or None."""
-    return batch_spaces_reason(workload, name, obs=OBS_SPACES, parts=ARRAY_SPACES)
+    """Why rlpyt's buffers cannot hold the user's env's observations or actions (a part of no array space, at any
+    depth of Dicts and Tuples), or None."""
+    return (unsupported_spaces(workload, name, obs=SPACES, act=SPACES)
+            or unsupported_leaves(workload, name, carries=ARRAY_SPACES)
+            or unsupported_leaves(workload, name, carries=ARRAY_SPACES, actions=True))
 
 
-def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, master_pid):
+def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, master_pid, obs_space, act_space):
     """A sampler worker. mode 'cpu': act locally for a whole batch per go; 'gpu': one env step per action
-    handed over by the master."""
+    handed over by the master. A Dict or Tuple action space's actions are written to the buffers part by part
+    and handed to each env as one dict or tuple (`unstack`)."""
     pin(cpus)
     workload = Workload.from_dict(workload_dict)
-    buf = shared.views()
+    buf = views(shared, obs_space, act_space)
+    to_batch = vector_actions(act_space)
     stats, stop = buf["stats"][rank + 1], buf["stop"]
     master = MasterWatch(master_pid)
     envs = EnvSlice(workload, lo, hi, take(buf["obs_now"], slice(lo, hi)))
     try:
         if mode == "cpu":
-            obs_space, act_space = envs.envs[0].observation_space, envs.envs[0].action_space
             policy = worker_policy(workload, rank, obs_space, act_space)
             params.attach()
             go, done = sems
@@ -85,7 +100,7 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
                     actions = policy(envs.obs_now, buf["done"][t - 1, lo:hi]) if policy.recurrent \
                         else policy(envs.obs_now)
                     t1 = perf_counter_ns()
-                    buf["act"][t, lo:hi] = actions
+                    put(buf["act"], (t, slice(lo, hi)), actions if to_batch is None else to_batch(actions))
                     envs.step(actions, buf["rew"][t, lo:hi], buf["done"][t, lo:hi])
                     stats[INFER_NS] += t1 - t0
                     stats[ENV_NS] += perf_counter_ns() - t1
@@ -99,7 +114,9 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
                 if stop[0]:
                     return
                 t0 = perf_counter_ns()
-                envs.step(buf["act_now"][lo:hi], buf["rew"][t, lo:hi], buf["done"][t, lo:hi])
+                actions = take(buf["act_now"], slice(lo, hi))
+                envs.step(actions if to_batch is None else unstack(act_space, actions, hi - lo),
+                          buf["rew"][t, lo:hi], buf["done"][t, lo:hi])
                 stats[ENV_NS] += perf_counter_ns() - t0
                 t = (t + 1) % batch_T
                 obs_ready.release()
@@ -119,7 +136,8 @@ class SamplerSession:
         obs_space, act_space = spaces(workload)
         ctx = mp.get_context(options.get("context", "fork"))
         self.shared = SharedArrays(ctx, batch_specs(self.batch_T, workload.num_envs, obs_space, act_space, workers))
-        self.buf = self.shared.views()
+        self.buf = views(self.shared, obs_space, act_space)
+        self.spaces, self.to_batch = (obs_space, act_space), vector_actions(act_space)
         self.samples = {k: self.buf[k] for k in ("obs", "act", "rew", "done")}
         self.params = ParamStore(ctx, policy_params(workload.policy, obs_space, act_space) if mode == "cpu" else 0)
         self.params.attach()
@@ -143,7 +161,8 @@ class SamplerSession:
         for rank, cpus in enumerate(worker_cpus(options["worker_affinity"], workers)):
             start_process(ctx, self.procs, worker_main, f"rlpyt-worker-{rank}",
                           (rank, "cpu" if self.mode == "cpu" else "gpu", self.workload.to_dict(), rank * per,
-                           (rank + 1) * per, self.shared, self.sems[rank], self.params, cpus, os.getpid()))
+                           (rank + 1) * per, self.shared, self.sems[rank], self.params, cpus, os.getpid(),
+                           *self.spaces))
         self.slices = [slice(r * per, (r + 1) * per) for r in range(workers)]
         if self.mode != "cpu":
             for rank in range(workers):  # initial observations written
@@ -166,8 +185,9 @@ class SamplerSession:
         else:
             actions = self.policy(obs)
         self.buf["stats"][0, INFER_NS] += perf_counter_ns() - t0
-        self.buf["act"][t, where] = actions
-        self.buf["act_now"][where] = actions
+        batched = actions if self.to_batch is None else self.to_batch(actions)
+        put(self.buf["act"], (t, where), batched)
+        put(self.buf["act_now"], where, batched)
         return actions
 
     def step(self) -> int:

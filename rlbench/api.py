@@ -18,7 +18,6 @@ from rlbench.envs import (
                           jax_env_apis,
                           make_env,
                           spaces,
-                          structured_actions,
                           unsupported_leaves,
                           unsupported_spaces,
 )
@@ -37,7 +36,7 @@ __all__ = [
     "Workload", "PolicySpec", "make_env", "env_fns", "env_info", "envpool_kwargs", "make_policy",
     "register_policy", "become_subreaper",
     # the user's envs (families gymnasium and custom): their spaces, and the reason an adapter cannot carry them
-    "USER_FAMILIES", "spaces", "unsupported_spaces", "unsupported_leaves", "structured_actions",
+    "USER_FAMILIES", "spaces", "unsupported_spaces", "unsupported_leaves",
     "env_call",
     # a user's JAX env (family custom, built by its factory): its API, and the env itself
     "env_api", "jax_api", "build_user_env", "env_and_params",

@@ -43,6 +43,39 @@ def stack(space, items, out=None):
     return concatenate(space, items, out)
 
 
+def unstack(space, batch, n: int) -> list:
+    """One item per env from n envs' batch of `space`, the inverse of `stack` (gymnasium.vector.utils.iterate):
+    a Tuple space's batch gives one tuple per env."""
+    from gymnasium.vector.utils import batch_space, iterate
+    return list(iterate(batch_space(space, n), batch))
+
+
+def vector_actions(action_space):
+    """How one action per env, as rlbench's policies give a Dict or Tuple action space's (one dict or tuple per env:
+    what `serial` hands each env's step, and what a multi-agent wrapper asserts), becomes what gymnasium's vector
+    envs take: a dict or tuple of arrays, part by part (`stack`). None for an array space: nothing to do."""
+    if type(action_space).__name__ not in ("Dict", "Tuple"):
+        return None
+    return lambda actions: stack(action_space, list(actions))
+
+
+class VectorActions:
+    """A policy whose actions are batched part by part for gymnasium's vector envs (`vector_actions`)."""
+
+    def __init__(self, policy, to_batch):
+        self.policy, self.to_batch, self.recurrent = policy, to_batch, policy.recurrent
+
+    def __call__(self, *args):
+        return self.to_batch(self.policy(*args))
+
+
+def for_vector_env(policy, action_space):
+    """The policy as gymnasium's vector envs take its actions: itself for an array space (no call added to the
+    timed step), VectorActions for a Dict or Tuple."""
+    to_batch = vector_actions(action_space)
+    return policy if to_batch is None else VectorActions(policy, to_batch)
+
+
 ARRAY_SPACES = ("Box", "Discrete", "MultiDiscrete", "MultiBinary")  # batched as one array
 DYNAMIC_SPACES = ("Sequence", "Graph", "OneOf")  # observations whose shape varies: they do not stack
 

@@ -15,8 +15,9 @@ ended here, without that wait.
 
 import numpy as np
 
+from adapters._kit.batch import for_vector_env
 from adapters._kit.procs import CONTEXT_OPTION, stop_processes
-from rlbench.api import Adapter, Option, env_call, env_fns, env_info, make_policy, spaces, structured_actions
+from rlbench.api import Adapter, Option, env_call, env_fns, env_info, make_policy, spaces
 
 TERM_WAIT_S = 5.0   # how long a worker may outlive SIGTERM before it gets SIGKILL
 
@@ -54,7 +55,8 @@ class VectorSession:
     def __init__(self, envs, workload, workers):
         self.envs = envs
         self.obs, _ = envs.reset(seed=workload.seed)
-        self.policy = make_policy(workload, envs.single_observation_space, envs.single_action_space)
+        self.policy = for_vector_env(make_policy(workload, envs.single_observation_space, envs.single_action_space),
+                                     envs.single_action_space)
         self.info = {"workers": workers}
         if self.policy.recurrent:
             self.step = self._step_recurrent
@@ -101,9 +103,6 @@ class GymSync(Adapter):
     """gymnasium.vector.SyncVectorEnv; a registered subclass sets name and description (and environment)."""
     requires = ("gymnasium",)
 
-    def supports(self, workload, options):
-        return structured_actions(workload, self.name)
-
     def open(self, workload, options):
         import gymnasium as gym
         envs = gym.vector.SyncVectorEnv(env_fns(workload), autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
@@ -129,9 +128,8 @@ class GymAsync(Adapter):
         Dynamic shapes (Sequence, Graph) and custom Space subclasses cannot be made (AsyncVectorEnv would fail
         once its workers start); a Text part is read as a copy, so the batch would never change. Planning runs
         in the main environment, so an adapter of another environment is asked of the main one's gymnasium."""
-        actions = structured_actions(workload, self.name)
-        if actions or not options["shared_memory"] or not env_info(workload.env_id).probed:
-            return actions
+        if not options["shared_memory"] or not env_info(workload.env_id).probed:
+            return None
         from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
         space = spaces(workload.env_id, workload.env_kwargs)[0]
         fallback = f"{self.name} carries them with shared_memory=false, through its pipes"

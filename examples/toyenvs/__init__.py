@@ -40,7 +40,7 @@ class MissionSpace(gym.Space):
     def __eq__(self, other) -> bool:
         return isinstance(other, MissionSpace)
 
-ACT = ("discrete", "box", "multidiscrete", "multibinary", "dict", "text")   # the last two: what some envs take
+ACT = ("discrete", "box", "multidiscrete", "multibinary", "dict", "text", "tuple")   # the last three: some envs
 
 
 class Corridor(gym.Env):
@@ -82,6 +82,8 @@ class Corridor(gym.Env):
             "multibinary": gym.spaces.MultiBinary(2),
             "dict": gym.spaces.Dict({"move": gym.spaces.Discrete(3), "speed": gym.spaces.Box(0.0, 1.0, (1,))}),
             "text": gym.spaces.Text(8, charset="lrs"),
+            # a multi-agent wrapper's (highway-env's): one action per agent, a tuple asserted as one
+            "tuple": gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Discrete(2))),
         }[act]
         self.pos = self.goal = self.t = 0
 
@@ -96,6 +98,10 @@ class Corridor(gym.Env):
             return int(action["move"]) - 1
         if self.act_kind == "text":
             return {"l": -1, "r": 1}.get(str(action)[:1], 0)
+        if self.act_kind == "tuple":
+            if not isinstance(action, tuple):
+                raise TypeError(f"a tuple action, one per agent, expected; got {type(action).__name__}")
+            return int(action[0]) - 1 if int(action[1]) else 0
         return int(a.reshape(-1)[0]) - 1
 
     def _obs(self):

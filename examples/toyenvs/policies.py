@@ -36,6 +36,18 @@ def _to_actions(action_space):
         nvec = action_space.nvec.reshape(-1)
         cuts = np.cumsum(nvec)[:-1]
         return int(nvec.sum()), lambda s: np.stack([p.argmax(axis=1) for p in np.split(s, cuts, axis=1)], axis=1)
+    if isinstance(action_space, (gym.spaces.Tuple, gym.spaces.Dict)):   # one tuple or dict per env, as an env takes
+        keys = list(action_space.spaces) if isinstance(action_space, gym.spaces.Dict) else None
+        parts = [_to_actions(part) for part in (action_space.spaces.values() if keys else action_space.spaces)]
+        cuts = np.cumsum([size for size, _ in parts])[:-1]
+
+        def structured(s):
+            chunks = [to(c) for (_, to), c in zip(parts, np.split(s, cuts, axis=1))]
+            out = np.empty(len(s), dtype=object)
+            for i in range(len(s)):
+                out[i] = dict(zip(keys, (c[i] for c in chunks))) if keys else tuple(c[i] for c in chunks)
+            return out
+        return int(sum(size for size, _ in parts)), structured
     raise ValueError(f"no actions for {action_space}")
 
 

@@ -34,7 +34,6 @@ from rlbench.envs.probing import (
     space_leaves,
     space_name,
     spaces,
-    structured_actions,
     unsupported_leaves,
     unsupported_spaces,
 )
@@ -44,6 +43,6 @@ __all__ = [
     "ATARI", "ATARI_ID", "ENVS", "USER_FAMILIES", "WRAP", "EnvInfo", "atari_games", "env_info", "frameskip_of",
     "wrapped_id", "env_and_params", "jax_api", "jax_env_api", "jax_env_apis", "planned_env_kwargs",
     "string_arguments", "typed_env_kwargs", "user_env_kwargs", "env_call", "env_fns", "envpool_kwargs", "make_env",
-    "SPACES", "api_refusal", "env_api", "refusal", "space_leaves", "space_name", "spaces", "structured_actions",
+    "SPACES", "api_refusal", "env_api", "refusal", "space_leaves", "space_name", "spaces",
     "unsupported_leaves", "unsupported_spaces", "build_user_env", "in_cell",
 ]

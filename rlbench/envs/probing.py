@@ -81,31 +81,19 @@ def space_leaves(space, path: str = ""):
         yield path, kind
 
 
-def unsupported_leaves(workload, who: str, carries: tuple = None, refuses: tuple = ()):
-    """The reason an adapter cannot carry some part of the user's env's observations (None when it can):
-    a part, at any depth of Dicts and Tuples, of a kind not in `carries` (None: any) or in `refuses`."""
+def unsupported_leaves(workload, who: str, carries: tuple = None, refuses: tuple = (), actions: bool = False):
+    """The reason an adapter cannot carry some part of the user's env's observations (its actions with
+    `actions`) (None when it can): a part, at any depth of Dicts and Tuples, of a kind not in `carries` (None:
+    any) or in `refuses`."""
     if not env_info(workload.env_id).probed:
         return None
-    for path, kind in space_leaves(spaces(workload.env_id, workload.env_kwargs)[0]):
+    for path, kind in space_leaves(spaces(workload.env_id, workload.env_kwargs)[1 if actions else 0]):
         if (carries is not None and kind not in carries) or kind in refuses:
             where = f" (at {path[1:]})" if path else ""
             what = (f"carries {', '.join(carries)}, in Dicts and Tuples too, only" if carries is not None
                     else f"carries no {', '.join(refuses)}")
-            return f"{kind} observations{where}: {who} {what}"
+            return f"{kind} {'actions' if actions else 'observations'}{where}: {who} {what}"
     return None
-
-
-def structured_actions(workload, who: str):
-    """The reason an adapter that hands a batch of actions to gymnasium's vector env (which takes a Dict or
-    Tuple action space's batch as a dict or tuple of arrays, not one array of dicts) cannot take the user's
-    env's Dict or Tuple actions; None for any other action space."""
-    if not env_info(workload.env_id).probed:
-        return None
-    kind = type(spaces(workload.env_id, workload.env_kwargs)[1]).__name__
-    if kind not in ("Dict", "Tuple"):
-        return None
-    return (f"{kind} actions: {who} steps gymnasium's vector env, which takes them batched part by part; "
-            "rlbench's policies give one array of actions (serial and SB3 carry them)")
 
 
 def api_refusal(adapter_cls, workload):

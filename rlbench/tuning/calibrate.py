@@ -284,8 +284,11 @@ def predict(calibration: Figures, adapter: str, num_envs: int, profile: EnvProfi
     no faster than its cores running the env's own step and the policy (at its cheapest per step) with no
     overhead at all, or than its ceiling. A central policy (one copy, batched on `device`) beside envs stepped
     elsewhere overlaps their stepping at best (the slower of the two bounds it); in one process, or as workers'
-    own copies, the policy shares the cores with the envs. An upper bound, not an estimate: it prunes only what
-    cannot win."""
+    own copies, the policy shares the cores with the envs. A central policy on the CPU shares them too: the
+    machine's cores do the env's and the policy's work together, whoever does which (on MiniGrid's screen with the
+    CNN, 2 cores, the overlap alone bounded every central strategy at 3.5k env steps/s and the one that places
+    the policy in its workers, rlpyt-cpu, at 3.1k: a tenth lower, so it was probed last and never measured, while
+    it was the sweep's best). An upper bound, not an estimate: it prunes only what cannot win."""
     top = calibration.ceiling(adapter)
     if top is None:
         return None
@@ -293,6 +296,8 @@ def predict(calibration: Figures, adapter: str, num_envs: int, profile: EnvProfi
     policy_us = policy_us_per_step(profile, device)
     overlapped = central and parallel > 1
     work_us = max(env_us(profile) / parallel, policy_us) if overlapped else (env_us(profile) + policy_us) / parallel
+    if overlapped and not str(device or "cpu").startswith("cuda"):
+        work_us = max(work_us, (env_us(profile) + policy_us) / max(cpus, 1))
     return 1.0 / max(1.0 / top, work_us / 1e6) if work_us > 0 else top
 
 

@@ -37,8 +37,14 @@ def examples_on_pythonpath(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(EXAMPLES))
 
 
+LINEAR = PolicySpec("user", factory="toyenvs.policies:linear")   # each env's action from its own observation
+
+
 def _workload(obs, act="discrete"):
-    return Workload(ENV, N, PolicySpec(), seed=0, env_kwargs={**SHORT, "obs": obs, "act": act})
+    """Random actions; for a Dict or Tuple action space the obs-only linear policy, which gives each env the same
+    actions wherever it runs (rlpyt's CPU sampler's workers draw random actions from streams of their own)."""
+    policy = LINEAR if act in ("dict", "tuple") else PolicySpec()
+    return Workload(ENV, N, policy, seed=0, env_kwargs={**SHORT, "obs": obs, "act": act})
 
 
 def _label(adapter, options):
@@ -160,9 +166,11 @@ def test_tianshou_async_mode_carries_a_mission_env_by_env():
         assert got == [{k: v[i] for k, v in w.items()} for w in want[:len(got)]], f"env {i}"
 
 
-ACTS = ("dict", "text")   # action spaces some envs take: a Dict of a Discrete and a Box; gymnasium's Text
+# action spaces some envs take: a Dict of a Discrete and a Box; gymnasium's Text; a multi-agent wrapper's Tuple
+ACTS = ("dict", "text", "tuple")
 ACTED = [(a, o, act) for a, o in ADAPTERS for act in ACTS
          if a not in RAY and not registry.get(a).environment and a != "serial"
+         and not a.startswith("rlpyt")   # a sampler's session holds a batch: test_user_envs checks theirs
          and refusal(registry.get(a)(), _workload("box", act), registry.get(a).resolve_options(o)) is None]
 
 
@@ -175,8 +183,17 @@ def test_actions_of_other_spaces_give_serials_transitions_where_carried(adapter,
 def test_an_adapter_that_cannot_take_the_actions_says_so_while_planning(act):
     for adapter, options in ADAPTERS:
         cls = registry.get(adapter)
-        reason = refusal(cls(), _workload("box", act), cls.resolve_options(options))
-        if adapter in ("serial", "sb3-dummy", "sb3-subproc") or (act == "text" and adapter.startswith("gymnasium")):
+        reason = refusal(cls(), replace(_workload("box", act), policy=PolicySpec()), cls.resolve_options(options))
+        if adapter in ("serial", "sb3-dummy", "sb3-subproc", "ray-actors") or adapter.startswith("gymnasium"):
             assert reason is None, (adapter, reason)
         elif reason is not None:
             assert f"{act.capitalize()} actions" in reason and "\n" not in reason, (adapter, reason)
+
+
+def test_ray_actors_step_a_multi_agent_tuple_of_actions_as_serial_does():
+    """Its actors' SyncVectorEnv takes a Tuple action space's batch part by part: the driver's one tuple per env is
+    batched in the actor, and every env steps with the tuple serial gives it. With the policy in the actors (a
+    random stream of its own per actor, so other actions), each env still gets a tuple (the env raises otherwise)."""
+    assert _trajectory("ray-actors", {}, "box", "tuple") == _trajectory("serial", {}, "box", "tuple")
+    assert len(_trajectory("ray-actors", {"policy": "actor"}, "box", "tuple")) == STEPS + 1
+
