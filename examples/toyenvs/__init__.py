@@ -162,7 +162,10 @@ class Corridor(gym.Env):
                 break
         self.t += 1
         truncated = self.t >= self.episode_len
-        return self._obs(), 1.0 if terminated else -0.01, terminated, truncated, {}
+        reward = 1.0 if terminated else -0.01
+        if self.act_kind == "tuple":   # as highway-env's MultiAgentWrapper: each agent's reward and termination
+            return self._obs(), (reward, 0.0), (terminated, terminated), truncated, {}
+        return self._obs(), reward, terminated, truncated, {}
 
 
 def make_corridor(**kwargs) -> Corridor:

@@ -4,17 +4,22 @@ order), and the Python call a user writes for one (tune's snippets). Preprocessi
 ("Environments and policies")."""
 from dataclasses import replace
 
-from rlbench.envs import jax_apis, users
+from rlbench.envs import agents, jax_apis, users
 from rlbench.envs.catalogue import ATARI, WRAP, env_info
 from rlbench.errors import Unsupported, UsageError
 
 
 def make_env(env_id: str, /, **kwargs):
-    """Build one gymnasium env; module-level so subprocess vector envs can pickle it."""
+    """Build one gymnasium env; module-level so subprocess vector envs can pickle it. A multi-agent env's
+    per-agent rewards and episode ends are joined into one each (rlbench.envs.agents)."""
+    return agents.joined(_build(env_id, **kwargs))
+
+
+def _build(env_id: str, /, **kwargs):
     import gymnasium as gym
     if WRAP in env_id:
         base, *wrappers = env_id.split(WRAP)
-        env = make_env(base, **kwargs)
+        env = _build(base, **kwargs)
         for w in wrappers:
             env = users.wrapper(w)(env)
             if not isinstance(env, gym.Env):
