@@ -9,7 +9,7 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from adapters._kit.batch import put, take, unstack, vector_actions
+from adapters._kit.batch import put, take, unstacker, vector_actions
 from adapters._kit.nets import policy_params
 from adapters._kit.procs import (
     ARRAY_SPACES,
@@ -72,11 +72,12 @@ def spaces_reason(workload, name: str):
 def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, master_pid, obs_space, act_space):
     """A sampler worker. mode 'cpu': act locally for a whole batch per go; 'gpu': one env step per action
     handed over by the master. A Dict or Tuple action space's actions are written to the buffers part by part
-    and handed to each env as one dict or tuple (`unstack`)."""
+    and handed to each env as one dict or tuple (`unstacker`)."""
     pin(cpus)
     workload = Workload.from_dict(workload_dict)
     buf = views(shared, obs_space, act_space)
     to_batch = vector_actions(act_space)
+    per_env = unstacker(act_space, hi - lo) if to_batch is not None else None
     stats, stop = buf["stats"][rank + 1], buf["stop"]
     master = MasterWatch(master_pid)
     envs = EnvSlice(workload, lo, hi, take(buf["obs_now"], slice(lo, hi)))
@@ -115,7 +116,7 @@ def worker_main(rank, mode, workload_dict, lo, hi, shared, sems, params, cpus, m
                     return
                 t0 = perf_counter_ns()
                 actions = take(buf["act_now"], slice(lo, hi))
-                envs.step(actions if to_batch is None else unstack(act_space, actions, hi - lo),
+                envs.step(actions if per_env is None else per_env(actions),
                           buf["rew"][t, lo:hi], buf["done"][t, lo:hi])
                 stats[ENV_NS] += perf_counter_ns() - t0
                 t = (t + 1) % batch_T

@@ -43,11 +43,13 @@ def stack(space, items, out=None):
     return concatenate(space, items, out)
 
 
-def unstack(space, batch, n: int) -> list:
-    """One item per env from n envs' batch of `space`, the inverse of `stack` (gymnasium.vector.utils.iterate):
-    a Tuple space's batch gives one tuple per env."""
+def unstacker(space, n: int):
+    """batch -> one item per env from n envs' batch of `space`, the inverse of `stack`
+    (gymnasium.vector.utils.iterate): a Tuple space's batch gives one tuple per env. The batched space is built
+    once, here, not per call."""
     from gymnasium.vector.utils import batch_space, iterate
-    return list(iterate(batch_space(space, n), batch))
+    batched = batch_space(space, n)
+    return lambda batch: list(iterate(batched, batch))
 
 
 def vector_actions(action_space):

@@ -234,8 +234,11 @@ class Search:
         predicted = self.predict(best.cell, 2 * best.num_envs)
         if predicted is not None:
             return predicted >= lead.median
-        tried = [c.num_envs for c in self.candidates if c.adapter == best.adapter and c.values]
-        return best.num_envs >= max(tried) and best.median >= PRUNE_BELOW * lead.median
+        return best.num_envs >= max(self.sizes_measured(best.adapter)) and best.median >= PRUNE_BELOW * lead.median
+
+    def sizes_measured(self, adapter: str) -> list:
+        """The num_envs of an adapter's configurations with a repeat: its curve so far."""
+        return [c.num_envs for c in self.candidates if c.adapter == adapter and c.values]
 
     def within_noise(self, c, lead) -> str:
         """Why a tested configuration cannot be told from the leader ('' when it can): it is not significantly
@@ -299,7 +302,7 @@ class Search:
 
     def uphill(self, src, c) -> bool:
         """Whether c lies past the end of src's strategy's measured curve that src stands at."""
-        tried = [o.num_envs for o in self.candidates if o.adapter == src.adapter and o.values]
+        tried = self.sizes_measured(src.adapter)
         return (c.num_envs > src.num_envs and src.num_envs >= max(tried)) or \
             (c.num_envs < src.num_envs and src.num_envs <= min(tried))
 
