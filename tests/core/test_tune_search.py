@@ -366,3 +366,32 @@ def test_a_jax_envs_larger_probe_is_the_climb_of_its_smaller():
     s.go()
     assert any(c.num_envs == 64 and c.values for c in s.candidates)
     assert best(s).num_envs >= 16
+
+
+def test_a_strategy_never_measured_is_scouted_beside_the_climb():
+    """Issue 63's highway-env intersection (multi-agent, 43 ms a step, 2 cores, a job ~7 s, 170 s): every parallel
+    strategy had the same calibrated bound, the probe round had room for rlpyt-cpu's two probes, the climb of
+    rlpyt-cpu took every round after, and gymnasium-async, the sweep's best, was never measured. Now each round of
+    new configurations takes the most promising probe of a strategy not yet measured, first or (where the round
+    before took one) after the first step of the climb, so the strategies are seen while the leader climbs (which
+    of six equally bounded strategies is the best no bound can say: here it is the last in their order)."""
+    loop = lambda n: 16.0   # noqa: E731
+    curves = {"serial": loop, "rlpyt-serial": loop, "gymnasium-sync": loop, "sb3-dummy": loop,
+              "rlpyt-cpu": lambda n: 27.0 if n >= 4 else 18.0, "rlpyt-gpu": lambda n: 26.0 if n >= 4 else 18.0,
+              "rlpyt-alternating": lambda n: 25.0 if n >= 4 else 17.0, "ray-actors": lambda n: 24.0 if n >= 4 else 15.0,
+              "sb3-subproc": lambda n: 29.0 if n >= 4 else 21.0, "gymnasium-async": lambda n: 33.0 if n >= 8 else 22.0}
+    calibration = {a: {"16": {"steps_per_s": 3e4 if curves[a] is not loop else 1.5e4,
+                              "workers": 2 if curves[a] is not loop else 1}} for a in curves}
+    dear = EnvProfile.from_json({"step": {"median_us": 43_000.0, "cv": 0.3}, "obs_bytes": 400, "rss_per_env_mb": 1.0,
+                                 "policy_us_per_batch": {"1": 1.0}})
+    space = Space(Workload("CartPole-v1", 1, PolicySpec()), list(curves), 64, 2, dear)
+    sim = Simulated(curves, noise=0.04, job_s=7.0)
+    s = Search(space, sim, 170.0, dear, Figures.from_json(calibration), 2, stream=open("/dev/null", "w"))
+    s.go()
+    assert max(end for _, _, end in sim.jobs) <= 170.0
+    parallel = {a for a in curves if curves[a] is not loop}
+    seen = {c.adapter for c in s.candidates if c.values and c.adapter in parallel}
+    assert len(seen) >= 3, seen   # rlpyt-cpu alone before
+    win = best(s)
+    measured = max(curves[c.adapter](c.num_envs) for c in s.candidates if c.values)
+    assert curves[win.adapter](win.num_envs) >= 0.95 * measured, (win.config, sorted(seen))
