@@ -374,7 +374,8 @@ def test_a_strategy_never_measured_is_scouted_beside_the_climb():
     rlpyt-cpu took every round after, and gymnasium-async, the sweep's best, was never measured. Now each round of
     new configurations takes the most promising probe of a strategy not yet measured, first or (where the round
     before took one) after the first step of the climb, so the strategies are seen while the leader climbs (which
-    of six equally bounded strategies is the best no bound can say: here it is the last in their order)."""
+    of six equally bounded strategies is the best no bound can say: here it is the last in their order); and one
+    serial loop, not both at both probe sizes, opens the search."""
     loop = lambda n: 16.0   # noqa: E731
     curves = {"serial": loop, "rlpyt-serial": loop, "gymnasium-sync": loop, "sb3-dummy": loop,
               "rlpyt-cpu": lambda n: 27.0 if n >= 4 else 18.0, "rlpyt-gpu": lambda n: 26.0 if n >= 4 else 18.0,
@@ -392,6 +393,8 @@ def test_a_strategy_never_measured_is_scouted_beside_the_climb():
     parallel = {a for a in curves if curves[a] is not loop}
     seen = {c.adapter for c in s.candidates if c.values and c.adapter in parallel}
     assert len(seen) >= 3, seen   # rlpyt-cpu alone before
+    # one loop opens the search, the baseline; rlpyt-serial waits for its promise (both loops at both sizes: 68 s)
+    assert {c.adapter for c in s.candidates if c.round == 1} == {"serial"}
     win = best(s)
     measured = max(curves[c.adapter](c.num_envs) for c in s.candidates if c.values)
     assert curves[win.adapter](win.num_envs) >= 0.95 * measured, (win.config, sorted(seen))
