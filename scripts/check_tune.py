@@ -263,7 +263,7 @@ def main() -> int:
                          "tune_s": tune_s})
             _write_table(rows, args.out)
             continue
-        swept = _with_finalists(swept, record)
+        swept = _with_raced(swept, record)
         puffer = autotune(name, env, kwargs, policy, args, puffer_python, os.path.join(base, "autotune"),
                           forward_s(policy, record, args)) if puffer_python else None
         results, sweep_s, n_cells, tune_id, puffer_id = sweep(env, kwargs, policy, record, args,
@@ -328,12 +328,14 @@ def forward_s(policy: str, record: dict, args) -> float:
     return float(curve[nearest]) / 1e6 * batch / int(nearest)
 
 
-def _with_finalists(swept: str, record: dict) -> str:
-    """The strategies swept, and every one tune took to its final race (its pick's included): each swept at every
-    size and setting, so the pick is checked against its own strategy's other sizes and against each finalist's,
-    not only against the panel's fixed list (tune races every strategy; EnvPool's can win)."""
+def _with_raced(swept: str, record: dict) -> str:
+    """The strategies swept, and every one tune measured (its finalists and its pick's included, and those it
+    dropped): each swept at every size and setting, so the pick is checked against its own strategy's other sizes
+    and against every strategy tune saw, not only against the panel's fixed list (tune races every strategy;
+    EnvPool's or ALE's vector env can win, and a strategy tune dropped on two repeats may be the best)."""
     named = swept.split(",")
-    finalists = [c["adapter"] for c in record.get("candidates") or () if c.get("status") in ("finalist", "winner")]
+    finalists = [c["adapter"] for c in record.get("candidates") or ()
+                 if c.get("status") in ("finalist", "winner") or c.get("repeats")]
     winner = (record.get("decision") or {}).get("winner") or {}
     return ",".join(dict.fromkeys([*named, *finalists, *([winner["adapter"]] if winner.get("adapter") else [])]))
 

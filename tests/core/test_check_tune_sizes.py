@@ -32,3 +32,14 @@ def test_autotune_stands_in_for_the_cnn_with_its_profiled_cost():
     assert check_tune.forward_s("cnn", record, args) == pytest.approx(12800e-6 * 48 / 64)  # the nearest batch measured, scaled
     assert check_tune.forward_s("fixed_cost:cost_us=200", record, args) == 200e-6
     assert check_tune.forward_s("random", {"profile": {}}, args) == 0.0
+
+
+def test_the_sweep_covers_every_strategy_tune_measured_not_only_its_finalists():
+    """On Pong tune measured ALE's vector env (3 repeats, then dropped) and the sweep left it out: a strategy
+    tune dropped on its repeats is swept too, so the sweep can say the drop was wrong; one never measured is not."""
+    record = {"candidates": [{"adapter": "rlpyt-cpu", "status": "finalist", "repeats": 4},
+                             {"adapter": "ale-vector", "status": "dropped", "repeats": 3},
+                             {"adapter": "tianshou-ray", "status": "budget", "repeats": 0}],
+              "decision": {"winner": {"adapter": "rlpyt-cpu"}}}
+    assert check_tune._with_raced("serial,gymnasium-async", record).split(",") == \
+        ["serial", "gymnasium-async", "rlpyt-cpu", "ale-vector"]
