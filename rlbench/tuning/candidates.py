@@ -142,6 +142,11 @@ class Space:
         cls = registry.get(adapter)
         return self._instances[adapter].policy_placement(cls.resolve_options(given)) == "central"
 
+    @staticmethod
+    def library(adapter: str) -> str:
+        """The module that implements the adapter: strategies of one library (rlpyt's four samplers) share it."""
+        return registry.get(adapter).__module__
+
     def numbered(self, cell):
         """The cell with the next index: the report lists cells in the order the search found them."""
         self.index += 1

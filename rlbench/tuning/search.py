@@ -366,8 +366,13 @@ class Search:
         lead = self.leader()
         target = math.log2(lead.num_envs) if lead is not None else math.inf
         unseen = [c for c in new if not c.source and c.adapter != other_than and not self.sizes_measured(c.adapter)]
-        return max(unseen, key=lambda c: (promise(c), -abs(math.log2(c.num_envs) - target)
-                                          if lead is not None else c.num_envs), default=None)
+        # a library none of whose strategies is measured yet first (rlpyt's four samplers are one library; on
+        # intersection the scouts went to three of them, the cheapest jobs, and gymnasium-async waited)
+        seen = {self.space.library(c.adapter) for c in self.candidates if c.values}
+        seen |= {self.space.library(other_than)} if other_than else set()
+        return max(unseen, key=lambda c: (self.space.library(c.adapter) not in seen, promise(c),
+                                          -abs(math.log2(c.num_envs) - target) if lead is not None else c.num_envs),
+                   default=None)
 
     def measure(self, targets: dict) -> int:
         """Bring each candidate (cell_id -> (candidate, repeats)) to its repeats, a level at a time (every

@@ -393,6 +393,8 @@ def test_a_strategy_never_measured_is_scouted_beside_the_climb():
     parallel = {a for a in curves if curves[a] is not loop}
     seen = {c.adapter for c in s.candidates if c.values and c.adapter in parallel}
     assert len(seen) >= 3, seen   # rlpyt-cpu alone before
+    # the scouts go to libraries not yet seen: rlpyt's samplers, all cheap jobs, took every scout before
+    assert len({s.space.library(a) for a in seen}) >= 3, seen
     # one loop opens the search, the baseline; rlpyt-serial waits for its promise (both loops at both sizes: 68 s)
     assert {c.adapter for c in s.candidates if c.round == 1} == {"serial"}
     win = best(s)
