@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # suites do not). On 2 cores the set but `train` takes ~3.5 hours (`cpu` about one of them), `train` (CartPole and
 # Pong to a return) one more, so it runs only when named (SUITES=train, or with the others).
 SUITES = {
-    "replay-quick": [], "train-cpu": [], "jax-cpu": [], "rlpyt-targets": [], "quick": [], "mujoco": [],
+    "replay-quick": [], "train-cpu": [], "jax-cpu": [], "rlpyt-targets": [], "quick": [], "mujoco": [], "atari": [],
     "brax": [], "physics": [], "physics-train": [], "replay-reuse": [], "validate": [], "learners": [], "ray": [],
     "replay": ["--repeats", "1"], "rlpyt": [], "cpu": [], "train": [],
 }
