@@ -69,6 +69,9 @@ class ValidateRequest(RunRequest):
                            "over all of them)", (), name="--from", metavar="DIR", nargs="+")
     claims_out: str = flag("where claims.csv and claims.md go (default: the run's folder, the first of --from)",
                            metavar="DIR")
+    noise_from: tuple = flag("A/A runs of this machine (one suite run again at one commit): their run-to-run "
+                             "spread widens every ratio's CI (default: the 1%% floor)", (), name="--noise-from",
+                             metavar="DIR", nargs="+")
 
     def run_request(self) -> RunRequest:
         """The run of suites/validate.toml it asks for."""
@@ -84,10 +87,12 @@ def validate(request: ValidateRequest) -> int:
     from rlbench.families.validation.report import claims_csv, claims_markdown, claims_text, validation_text
     from rlbench.report.writer import write_atomic
     from rlbench.results.model import ResultSet
-    if request.from_dir:
-        for d in request.from_dir:
+    for flag_name, given in (("--from", request.from_dir), ("--noise-from", request.noise_from)):
+        for d in given:
             if not os.path.isfile(os.path.join(d, "results.jsonl")):
-                raise UsageError(f"validate --from {d}: not a run folder (valid: folders holding results.jsonl)")
+                raise UsageError(f"validate {flag_name} {d}: not a run folder (valid: folders holding results.jsonl)")
+    noise = _run_noise(request)
+    if request.from_dir:
         rc, dirs = 0, list(request.from_dir)
         if len(dirs) == 1:
             rundir.rebuild_report(dirs[0])
@@ -99,15 +104,33 @@ def validate(request: ValidateRequest) -> int:
         rows = validation_rows(results)
         if rows:
             print(f"\n{d}:\n{validation_text(rows)}")
-    matrix = claims.matrix(runs)
-    print("\n" + claims_text(matrix))
+    matrix = claims.matrix(runs, noise=noise)
+    print("\n" + claims_text(matrix, noise))
     out = request.claims_out or dirs[0]
     os.makedirs(out, exist_ok=True)
-    files = {"claims.csv": claims_csv(matrix), "claims.md": claims_markdown(matrix, runs, dirs)}
+    files = {"claims.csv": claims_csv(matrix), "claims.md": claims_markdown(matrix, runs, dirs, noise)}
     for name, text in files.items():
         write_atomic(os.path.join(out, name), text)
     print(f"claims: {os.path.join(out, 'claims.md')} (and claims.csv)")
     return rc
+
+
+def _run_noise(request: ValidateRequest):
+    """The machine's run-to-run noise the claims' CIs hold: learned from --noise-from's A/A runs, which must be of
+    the machine the --from runs are of; the floor without them."""
+    from rlbench.results.changes import RUN_SD_FLOOR, Noise, aa_noise
+    from rlbench.results.history import machine_key
+    from rlbench.results.model import ResultSet
+    if not request.noise_from:
+        return Noise(RUN_SD_FLOOR, 0, "the floor: no A/A runs given (--noise-from)")
+    aa = [ResultSet.load(d) for d in request.noise_from]
+    judged = {machine_key(ResultSet.load(d).record)[::2] for d in request.from_dir}
+    for d, results in zip(request.noise_from, aa):
+        key = machine_key(results.record)[::2]
+        if judged and key not in judged:
+            raise UsageError(f"validate --noise-from {d}: a run of another machine ({key[1]}) than the runs judged "
+                             f"(valid: A/A runs of {', '.join(sorted(label for _, label in judged))})")
+    return aa_noise(aa)
 
 
 @dataclass(frozen=True)

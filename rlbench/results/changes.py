@@ -116,6 +116,28 @@ def noise(pts) -> dict:
     return out
 
 
+def aa_noise(results_list, metric: str = "steps_per_s") -> Noise:
+    """The run-to-run noise of a machine from A/A runs given as folders (the same code run again, one run after
+    another): the spread of each cell's log median across the runs that hold it, pooled over the cells (a cell in
+    fewer than 2 runs adds nothing), floored at RUN_SD_FLOOR; the floor where no cell is in two runs. `rlbench
+    validate --noise-from` widens every ratio's CI by it (a claim's verdict must hold across runs, not only
+    within one)."""
+    logs = {}
+    for results in results_list:
+        for cell_id, bench in results.benchmarks.items():
+            values = [r.get(metric) for r in bench.ok_runs if r.get(metric)]
+            if values and np.median(values) > 0:
+                logs.setdefault(cell_id, []).append(math.log(float(np.median(values))))
+    ss, dof, cells = 0.0, 0, 0
+    for x in (np.asarray(v) for v in logs.values() if len(v) >= 2):
+        ss, dof, cells = ss + float(((x - x.mean()) ** 2).sum()), dof + len(x) - 1, cells + 1
+    if dof == 0:
+        return Noise(RUN_SD_FLOOR, 0, "the floor (no cell in two of the runs given)")
+    sd = math.sqrt(ss / dof)
+    source = f"A/A: {len(results_list)} runs, {cells} cells"
+    return Noise(sd, dof, source) if sd >= RUN_SD_FLOOR else Noise(RUN_SD_FLOOR, dof, f"the floor ({source} gave less)")
+
+
 def change_points(series, sd: float, alpha: float = 0.05) -> list:
     """The significant changes of one series (its points, in order), as Change."""
     x = series["log_median"].to_numpy(float)

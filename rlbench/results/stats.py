@@ -103,6 +103,21 @@ def ratio_ci(numerator, denominator, confidence: float = 0.95, seed: int = 0) ->
     return ratio, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def widened(ratio: float, low: float, high: float, run_sd: float, confidence: float = 0.95) -> tuple:
+    """(ratio, low, high) with run-to-run noise added to a ratio's CI from one run's repeats: each side's median
+    moves between runs by run_sd (a standard deviation of log medians, A/A-learned), so the log ratio by
+    sqrt(2) run_sd; that and the CI's own distance from the ratio add in quadrature, each side in log space.
+    NaN bounds (too few repeats) and run_sd <= 0 leave it as it is."""
+    if not (run_sd > 0 and low == low and high == high and ratio > 0 and low > 0 and high > 0):
+        return ratio, low, high
+    from scipy.stats import norm
+    extra = float(norm.ppf(0.5 + confidence / 2)) * math.sqrt(2) * run_sd
+    centre = math.log(ratio)
+    down = math.hypot(centre - math.log(low), extra)
+    up = math.hypot(math.log(high) - centre, extra)
+    return ratio, math.exp(centre - down), math.exp(centre + up)
+
+
 def median_ci(values, confidence: float = 0.95, seed: int = 0) -> tuple:
     """(median, low, high): the median of per-repeat values (a fraction each repeat measured, such as a replay
     store's limit_frac or a compiled loop's state_bw_frac) with a percentile-bootstrap CI (scipy.stats.bootstrap;

@@ -2,6 +2,7 @@
 names (reproduced or not, from the measured ratio), a claim whose hardware the machine lacks is not comparable
 there, one without its cells is not measured; docs/claims.md and each reference set's matrix are current."""
 import csv
+import math
 import subprocess
 import sys
 
@@ -154,3 +155,72 @@ def test_a_verdict_the_ci_cannot_settle_is_inconclusive_with_the_repeats_that_wo
     why = settled([("Pong", "in", 0, (1.6, 1.5, 1.7)), ("Ant", "open", 9, (1.3, 1.1, 1.5))])
     assert why == "Ant: the 95% CI of 1.30x [1.10, 1.50] reaches both sides of the rule: about 9 repeats a side " \
                   "would likely settle it"
+
+
+def test_a_ratios_two_sides_come_from_one_run():
+    """Issue 66: pairs were taken from two runs hours apart (purejaxrl-10x on the EPYC). A ratio whose sides only
+    runs apart hold is `not measured`, naming the runs; where one run holds both, its own repeats make the ratio
+    (not a cell of the same id an earlier run holds)."""
+    jax_rows, torch_rows = _ppo(150000.0, 10000.0)[0::2], _ppo(150000.0, 10000.0)[1::2]
+    apart = _by_id(claims.matrix([ResultSet.from_rows(jax_rows, {**CPU_2CORE, "run_id": "jax-run"}),
+                                  ResultSet.from_rows(torch_rows, {**CPU_2CORE, "run_id": "torch-run"})]))
+    got = apart["purejaxrl-10x"]
+    assert got.verdict == claims.NOT_MEASURED and not got.ratios
+    assert "different runs (jax-run, torch-run)" in got.why and "suites/validate.toml" in got.why
+    # the first run holds only the jax side (at a rate that would not reproduce); the second holds both
+    slow_jax = _ppo(60000.0, 10000.0)[0::2]
+    together = _by_id(claims.matrix([ResultSet.from_rows(slow_jax, {**CPU_2CORE, "run_id": "a"}),
+                                     ResultSet.from_rows(_ppo(150000.0, 10000.0), {**CPU_2CORE, "run_id": "b"})]))
+    assert together["purejaxrl-10x"].verdict == claims.REPRODUCED
+    assert together["purejaxrl-10x"].ratios[0][0] == pytest.approx(15.0)
+
+
+def test_run_to_run_noise_from_aa_runs_widens_a_ratios_ci_and_can_open_a_verdict():
+    """Issue 66: a claim's CI accounts for run-to-run noise, not only the repeats of one run. The noise is learned
+    from A/A runs (each cell's log median across the runs, pooled over the cells, floored at 1%); each side's
+    median moves by it between runs, so the log ratio's CI gains 1.96 sqrt(2) sd in quadrature."""
+    from rlbench.results.changes import RUN_SD_FLOOR, aa_noise
+    from rlbench.results.stats import widened
+
+    def aa(rate):
+        return ResultSet.from_rows([_row("serial", 4, rep, rate * (1 + 0.001 * rep)) for rep in range(3)], CPU_2CORE)
+    noise = aa_noise([aa(1000.0), aa(1100.0), aa(1000.0 * 1.1 ** 2)])
+    assert noise.sd == pytest.approx(math.log(1.1), rel=1e-3) and noise.dof == 2   # log medians 0, 1, 2 x log 1.1
+    assert noise.source == "A/A: 3 runs, 1 cells"
+    assert aa_noise([aa(1000.0)]).sd == RUN_SD_FLOOR and aa_noise([aa(1000.0), aa(1000.0)]).sd == RUN_SD_FLOOR
+    ratio, low, high = widened(2.0, 2.0 / 1.05, 2.0 * 1.05, 0.05)
+    extra = 1.959964 * math.sqrt(2) * 0.05
+    assert ratio == 2.0 and math.log(high / 2.0) == pytest.approx(math.hypot(math.log(1.05), extra), rel=1e-4)
+    assert math.log(2.0 / low) == pytest.approx(math.hypot(math.log(1.05), extra), rel=1e-4)
+    assert widened(2.0, float("nan"), float("nan"), 0.05)[1] != widened(2.0, float("nan"), float("nan"), 0.05)[1]
+    # 12x with a tight CI reproduces PureJaxRL's >= 10x on one run's repeats; with 10% run-to-run noise it cannot
+    run = [ResultSet.from_rows(_ppo(120000.0, 10000.0), CPU_2CORE)]
+    assert _by_id(claims.matrix(run))["purejaxrl-10x"].verdict == claims.REPRODUCED
+    noisy = _by_id(claims.matrix(run, noise=noise))["purejaxrl-10x"]
+    assert noisy.verdict == claims.INCONCLUSIVE and noisy.ratios[0][1] < 10.0 < noisy.ratios[0][2]
+    # 12x is 0.18 from the edge in log space, the run-to-run part alone 0.26 wide: more repeats cannot settle it
+    assert noisy.why.endswith("the run-to-run noise alone reaches its edge: no number of repeats in one run would "
+                              "settle it")
+    at_least_10 = lambda r: r >= 10   # noqa: E731
+    assert claims.repeats_to_settle(at_least_10, 12.0, 9.6, 14.4, 3, run_sd=0.1) is None
+    # a small run-to-run part leaves the repeats' share to shrink: more repeats than without it
+    assert claims.repeats_to_settle(at_least_10, 12.0, 9.6, 14.4, 3, run_sd=0.05) == 7 > \
+        claims.repeats_to_settle(at_least_10, 12.0, 9.6, 14.4, 3) == 5
+
+
+def test_validate_refuses_a_noise_folder_that_is_not_a_run(tmp_path, capsys):
+    base = REPO / "reports" / "reference" / "cpu-2core-epyc"
+    got = run_cli(["validate", "--from", base / "validate", "--noise-from", tmp_path / "nothing",
+                   "--claims-out", tmp_path / "out"])
+    assert got.rc == 2 and "--noise-from" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_validate_refuses_aa_runs_of_another_machine(tmp_path, capsys):
+    """A/A runs say how one machine's runs vary: the Xeon's are no measure of the EPYC's noise."""
+    ref = REPO / "reports" / "reference"
+    got = run_cli(["validate", "--from", ref / "cpu-2core-epyc" / "validate", "--noise-from",
+                   ref / "cpu-2core-xeon" / "check-history" / "aa-00", "--claims-out", tmp_path / "out"])
+    err = capsys.readouterr().err
+    assert got.rc == 2 and "a run of another machine (Intel(R) Xeon(R) Processor x2" in err and "AMD EPYC" in err
+    assert not (tmp_path / "out").exists()

@@ -190,8 +190,9 @@ def test_drain_catches_a_step_that_only_dispatches(jax):
     assert synced["env_steps"] == unsynced_drained["env_steps"] == 15 * 512 * 64
     ratio = unsynced_drained["steps_per_s"] / synced["steps_per_s"]
     assert 0.2 < ratio < 5, (synced, unsynced_drained)           # the same rate, give or take noise
-    # the undrained window closed with the work still queued: orders of magnitude too fast
-    assert unsynced_undrained["steps_per_s"] > 20 * synced["steps_per_s"], unsynced_undrained
+    # the undrained window closed with the work still queued: an order of magnitude too fast (15-40x here; dispatch
+    # itself slows on a loaded machine, so the margin asserted is 5x)
+    assert unsynced_undrained["steps_per_s"] > 5 * synced["steps_per_s"], unsynced_undrained
     assert unsynced_drained["latency_max_ms"] > 10 * unsynced_drained["latency_p50_ms"]  # waited in the last unit
 
 

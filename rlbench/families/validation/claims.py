@@ -11,17 +11,20 @@ its verdict is one of:
 - `not measured`: the machine could test it, but the runs given hold no cell for it (which suite has them);
 - `no rule`: no rule is written for it yet (what one would measure is said), whatever the machine.
 
-Ratios are measured inside one run, with the bootstrap 95% CI of rlbench.results.stats.ratio_ci. Where rlbench
-compares two of its own implementations (its PureJaxRL-style PPO against its CleanRL-style PPO), `own` says so.
-A claim as published is a `Claim`; judged, it is a `JudgedClaim`, the matrix's row (claims.csv, claims.md, the
-report's table).
+Ratios are measured inside one run (a ratio whose two sides only runs apart hold is `not measured`), with the
+bootstrap 95% CI of rlbench.results.stats.ratio_ci, widened by the machine's run-to-run noise where A/A runs give
+it (`rlbench validate --noise-from`; rlbench.results.stats.widened): a verdict must hold across runs. Where
+rlbench compares two of its own implementations (its PureJaxRL-style PPO against its CleanRL-style PPO), `own`
+says so. A claim as published is a `Claim`; judged, it is a `JudgedClaim`, the matrix's row (claims.csv,
+claims.md, the report's table).
 """
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
 from rlbench.families.validation import checks
 from rlbench.report.format import fixed, si
-from rlbench.results.stats import ratio_ci
+from rlbench.results.stats import ratio_ci, widened
 
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED = ("reproduced", "not reproduced", "not comparable here",
                                                             "not measured")
@@ -59,6 +62,7 @@ class Measured:
     why: str = ""
     ratios: tuple = ()
     open: str = ""
+    apart: str = ""      # a ratio's two sides are only in different runs: not measured (Pair.apart)
 
 
 GRID = 200   # points of a CI a rule is read at: a band narrower than the CI inside it is not missed
@@ -74,10 +78,12 @@ def side(rule, value: float, low: float, high: float) -> str:
     return "in" if held == {True} else "out" if held == {False} else "open"
 
 
-def repeats_to_settle(rule, value: float, low: float, high: float, repeats: int) -> int:
-    """About how many repeats a side would bring the CI off the rule's edge: its half-width shrinks as 1/sqrt(n),
-    and must come within the median's distance to the edge (found by bisection between the median and the CI's
-    end across it). 0 where no edge lies within the CI or it cannot be told (no CI yet: at least 3)."""
+def repeats_to_settle(rule, value: float, low: float, high: float, repeats: int, run_sd: float = 0.0):
+    """About how many repeats a side would bring the CI off the rule's edge: the repeats' part of its half-width
+    shrinks as 1/sqrt(n), the run-to-run part (1.96 sqrt(2) run_sd in log space, added in quadrature: `widened`)
+    does not, and together they must come within the median's distance to the edge (found by bisection between
+    the median and the CI's end across it). 0 where no edge lies within the CI; None where the run-to-run part
+    alone reaches the edge (no number of repeats in one run settles it); at least 3 with no CI yet."""
     if not (low == low and high == high):
         return max(3, repeats + 1)
     end = next((e for e in (low, high) if bool(rule(e)) != bool(rule(value))), None)
@@ -87,10 +93,14 @@ def repeats_to_settle(rule, value: float, low: float, high: float, repeats: int)
     for _ in range(40):
         mid = (near + far) / 2
         near, far = (mid, far) if bool(rule(mid)) == bool(rule(value)) else (near, mid)
-    gap = abs(near - value)
-    if gap <= 0:
-        return 0
-    return max(repeats + 1, int(repeats * (abs(end - value) / gap) ** 2) + 1)
+    if near <= 0 or end <= 0 or value <= 0:
+        return max(3, repeats + 1)
+    gap, width = abs(math.log(near / value)), abs(math.log(end / value))
+    floor = 1.959964 * math.sqrt(2) * run_sd
+    if gap <= floor:
+        return None
+    own = max(width ** 2 - floor ** 2, 0.0)
+    return max(repeats + 1, int(repeats * own / (gap ** 2 - floor ** 2)) + 1)
 
 
 def settled(parts) -> str:
@@ -104,6 +114,9 @@ def settled(parts) -> str:
     if not (low == low and high == high):
         return f"{where}{_ratio_text(value, low, high)} has no CI yet (fewer than 2 repeats a side): run it with " \
                f"--repeats {need} or more"
+    if need is None:
+        return (f"{where}the 95% CI of {_ratio_text(value, low, high)} reaches both sides of the rule, and the "
+                "run-to-run noise alone reaches its edge: no number of repeats in one run would settle it")
     return (f"{where}the 95% CI of {_ratio_text(value, low, high)} reaches both sides of the rule: about {need} "
             "repeats a side would likely settle it")
 
@@ -153,23 +166,58 @@ class JudgedClaim:
                 "cells": " | ".join(self.cells), "needs": self.needs, "own": self.own_note}
 
 
+@dataclass(frozen=True)
+class Pair:
+    """The two sides of a ratio, from one run (`run`: that run's Evidence); or, where no run holds both, `apart`:
+    the runs they are in, said (the ratio is not taken: runs hours apart differ by more than a run's repeats)."""
+    a: object = None
+    b: object = None
+    run: "Evidence" = None
+    apart: str = ""
+
+
 @dataclass
 class Evidence:
-    """The ok cells of the runs given (one machine), and each cell's repeats for the ratio CIs."""
+    """The ok cells of the runs given (one machine), and each cell's repeats for the ratio CIs; `runs`, each run's
+    own Evidence (a ratio's two sides come from one of them: `pair`), `label` the run's id."""
     cells: list
     repeats: dict = field(default_factory=dict)     # cell id -> {metric -> [values]}
+    runs: list = field(default_factory=list)
+    label: str = ""
+    run_sd: float = 0.0     # the machine's run-to-run noise (rlbench.results.changes.Noise.sd), added to each CI
 
     @classmethod
-    def of(cls, results_list) -> "Evidence":
+    def of(cls, results_list, run_sd: float = 0.0) -> "Evidence":
+        """The runs' evidence, a cell held by two of them taken from the first."""
+        runs = [cls.of_run(results, i, run_sd) for i, results in enumerate(results_list)]
         cells, repeats = [], {}
-        for results in results_list:
-            for cell in checks._ok(list(results.cells.values())):
-                if cell.cell_id in repeats:
-                    continue
-                cells.append(cell)
-                bench = results.benchmarks[cell.cell_id]
-                repeats[cell.cell_id] = bench
-        return cls(cells, repeats)
+        for run in runs:
+            for cell in run.cells:
+                if cell.cell_id not in repeats:
+                    cells.append(cell)
+                    repeats[cell.cell_id] = run.repeats[cell.cell_id]
+        return cls(cells, repeats, runs, run_sd=run_sd)
+
+    @classmethod
+    def of_run(cls, results, index: int = 0, run_sd: float = 0.0) -> "Evidence":
+        cells = checks._ok(list(results.cells.values()))
+        label = (results.record.run_id if results.record is not None else "") or f"run {index + 1}"
+        return cls(cells, {c.cell_id: results.benchmarks[c.cell_id] for c in cells}, label=label, run_sd=run_sd)
+
+    def pair(self, pick) -> Pair:
+        """A ratio's two sides from the first run that holds both (pick: Evidence -> (a, b), either None where
+        that evidence lacks it); Pair() where no run and not the runs together hold them; `apart` where only the
+        runs together do."""
+        for run in self.runs or [self]:
+            a, b = pick(run)
+            if a and b:
+                return Pair(a, b, run)
+        a, b = pick(self)
+        if not (a and b):
+            return Pair()
+        where = {run.label for run in self.runs for c in (a, b) if c.cell_id in run.repeats}
+        return Pair(apart=f"{a.cell_id} and {b.cell_id} are in different runs ({', '.join(sorted(where))}): a "
+                          "ratio's two sides come from one run")
 
     def values(self, cell, key: str) -> list:
         return [r.get(key) for r in self.repeats[cell.cell_id].ok_runs]
@@ -193,8 +241,9 @@ class Evidence:
         return None
 
     def ratio(self, num, den, key: str = "steps_per_s") -> tuple:
-        """(median ratio, CI low, CI high) of num's `key` over den's."""
-        return ratio_ci(self.values(num, key), self.values(den, key))
+        """(median ratio, CI low, CI high) of num's `key` over den's: the bootstrap CI of the run's repeats,
+        widened by the run-to-run noise (rlbench.results.stats.widened)."""
+        return widened(*ratio_ci(self.values(num, key), self.values(den, key)), self.run_sd)
 
     def repeats_of(self, num, den, key: str = "steps_per_s") -> int:
         """The repeats the smaller side of a ratio has."""
@@ -216,17 +265,20 @@ def envpool_ratio(num: str, den: str, workers: int, published: dict,
     def judge(ev: Evidence):
         parts, used, ratios, holds, sides = [], [], [], True, []
         for env, pub in published.items():
-            a, b = checks.best(ev.cells, env, num, workers), checks.best(ev.cells, env, den, workers)
-            if not (a and b):
-                return None
-            value, low, high = ev.ratio(a, b, "frames_per_s")
+            got = ev.pair(lambda e, env=env: (checks.best(e.cells, env, num, workers),
+                                              checks.best(e.cells, env, den, workers)))
+            if got.apart or not got.a:
+                return Measured(False, "", apart=got.apart) if got.apart else None
+            a, b = got.a, got.b
+            value, low, high = got.run.ratio(a, b, "frames_per_s")
             rule = lambda r, pub=pub: _within(r, pub, tolerance)  # noqa: E731
             holds &= rule(value)
             parts.append(f"{env.split('-')[0]} {_ratio_text(value, low, high)}")
             used += [a.cell_id, b.cell_id]
             ratios.append((value, low, high))
             sides.append((env.split("-")[0], side(rule, value, low, high),
-                          repeats_to_settle(rule, value, low, high, ev.repeats_of(a, b, "frames_per_s")),
+                          repeats_to_settle(rule, value, low, high, got.run.repeats_of(a, b, "frames_per_s"),
+                                            got.run.run_sd),
                           (value, low, high)))
         return Measured(holds, "; ".join(parts), tuple(used), ratios=tuple(ratios), open=settled(sides))
     return judge
@@ -235,11 +287,12 @@ def envpool_ratio(num: str, den: str, workers: int, published: dict,
 def pair_ratio(num: dict, den: dict, holds, key: str = "steps_per_s"):
     """A judge: one cell's `key` over another's (each found by Evidence.find's arguments); holds(ratio) -> bool."""
     def judge(ev: Evidence):
-        a, b = ev.find(**num), ev.find(**den)
-        if not (a and b):
-            return None
-        value, low, high = ev.ratio(a, b, key)
-        need = repeats_to_settle(holds, value, low, high, ev.repeats_of(a, b, key))
+        got = ev.pair(lambda e: (e.find(**num), e.find(**den)))
+        if got.apart or not got.a:
+            return Measured(False, "", apart=got.apart) if got.apart else None
+        a, b = got.a, got.b
+        value, low, high = got.run.ratio(a, b, key)
+        need = repeats_to_settle(holds, value, low, high, got.run.repeats_of(a, b, key), got.run.run_sd)
         return Measured(bool(holds(value)), _ratio_text(value, low, high), (a.cell_id, b.cell_id),
                         ratios=((value, low, high),), open=settled([("", side(holds, value, low, high), need,
                                                                       (value, low, high))]))
@@ -452,9 +505,11 @@ def _seconds_per_1m(ev: Evidence, env: str, published_s: float, **env_kwargs):
     return Measured(seconds <= published_s, f"{seconds:.3g} s per 1M steps", (cell.cell_id,))
 
 
-def matrix(results_list, machine: dict = None) -> list:
-    """One JudgedClaim per claim, judged over the runs given (one machine: the first run's, unless `machine`)."""
-    ev = Evidence.of(results_list)
+def matrix(results_list, machine: dict = None, noise=None) -> list:
+    """One JudgedClaim per claim, judged over the runs given (one machine: the first run's, unless `machine`),
+    each ratio's CI widened by the machine's run-to-run noise (a rlbench.results.changes.Noise; None: the
+    repeats of one run alone)."""
+    ev = Evidence.of(results_list, noise.sd if noise is not None else 0.0)
     machine = machine if machine is not None else (results_list[0].record.machine if results_list else {})
     rows = []
     for c in CLAIMS:
@@ -467,6 +522,8 @@ def matrix(results_list, machine: dict = None) -> list:
             verdict, why = NOT_COMPARABLE, f"needs {c.needs.what}; {lacking}"
         elif got is None:
             verdict, why = NOT_MEASURED, f"no cell for it in the runs given ({c.suite} has them)"
+        elif got.apart:
+            verdict, why = NOT_MEASURED, f"{got.apart} ({c.suite} has them together)"
         elif got.open:
             verdict, why = INCONCLUSIVE, got.open
         else:

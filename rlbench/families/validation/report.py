@@ -96,9 +96,15 @@ def claims_table(rows) -> str:
     return table(CLAIMS_TABLE, rows, bad_if(lambda r: r.verdict == claims.NOT_REPRODUCED))
 
 
-def claims_text(rows) -> str:
+def noise_text(noise) -> str:
+    """What run-to-run noise the ratios' CIs hold, and where it came from."""
+    return (f"each ratio's 95% CI holds its run's repeats and run-to-run noise of {noise.sd:.1%} a cell median "
+            f"({noise.source})" if noise is not None else "each ratio's 95% CI holds its run's repeats only")
+
+
+def claims_text(rows, noise=None) -> str:
     tally = ", ".join(f"{n} {v}" for v, n in claims.counts(rows).items())
-    lines = [f"claims of the source papers: {len(rows)} ({tally})",
+    lines = [f"claims of the source papers: {len(rows)} ({tally}); {noise_text(noise)}",
              f"{'claim':<26} {'verdict':<20} measured / why"]
     for r in rows:
         said = "; ".join(x for x in (r.measured, r.why, r.own_note) if x)
@@ -112,7 +118,7 @@ def _shown(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def claims_markdown(rows, runs, dirs) -> str:
+def claims_markdown(rows, runs, dirs, noise=None) -> str:
     """claims.md: the matrix over these runs as a Markdown page (a reference set's, docs/claims.md's source)."""
     machine = runs[0].record.machine if runs else {}
     gpus = ", ".join(g.get("name", "?") for g in machine.get("gpus") or []) or "no GPU"
@@ -123,7 +129,7 @@ def claims_markdown(rows, runs, dirs) -> str:
              f"{machine.get('ram_gb', 0):.0f} GB, {gpus}. Judged by `rlbench validate --from` over "
              f"{len(dirs)} run(s) at commit(s) {', '.join(commits)}: {', '.join(f'`{_shown(d)}`' for d in dirs)}. "
              f"{len(rows)} claims: {tally}. The claims and their sources: docs/published.md; the rules: "
-             "rlbench/families/validation/claims.py.", "",
+             f"rlbench/families/validation/claims.py. {noise_text(noise).capitalize()}.", "",
              "| claim | says | published | rule | verdict | measured | why |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         why = "; ".join(x for x in (r.why, r.own_note) if x)
