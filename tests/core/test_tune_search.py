@@ -400,3 +400,39 @@ def test_a_strategy_never_measured_is_scouted_beside_the_climb():
     win = best(s)
     measured = max(curves[c.adapter](c.num_envs) for c in s.candidates if c.values)
     assert curves[win.adapter](win.num_envs) >= 0.95 * measured, (win.config, sorted(seen))
+
+
+class Costed(Simulated):
+    """Simulated, with a job's cost by num_envs (a JAX env's 4096 envs dearer than its 256)."""
+
+    def __init__(self, curves: dict, cost, **kw):
+        super().__init__(curves, **kw)
+        self.cost = cost
+
+    def job_s(self, cell) -> float:
+        return self.cost(cell.workload.num_envs)
+
+    def run(self, cells, level, admit) -> list:
+        rows = []
+        for cell in cells:
+            if admit(cell):
+                start, self.t = self.t, self.t + self.job_s(cell)
+                self.jobs.append((cell.cell_id, start, self.t))
+                rows.append(Run.from_row({"cell_id": cell.cell_id, "repeat": level - 1, "status": "ok",
+                                          "steps_per_s": self.rate_of(cell, level - 1)}))
+        return rows
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_probe_cut_after_one_repeat_faster_than_the_leader_is_retested_before_the_climb(seed):
+    """A JAX env, 20 s: the probe at 4096 envs was measured once (2.4x the leader at 256) before the budget cut its
+    second repeat, the next rounds climbed the leader down to 128, and tune answered 128. Its repeat goes first."""
+    curve = {"gymnax": lambda n: 2e7 * min(n, 8192) ** 0.35 / 256 ** 0.35}
+    jax = EnvProfile.from_json({"step": {"median_us": 0.05}, "api": "gymnax", "adapter": "gymnax"})
+    assert probe_sizes(2, 1 << 20, jax) == [256, 4096]
+    space = Space(Workload("CartPole-v1", 1, PolicySpec()), list(curve), 1 << 20, 2, jax)
+    sim = Costed(curve, lambda n: 1.2 if n <= 512 else 3.0, noise=0.05, seed=seed)
+    s = Search(space, sim, 10.0, jax, Figures(), 2, stream=open("/dev/null", "w"))
+    s.go()
+    assert best(s).num_envs >= 4096 and len(best(s).values) >= START_REPEATS, [(c.num_envs, c.values)
+                                                                              for c in s.candidates if c.values]
