@@ -43,3 +43,16 @@ def test_the_sweep_covers_every_strategy_tune_measured_not_only_its_finalists():
               "decision": {"winner": {"adapter": "rlpyt-cpu"}}}
     assert check_tune._with_raced("serial,gymnasium-async", record).split(",") == \
         ["serial", "gymnasium-async", "rlpyt-cpu", "ale-vector"]
+
+
+def test_the_runner_up_counts_as_named_only_where_the_answer_did_not_separate_it():
+    """tune's answer names its runner-up beside its pick where the lead is not significant (minigrid: rlpyt-cpu at
+    64 and at 32 envs, 0.92x [0.76, 1.04]); the sweep's best among those two is found, not missed. A significant
+    lead names only the pick."""
+    runner = {"cell_id": "b/n=8", "adapter": "gymnasium-async", "num_envs": 8, "options": {}}
+    record = {"candidates": [{"cell_id": "a/n=16", "adapter": "sb3-subproc", "num_envs": 16, "options": {}}, runner],
+              "decision": {"runner_up": {"cell_id": "b/n=8", "lead": "not significant"}}}
+    assert check_tune._named_tie(record) == [runner]
+    record["decision"]["runner_up"]["lead"] = "significant"
+    assert check_tune._named_tie(record) == []
+    assert check_tune._named_tie({"decision": {"runner_up": None}}) == []
