@@ -224,3 +224,28 @@ def test_validate_refuses_aa_runs_of_another_machine(tmp_path, capsys):
     err = capsys.readouterr().err
     assert got.rc == 2 and "a run of another machine (Intel(R) Xeon(R) Processor x2" in err and "AMD EPYC" in err
     assert not (tmp_path / "out").exists()
+
+
+def _storage_rows(r2d2_kept: tuple) -> list:
+    """Target-mode cells of the three workloads (1 GB buffers): numpy-ring keeps up everywhere but on R2D2, where
+    its repeats' keeps_up are r2d2_kept; memmap (cold) never does; a store with a rate limiter is not counted."""
+    rows = []
+    for env in ("replay/IMPALA-Qbert", "replay/R2D2-Qbert", "replay/DQN-Qbert"):
+        for adapter, options, kept in (("numpy-ring", {}, r2d2_kept if "R2D2" in env else (1.0, 1.0)),
+                                       ("memmap", {"cache": "cold"}, (0.0, 0.0)),
+                                       ("reverb", {"rate_limiter": "sample-to-insert"}, (0.0, 0.0))):
+            kwargs = {"mode": "target", "max_mb": 1024}
+            for rep, flag in enumerate(kept):
+                rows.append(_row(adapter, 1, rep, 50.0, kind="replay", env=env, env_kwargs=kwargs, options=options,
+                                 keeps_up=flag, cell_id=f"{adapter}/{env}(mode=target)/n=1/random/{options}"))
+    return rows
+
+
+@pytest.mark.parametrize("r2d2_kept, verdict", [((1.0, 1.0), claims.NOT_REPRODUCED), ((1.0, 0.0), claims.REPRODUCED)])
+def test_storage_is_the_bottleneck_only_where_no_store_keeps_up_with_a_workload(r2d2_kept, verdict):
+    """The survey's storage claim in its fair form: at the workloads' add and sample rates together, is there a
+    store that keeps up in every repeat? A store behind in one repeat does not keep up."""
+    got = _by_id(claims.matrix([ResultSet.from_rows(_storage_rows(r2d2_kept), CPU_2CORE)]))["storage-bottleneck"]
+    assert got.verdict == verdict
+    assert "IMPALA-Qbert: 1 of 2 stores keep up (numpy-ring 2/2); behind: memmap (cold cache) 0/2" in got.measured
+    assert "reverb" not in got.measured
