@@ -140,10 +140,11 @@ def median_ci(values, confidence: float = 0.95, seed: int = 0) -> tuple:
 LOG_SD_FLOOR = 0.02  # repeat-to-repeat noise of fresh processes is rarely below 2%: no test trusts less
 
 
-def slower_p(values, leader) -> float:
+def slower_p(values, leader, floor: float = LOG_SD_FLOOR) -> float:
     """One-sided p-value that a cell's rates are lower than the leader's: Welch's t-test on the logs of
-    each side's repeats (rates are positive and skewed), each side's spread floored at LOG_SD_FLOOR so two
-    repeats that agree by chance do not make a test overconfident. NaN with fewer than 2 values a side.
+    each side's repeats (rates are positive and skewed), each side's spread floored at `floor` (LOG_SD_FLOOR, or
+    the spread a caller has seen across many configurations: `pooled_log_sd`) so two repeats that agree by chance
+    do not make a test overconfident. NaN with fewer than 2 values a side.
 
     Hand-written rather than scipy.stats.ttest_ind(log values, log leader, equal_var=False, alternative="less")
     because of that floor: scipy takes each side's variance as measured, and two or three fresh-process repeats
@@ -154,7 +155,21 @@ def slower_p(values, leader) -> float:
     y = np.log(np.asarray([v for v in leader if v and math.isfinite(v) and v > 0], dtype=float))
     if len(x) < 2 or len(y) < 2:
         return float("nan")
-    vx, vy = (max(float(a.var(ddof=1)), LOG_SD_FLOOR ** 2) / len(a) for a in (x, y))
+    vx, vy = (max(float(a.var(ddof=1)), floor ** 2) / len(a) for a in (x, y))
     stat = (y.mean() - x.mean()) / math.sqrt(vx + vy)
     df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1))
     return float(t.sf(stat, df))
+
+
+def pooled_log_sd(samples) -> float:
+    """The repeat-to-repeat spread of log rates pooled over several configurations' repeats (each a list of rates;
+    those with fewer than 2 positive values count for nothing), at least LOG_SD_FLOOR: on a bursty env every
+    configuration's repeats spread alike, so two of one that agree by chance say less than the many measured
+    together (issue 66: two repeats of sb3-subproc, CI [2.12k, 22.22k] from the spread, dropped rlpyt-cpu at
+    p=0.045, and the sweep found rlpyt-cpu the faster)."""
+    num = den = 0.0
+    for values in samples:
+        x = np.log(np.asarray([v for v in values if v and math.isfinite(v) and v > 0], dtype=float))
+        if len(x) >= 2:
+            num, den = num + float(x.var(ddof=1)) * (len(x) - 1), den + len(x) - 1
+    return max(math.sqrt(num / den), LOG_SD_FLOOR) if den else LOG_SD_FLOOR

@@ -13,7 +13,7 @@ import numpy as np
 
 from rlbench.report.format import rate
 from rlbench.results.ranking import BASELINES
-from rlbench.results.stats import slower_p, summarize
+from rlbench.results.stats import pooled_log_sd, slower_p, summarize
 from rlbench.tuning import calibrate
 from rlbench.tuning.candidates import MEMORY_SHARE, config
 from rlbench.tuning.figures import Figures
@@ -250,7 +250,7 @@ class Search:
         if lead is None or c is lead or not c.tested or not lead.tested:
             return ""
         said = []
-        p = slower_p(c.values, lead.values)
+        p = slower_p(c.values, lead.values, self.noise_sd())
         if p >= ALPHA:   # NaN: untestable, not within
             said.append(f"not significantly slower, p={p:.2f}")
         mine, theirs = summarize(c.values), summarize(lead.values)
@@ -424,8 +424,14 @@ class Search:
                          f"leader {lead.config}, below {PRUNE_BELOW:g}x")
                 self._log("dropped").append(self._brief(c, ratio_to_leader=c.median / lead.median))
 
+    def noise_sd(self) -> float:
+        """The repeat-to-repeat spread (log rates) the search's tests assume at least: pooled over every
+        configuration it has measured twice or more (rlbench.results.stats.pooled_log_sd)."""
+        return pooled_log_sd(c.values for c in self.candidates)
+
     def drop_slower(self) -> None:
-        """Drop what is significantly slower than the leader (one-sided Welch test, p < ALPHA)."""
+        """Drop what is significantly slower than the leader (one-sided Welch test, p < ALPHA, each side's spread
+        at least the search's pooled noise: `noise_sd`)."""
         lead, base = self.leader(), self.baseline()
         if lead is None:
             return
@@ -435,7 +441,7 @@ class Search:
         for c in self.racing():
             if c is lead or c is base or not c.tested:
                 continue
-            c.p = slower_p(c.values, lead.values)
+            c.p = slower_p(c.values, lead.values, self.noise_sd())
             if c.p < ALPHA:
                 c.status, c.round_out = "dropped", self.round_no
                 c.why = (f"dropped in round {self.round_no}: {c.median / lead.median:.2f}x the leader "
@@ -454,7 +460,7 @@ class Search:
         if confirm:
             return "confirm", confirm
         ranked = self.ranked()
-        if len(ranked) > 1 and slower_p(ranked[1].values, ranked[0].values) >= ALPHA:
+        if len(ranked) > 1 and slower_p(ranked[1].values, ranked[0].values, self.noise_sd()) >= ALPHA:
             tied = {c.cell.cell_id: (c, c.repeats + 1) for c in ranked[:2] if c.repeats < MAX_REPEATS}
             if tied:
                 return "tie-break", tied

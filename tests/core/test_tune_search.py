@@ -436,3 +436,30 @@ def test_a_probe_cut_after_one_repeat_faster_than_the_leader_is_retested_before_
     s.go()
     assert best(s).num_envs >= 4096 and len(best(s).values) >= START_REPEATS, [(c.num_envs, c.values)
                                                                               for c in s.candidates if c.values]
+
+
+def _bursty(spread_seen: bool):
+    """A leader whose two repeats agree by chance (6.9k, 7.0k) and a rival 0.82x of it whose two agree too; with
+    spread_seen, three more configurations whose repeats spread by half, as a bursty env's do."""
+    space = Space(Workload("CartPole-v1", 1, PolicySpec()), ["serial", "gymnasium-sync"], 64, 2)
+    s = Search(space, Simulated({}), 100.0, PROFILE, Figures(), 2, stream=open("/dev/null", "w"))
+    lead, rival, *others = (s.add(0, space.settings("gymnasium-sync", n)[0][1], "probe") for n in (2, 4, 8, 16, 32))
+    lead.values, rival.values = [6.9e3, 7.0e3], [5.6e3, 5.8e3]
+    for c, values in zip(others, ([3e3, 6e3], [4e3, 2.5e3], [3.5e3, 6.5e3])):
+        c.values = values if spread_seen else []
+    return s, lead, rival
+
+
+def test_a_bursty_envs_two_repeats_that_agree_by_chance_do_not_drop_a_rival():
+    """Issue 66: on an env of bursty step times, tune declared sb3-subproc the winner from 2 repeats (its own CI
+    [2.12k, 22.22k]) and dropped rlpyt-cpu as significantly slower (p=0.045); the sweep found rlpyt-cpu faster.
+    The drop test's spread is at least what the search saw across its configurations; the control, with no such
+    spread seen, drops the rival as before."""
+    s, lead, rival = _bursty(spread_seen=True)
+    assert s.noise_sd() > 0.2
+    s.drop_slower()
+    assert rival.status == "racing" and s.within_noise(rival, lead).startswith("within the noise")
+    s, lead, rival = _bursty(spread_seen=False)
+    assert s.noise_sd() < 0.03
+    s.drop_slower()
+    assert rival.status == "dropped" and "p=0.0" in rival.why
