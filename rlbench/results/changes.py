@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlbench.results.gate import CellChange
-from rlbench.results.stats import summarize
+from rlbench.results.stats import pooled_log_spread, summarize
 
 RUN_SD_FLOOR = 0.01      # no machine's run-to-run noise is trusted below 1%
 MIN_AA_DOF = 3           # A/A degrees of freedom a cell needs before its own noise is used
@@ -122,18 +122,15 @@ def aa_noise(results_list, metric: str = "steps_per_s") -> Noise:
     fewer than 2 runs adds nothing), floored at RUN_SD_FLOOR; the floor where no cell is in two runs. `rlbench
     validate --noise-from` widens every ratio's CI by it (a claim's verdict must hold across runs, not only
     within one)."""
-    logs = {}
+    medians = {}
     for results in results_list:
         for cell_id, bench in results.benchmarks.items():
             values = [r.get(metric) for r in bench.ok_runs if r.get(metric)]
-            if values and np.median(values) > 0:
-                logs.setdefault(cell_id, []).append(math.log(float(np.median(values))))
-    ss, dof, cells = 0.0, 0, 0
-    for x in (np.asarray(v) for v in logs.values() if len(v) >= 2):
-        ss, dof, cells = ss + float(((x - x.mean()) ** 2).sum()), dof + len(x) - 1, cells + 1
+            if values:
+                medians.setdefault(cell_id, []).append(float(np.median(values)))
+    sd, dof, cells = pooled_log_spread(medians.values())
     if dof == 0:
         return Noise(RUN_SD_FLOOR, 0, "the floor (no cell in two of the runs given)")
-    sd = math.sqrt(ss / dof)
     source = f"A/A: {len(results_list)} runs, {cells} cells"
     return Noise(sd, dof, source) if sd >= RUN_SD_FLOOR else Noise(RUN_SD_FLOOR, dof, f"the floor ({source} gave less)")
 

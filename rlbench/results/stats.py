@@ -161,15 +161,23 @@ def slower_p(values, leader, floor: float = LOG_SD_FLOOR) -> float:
     return float(t.sf(stat, df))
 
 
-def pooled_log_sd(samples) -> float:
-    """The repeat-to-repeat spread of log rates pooled over several configurations' repeats (each a list of rates;
-    those with fewer than 2 positive values count for nothing), at least LOG_SD_FLOOR: on a bursty env every
-    configuration's repeats spread alike, so two of one that agree by chance say less than the many measured
-    together (issue 66: two repeats of sb3-subproc, CI [2.12k, 22.22k] from the spread, dropped rlpyt-cpu at
-    p=0.045, and the sweep found rlpyt-cpu the faster)."""
-    num = den = 0.0
+def pooled_log_spread(samples) -> tuple:
+    """(sd, degrees of freedom, groups) of log values pooled over groups (each a list of positive values; one
+    with fewer than 2 counts for nothing): the within-group standard deviation of their logs; sd NaN where no
+    group has 2. The repeats of many configurations (`pooled_log_sd`), or a cell's medians across A/A runs
+    (rlbench.results.changes.aa_noise)."""
+    ss, dof, groups = 0.0, 0, 0
     for values in samples:
         x = np.log(np.asarray([v for v in values if v and math.isfinite(v) and v > 0], dtype=float))
         if len(x) >= 2:
-            num, den = num + float(x.var(ddof=1)) * (len(x) - 1), den + len(x) - 1
-    return max(math.sqrt(num / den), LOG_SD_FLOOR) if den else LOG_SD_FLOOR
+            ss, dof, groups = ss + float(((x - x.mean()) ** 2).sum()), dof + len(x) - 1, groups + 1
+    return (math.sqrt(ss / dof) if dof else float("nan")), dof, groups
+
+
+def pooled_log_sd(samples) -> float:
+    """The repeat-to-repeat spread of log rates pooled over several configurations' repeats (pooled_log_spread),
+    at least LOG_SD_FLOOR: on a bursty env every configuration's repeats spread alike, so two of one that agree by
+    chance say less than the many measured together (issue 66: two repeats of sb3-subproc, CI [2.12k, 22.22k]
+    from the spread, dropped rlpyt-cpu at p=0.045, and the sweep found rlpyt-cpu the faster)."""
+    sd, dof, _ = pooled_log_spread(samples)
+    return max(sd, LOG_SD_FLOOR) if dof else LOG_SD_FLOOR
