@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.rlbench-installed
 SUITE ?= suites/quick.toml
 
-.PHONY: install install-extras browser bench bench-cluster check-cluster lint test test-slow envzoo report compare ci-report check-overhead check-tune check-tune-real check-history claims \
+.PHONY: install install-extras browser bench bench-cluster check-cluster lint test test-slow envzoo report compare ci-report check-overhead check-tune check-tune-real check-history claims claims-stability \
 	device-kit device-rehearse reference docs clean
 
 install: $(STAMP)
@@ -123,6 +123,12 @@ check-tune-real: install envzoo
 # The claims matrix of every committed reference set (its claims.csv and claims.md) and docs/claims.md from them.
 claims: install
 	$(PY) scripts/claims_doc.py $(ARGS)
+
+# Verdict stability: the claims' cells (suites/validate.toml) run 3 times on this machine, each run's claims judged
+# on their own, and per claim how often its verdict held; fails where one flipped between reproduced and not
+# reproduced (~50 min on 2 cores). OUT=DIR (default reports/claims-stability); ARGS="--noise-from AA_RUN...".
+claims-stability: install
+	$(PY) scripts/claims_stability.py --out $(or $(OUT),reports/claims-stability) $(ARGS)
 
 # The device kit: the wheels a lent GPU machine lacks, per part (suites/device/), in .device-kit/, and the calls to
 # make there (scripts/device_run.sh PART runs on that machine). REHEARSE=1: the same for this machine's Python.

@@ -10,7 +10,8 @@ from rlbench.planning.plan import Settings
 from rlbench.planning.suite import Suite, load_suite, make_cell, merge_duplicates, parse_settings
 from rlbench.workload import Workload, parse_policy
 
-FLAG_NAMES = {"repeats": "--repeats", "duration_s": "--duration", "warmup_s": "--warmup", "timeout_s": "--timeout",
+FLAG_NAMES = {"repeats": "--repeats", "seed_per_repeat": "--seeds", "duration_s": "--duration", "warmup_s": "--warmup",
+              "timeout_s": "--timeout",
               "stop_ci_width": "--stop-ci-width", "min_duration_s": "--min-duration",
               "ray_address": "--ray-address", "cluster": "--cluster", "node_class": "--node-class"}
 
@@ -25,7 +26,11 @@ def plan_from_args(args) -> Suite:
         suite = suite_from_flags(args)
     else:
         raise UsageError("rlbench run needs a suite file or --adapter NAME --env ID")
-    overrides = {k: v for k, v in (("repeats", args.repeats), ("duration_s", args.duration),
+    if args.seeds is not None and args.repeats is not None and args.seeds != args.repeats:
+        raise UsageError(f"--seeds {args.seeds} runs {args.seeds} repeats, one per seed: leave out --repeats "
+                         f"{args.repeats}")
+    seeds = (("repeats", args.seeds), ("seed_per_repeat", True)) if args.seeds is not None else ()
+    overrides = {k: v for k, v in (("repeats", args.repeats), *seeds, ("duration_s", args.duration),
                                    ("warmup_s", args.warmup), ("stop_ci_width", args.stop_ci_width),
                                    ("min_duration_s", args.min_duration),
                                    ("timeout_s", args.timeout), ("ray_address", args.ray_address),

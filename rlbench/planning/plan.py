@@ -33,6 +33,7 @@ class Settings(TimingProtocol):
     omp_threads: int = 1
     affinity: tuple = ()
     seed: int = 0
+    seed_per_repeat: bool = False  # each repeat its own seed, seed + its index (--seeds N): learning over seeds
     ray_address: str = ""   # an existing Ray cluster for Ray-based adapters (RAY_ADDRESS); "" = local
     cluster: str = ""       # run the cells on this Ray cluster's nodes (rlbench.running.cluster); "" = here
     node_class: str = ""    # which class of identical nodes (its id); "" = the largest
@@ -73,9 +74,15 @@ class Cell:
         """The run's settings with this cell's sweep-level protocol (durations, timeout) applied."""
         return replace(settings, **dict(self.protocol)) if self.protocol else settings
 
+    def seed(self, settings: Settings, repeat: int) -> int:
+        """The seed a repeat runs: the suite's, or with seed_per_repeat its own (seed + repeat), so that the
+        repeats of a training cell are its seeds and their median and CI are over seeds."""
+        return self.workload.seed + (repeat if self.settings(settings).seed_per_repeat else 0)
+
     def spec(self, settings: Settings, repeat: int) -> dict:
         """The JSON the cell process receives."""
-        return {"adapter": self.adapter, "options": self.options, "workload": self.workload.to_dict(),
+        workload = {**self.workload.to_dict(), "seed": self.seed(settings, repeat)}
+        return {"adapter": self.adapter, "options": self.options, "workload": workload,
                 "protocol": self.settings(settings).protocol(), "affinity": list(self.cpus(settings)),
                 "repeat": repeat, "cell_id": self.cell_id}
 

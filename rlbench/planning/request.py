@@ -123,6 +123,9 @@ class RunRequest(Request):
     out: str = run_dir()
     # the protocol's values given on the command line (None: the suite's)
     repeats: int = flag("repeats per cell (fresh process each)", planned=True)
+    seeds: int = flag("run each cell with N seeds, a repeat per seed (the suite's seed, +1, ...): a training "
+                      "cell's median and CI over seeds; sets --repeats N", planned=True, metavar="N",
+                      type=positive_int)
     duration: float = flag("minimum timed seconds per repeat", planned=True)
     warmup: float = flag("minimum warm-up seconds per repeat (discarded)", planned=True)
     stop_ci_width: float = flag("close a window before --duration once the 95%% CI of its median block rate spans "

@@ -23,7 +23,7 @@ TOP_KEYS = {"name", "description", "schema", "protocol", "sweep", "limits"}
 SWEEP_KEYS = {"adapters", "envs", "num_envs", "policy", "env_kwargs", "wrappers", "options", "omp_threads", "affinity",
               "protocol"}
 SWEEP_PROTOCOL_KEYS = {"warmup_s", "warmup_units", "duration_s", "min_units", "stop_ci_width", "min_duration_s",
-                       "timeout_s", "cores", "exclusive"}
+                       "timeout_s", "cores", "exclusive", "seed_per_repeat"}
 SETTING_TYPES = {f.name: f.type for f in fields(Settings)}
 
 

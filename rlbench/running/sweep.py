@@ -28,7 +28,7 @@ def base_row(run_id: str, suite: str, cell, settings, repeat: int, profiled: boo
         "adapter": cell.adapter, "kind": adapter.kind, "env": w.env_id, "env_kwargs": w.env_kwargs,
         "num_envs": w.num_envs, "workers": None, "batch_size": cell.options.get("batch_size"),
         "policy": w.policy.label, "device": w.policy.device_label, "options": cell.given_options,
-        "frameskip": w.frameskip, "seed": w.seed, "repeat": repeat, "profiled": profiled,
+        "frameskip": w.frameskip, "seed": cell.seed(settings, repeat), "repeat": repeat, "profiled": profiled,
         "omp_threads": cell.threads(settings), "affinity": list(cell.cpus(settings)),
         "cpus": len(cell.cpus(settings)) or len(os.sched_getaffinity(0)),
     }

@@ -235,7 +235,7 @@ def test_a_run_request_keeps_in_plan_json_what_plans_it_again():
                                                     "--no-build"]))
     kept = request.planned()
     assert list(kept) == ["suite", "adapter", "env", "num_envs", "policy", "opt", "env_kwarg", "env_wrapper",
-                          "repeats", "duration", "warmup", "stop_ci_width", "min_duration", "timeout", "only",
+                          "repeats", "seeds", "duration", "warmup", "stop_ci_width", "min_duration", "timeout", "only",
                           "profile", "ray_address", "cluster", "node_class"]
     plan = json.loads(json.dumps({"args": kept, "suite_text": "[[sweep]]"}))  # as plan.json holds it
     again = RunRequest.from_plan(plan, out="again")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from rlbench.families.validation import checks
 from rlbench.report.format import fixed
-from rlbench.results.stats import ratio_ci, widened
+from rlbench.results.stats import median_ci, ratio_ci, widened
 
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED = ("reproduced", "not reproduced", "not comparable here",
                                                             "not measured")
@@ -219,8 +219,15 @@ class Evidence:
         return Pair(apart=f"{a.cell_id} and {b.cell_id} are in different runs ({', '.join(sorted(where))}): a "
                           "ratio's two sides come from one run")
 
-    def values(self, cell, key: str) -> list:
-        return [r.get(key) for r in self.repeats[cell.cell_id].ok_runs]
+    def values(self, cell, key) -> list:
+        """A cell's `key` per ok repeat; `key` may be a function of a repeat's row (a figure derived per repeat,
+        such as env steps per CPU-second)."""
+        read = key if callable(key) else (lambda r: r.get(key))
+        return [read(r) for r in self.repeats[cell.cell_id].ok_runs]
+
+    def seeds(self, cell) -> int:
+        """How many different seeds a cell's ok repeats ran (a run with --seeds gives each repeat its own)."""
+        return len({r.get("seed") for r in self.repeats[cell.cell_id].ok_runs})
 
     def find(self, adapter: str, env: str, num_envs: int = None, policy: str = None, device: str = None,
              **options):
@@ -355,6 +362,105 @@ def reuse_held(bounds: dict):
     return judge
 
 
+def per_cpu_second(row):
+    """A repeat's env steps per CPU-second its processes used (steps/s over the cores busy on average): what the
+    machine's cores bought, the utilisation a strategy makes of them."""
+    steps, cpu = row.get("steps_per_s"), row.get("cpu_util")
+    return steps / cpu if steps and cpu else None
+
+
+def _finite(values) -> int:
+    return sum(1 for v in values if v is not None and v == v)
+
+
+def over_seeds(num: dict, den: dict, holds, key: str = "steps_to_target"):
+    """A judge of learning, not speed: num's `key` over den's with each repeat its own seed (`rlbench run --seeds`,
+    a sweep's seed_per_repeat), the CI over seeds. Repeats of one seed redraw one learning curve, which says
+    nothing of how seeds spread, so a side with fewer than 2 seeds leaves the claim open."""
+    def judge(ev: Evidence):
+        got = ev.pair(lambda e: (e.find(**num), e.find(**den)))
+        if got.apart or not got.a:
+            return Measured(False, "", apart=got.apart) if got.apart else None
+        a, b, run = got.a, got.b, got.run
+        value, low, high = run.ratio(a, b, key)
+        reached = ", ".join(f"{c.adapter} {_finite(run.values(c, key))} of {len(run.values(c, key))} repeats, "
+                            f"{run.seeds(c)} seed{'s' if run.seeds(c) > 1 else ''}" for c in (a, b))
+        text = f"{_ratio_text(value, low, high)} (reached the target: {reached})"
+        if min(run.seeds(a), run.seeds(b)) < 2:
+            why = ("each side ran one seed (every repeat the suite's): one draw of a learning curve says nothing of "
+                   "the spread over seeds; run its cells with --seeds 5")
+        else:
+            need = repeats_to_settle(holds, value, low, high, min(run.seeds(a), run.seeds(b)), run.run_sd)
+            why = settled([("", side(holds, value, low, high), need, (value, low, high))])
+        return Measured(value == value and bool(holds(value)), text, (a.cell_id, b.cell_id),
+                        ratios=((value, low, high),), open=why)
+    return judge
+
+
+def cell_bound(pick, key, holds, show):
+    """A judge of one cell's figure against a bound: pick(Evidence) -> the cell (None: not measured); its median
+    over the repeats with the bootstrap CI, widened by one side's run-to-run noise; holds(value) -> bool, show
+    formats a value."""
+    def judge(ev: Evidence):
+        cell = pick(ev)
+        if cell is None:
+            return None
+        sd = ev.run_sd / math.sqrt(2)    # `widened` adds sqrt(2) run_sd for a ratio's two sides; one side has one
+        value, low, high = widened(*median_ci(ev.values(cell, key)), sd)
+        need = repeats_to_settle(holds, value, low, high, _finite(ev.values(cell, key)), sd)
+        ci = f" [{show(low)}, {show(high)}]" if low == low and high == high else ""
+        return Measured(bool(holds(value)), f"{show(value)}{ci}", (cell.cell_id,), ratios=((value, low, high),),
+                        open=settled([("", side(holds, value, low, high), need, (value, low, high))]))
+    return judge
+
+
+def _in_memory_target(ev: Evidence, env: str, stores=("numpy-ring", "shm-ring")):
+    """The first in-memory store's cell of a workload at its own rates (target mode, a buffer beyond the cache),
+    with the machine limit its traffic is measured against."""
+    return next((c for s in stores for c in ev.cells if c.adapter == s and c.env == env and c.num_envs == 1
+                 and (c.env_kwargs or {}).get("mode") == "target"
+                 and (c.env_kwargs or {}).get("max_mb", 0) >= BEYOND_CACHE_MB and c.value("limit_gbps")), None)
+
+
+def bandwidth_share(workloads: tuple, at_most: float = 0.5):
+    """A judge: at each workload's own add and sample rates, the share of the machine's memory-copy bandwidth
+    (the limit the run measured, rlbench.machine.limits) that a store's traffic, add + sample MB/s per repeat,
+    takes. The survey's "storage resources are poorly utilised" (its "to be tested") holds where every workload's
+    share stays under `at_most` over its whole CI."""
+    def judge(ev: Evidence):
+        parts, used, ratios, sides, holds = [], [], [], [], True
+        for env in workloads:
+            cell = _in_memory_target(ev, env)
+            if cell is None:
+                return None
+            limit = cell.value("limit_gbps")
+            def share(row, limit=limit):
+                return ((row.get("add_mb_per_s") or 0) + (row.get("sample_mb_per_s") or 0)) / (limit * 1e3)
+            sd = ev.run_sd / math.sqrt(2)
+            value, low, high = widened(*median_ci(ev.values(cell, share)), sd)
+            rule = lambda x: x < at_most  # noqa: E731
+            holds &= rule(value)
+            name = env.split("/")[1]
+            parts.append(f"{name} {cell.adapter} {value:.1%}" + (f" [{low:.1%}, {high:.1%}]" if low == low else "")
+                         + f" of {limit:.1f} GB/s")
+            used.append(cell.cell_id)
+            ratios.append((value, low, high))
+            sides.append((name, side(rule, value, low, high),
+                          repeats_to_settle(rule, value, low, high, _finite(ev.values(cell, share)), sd),
+                          (value, low, high)))
+        return Measured(holds, "; ".join(parts), tuple(used), ratios=tuple(ratios), open=settled(sides))
+    return judge
+
+
+PHYSICS_ON_GPU = ("mjx", "brax", "mujoco-warp", "playground")
+
+
+def fastest_gpu_physics(ev: Evidence):
+    """The fastest cell of a GPU physics simulator (MJX, Brax, MuJoCo Warp, MuJoCo Playground) on the GPU."""
+    cells = [c for c in ev.cells if c.adapter in PHYSICS_ON_GPU and str(c.device or "").startswith(("gpu", "cuda"))]
+    return max(cells, key=lambda c: c.steps_per_s.median, default=None)
+
+
 GPU = Needs("a GPU", gpus=1)
 BEYOND_CACHE_MB = 256      # a buffer this large is served from memory, not from the last-level cache
 PONG_ANT = ("Pong-v5", "Ant-v4")
@@ -383,6 +489,13 @@ CLAIMS = (
           "EnvPool sync / for-loop with 1 env: Pong 1.61, Ant 1.27",
           "envpool-sync over serial at 1 env, frames/s, each within 25%",
           envpool_ratio("envpool-sync", "for-loop", 1, _pub(1.61, 1.27))),
+    Claim("envpool-over-sample-factory", "EnvPool article / benchmark table", "EnvPool is about twice as fast as "
+          "Sample Factory, the fastest asynchronous CPU simulator before it", "~2x on the DGX-A100 (256 threads); the "
+          "laptop table at 2 workers: async / Sample Factory on Pong 1.69",
+          "envpool-async (best over num_envs 2.5-4 x batch 2) over sample-factory with 2 rollout workers (one env "
+          "each, as EnvPool ran it) on Pong-v5, frames/s, within 25% of the table's 1.69 (the 2x is at 256 threads: "
+          "envpool-dgx)", envpool_ratio("envpool-async", "sample-factory", 2, {"Pong-v5": 18880.65 / 11148.0}),
+          Needs("2 cores", cores=2)),
     Claim("envpool-many-envs", "EnvPool article", "past about 32 envs Python subprocesses fall far behind",
           "qualitative (the paper's scaling figures: EnvPool several times subprocesses at 64+ envs)",
           "envpool-sync over gymnasium-async on CartPole-v1 at 64 envs >= 2, on a machine with a core for each of "
@@ -405,6 +518,20 @@ CLAIMS = (
     Claim("envpool-rl-games", "EnvPool article", "with rl_games on a laptop: Pong solved in ~5 min (Ray ~15), Ant "
           "past 5,000 in < 5 min", "Pong ~5 min vs ~15; Ant > 5,000 in < 5 min; rerun: 2 min 17 s and 2 min 36 s",
           "time to the return with EnvPool", needs=GPU, suite="(rl_games: not an rlbench adapter)"),
+    Claim("ray-low-utilisation", "EnvPool article", "distributed solutions such as Ray, tested, use the machine's "
+          "compute poorly", "qualitative (against EnvPool on the same machine)",
+          "ray-actors (2 actors, synchronous, observations inline) over envpool-sync on CartPole-v1 at 8 envs, env "
+          "steps per CPU-second its processes used (steps/s over cpu_util) <= 0.5",
+          pair_ratio(dict(adapter="ray-actors", env="CartPole-v1", num_envs=8, policy="random", actors=2, mode="sync",
+                          transport="inline"),
+                     dict(adapter="envpool-sync", env="CartPole-v1", num_envs=8, policy="random"),
+                     lambda r: r <= 0.5, per_cpu_second), Needs("2 cores", cores=2)),
+    Claim("gpu-sim-10m-fps", "EnvPool article", "GPU simulators (Brax, Isaac Gym) reach ten million FPS, for the "
+          "envs that can be rewritten in CUDA", "~10,000,000 FPS",
+          "the fastest GPU physics cell (MJX, Brax, MuJoCo Warp, Playground on the GPU), env steps/s >= 10M (no "
+          "frame skip counted)", cell_bound(fastest_gpu_physics, "steps_per_s", lambda v: v >= 1e7,
+                                            lambda v: f"{v / 1e6:.3g}M steps/s"),
+          needs=GPU, suite="suites/device/gpu-physics.toml and gpu-warp.toml"),
     Claim("gymnax-cpu-107x", "gymnax README", "gymnax on the CPU steps CartPole about 100x numpy subprocesses",
           "46 s vs 0.43 s per 1M steps at 10 envs: 107x",
           "gymnax (CPU) over gymnasium-async at 10 envs, steps/s, within a factor of 2",
@@ -426,6 +553,13 @@ CLAIMS = (
           "the CPU)", pair_ratio(dict(adapter="purejaxrl-ppo", env="CartPole-v1", num_envs=4),
                                  dict(adapter="cleanrl-ppo", env="CartPole-v1", num_envs=4, vec="dummy"),
                                  lambda r: r >= 10), own=True),
+    Claim("purejaxrl-same-results", "PureJaxRL", "CleanRL's PPO and the JAX PPO, with the same hyperparameters and "
+          "frames, give nearly the same results", "nearly the same learning curves (CartPole-v1, MinAtar Breakout, 5 "
+          "seeds)", "purejaxrl-ppo over cleanrl-ppo (SyncVectorEnv) on CartPole-v1 at 4 envs, env steps to a mean "
+          "return of 475, median over seeds (a repeat per seed), within a factor of 1.5 either way",
+          over_seeds(dict(adapter="purejaxrl-ppo", env="CartPole-v1", num_envs=4),
+                     dict(adapter="cleanrl-ppo", env="CartPole-v1", num_envs=4, vec="dummy"),
+                     lambda r: 1 / 1.5 <= r <= 1.5), own=True),
     Claim("purejaxrl-2048-agents", "PureJaxRL", "2,048 agents vmapped on one GPU train in half the time of one "
           "CleanRL agent (with the 10x, the title's 4000x)", "0.5x the time of one agent (CartPole-v1): 2,048 x 2 = "
           "4,096x its env steps/s",
@@ -451,6 +585,13 @@ CLAIMS = (
                           policy="mlp:hidden=1024x1024"),
                      lambda r: r > 1),
           needs=GPU, suite="suites/rlpyt.toml with policy=mlp:hidden=1024x1024,device=cuda", own=True),
+    Claim("rlpyt-alternating", "rlpyt", "alternating two worker groups keeps the action-selecting master from "
+          "going idle", "qualitative (the Alternating-GPU sampler beside Parallel-GPU)",
+          "rlpyt-alternating over rlpyt-gpu (action selection in the master), 2 workers, CartPole-v1 at 8 envs, a "
+          "64x64 MLP, env steps/s > 1",
+          pair_ratio(dict(adapter="rlpyt-alternating", env="CartPole-v1", num_envs=8, workers=2, policy="mlp"),
+                     dict(adapter="rlpyt-gpu", env="CartPole-v1", num_envs=8, workers=2, policy="mlp"),
+                     lambda r: r > 1), Needs("2 cores", cores=2), own=True),
     Claim("rlpyt-r2d2-16k", "rlpyt", "rlpyt reproduces R2D2 at 16,000 samples/s on one workstation",
           "16,000 samples/s on 24 cores and 3 Titan Xp", "r2d2's samples/s at that size",
           needs=Needs("24 CPU cores and 3 GPUs", cores=24, gpus=3), suite="suites/learners.toml"),
@@ -470,6 +611,32 @@ CLAIMS = (
                      "samples_per_s"),
           Needs("a GPU for the learner and 8 cores for the actors", cores=8, gpus=1), own=True,
           suite="suites/device/gpu-torch.toml"),
+    Claim("a3c-parallel-workers", "distributed RL chapter (A3C, ICML 2016)", "A3C's workers, each acting in its own "
+          "env and computing its own gradients, sample and update in parallel", "qualitative (scales with workers)",
+          "a3c with 2 workers over 1, 4 envs each (CartPole-v1 at 8 and 4 envs, a 64x64 MLP), samples/s: parallel "
+          "efficiency >= 0.8",
+          pair_ratio(dict(adapter="a3c", env="CartPole-v1", num_envs=8, workers=2, policy="mlp"),
+                     dict(adapter="a3c", env="CartPole-v1", num_envs=4, workers=1, policy="mlp"),
+                     lambda r: r / 2 >= 0.8, "samples_per_s"), Needs("2 cores", cores=2), own=True),
+    Claim("seed-over-impala", "distributed RL chapter (SEED RL, ICLR 2020)", "SEED's central inference on the "
+          "learner's accelerator does better than IMPALA's actors each running the network",
+          "qualitative (SEED RL: the same Atari throughput at lower cost)",
+          "seed over impala, 8 actors, the network on the GPU, CartPole-v1 at 16 envs, samples/s > 1",
+          pair_ratio(dict(adapter="seed", env="CartPole-v1", num_envs=16, device="cuda", workers=8),
+                     dict(adapter="impala", env="CartPole-v1", num_envs=16, device="cuda", workers=8),
+                     lambda r: r > 1, "samples_per_s"),
+          Needs("a GPU for the central inference and 8 cores for the actors", cores=8, gpus=1), own=True,
+          suite="suites/device/gpu-torch.toml"),
+    Claim("apex-actors-scale", "distributed RL chapter (Ape-X, ICLR 2018)", "Ape-X's many actors feed one learner "
+          "through a shared prioritized replay: data generation scales with actors",
+          "qualitative (360 actors in the paper)",
+          "apex with 8 actors over 1 actor, 2 envs each (CartPole-v1 at 16 and 2 envs, a 64x64 MLP), actor env "
+          "steps/s: parallel efficiency >= 0.8, on a machine with a core for each actor and the learner",
+          pair_ratio(dict(adapter="apex", env="CartPole-v1", num_envs=16, workers=8, policy="mlp"),
+                     dict(adapter="apex", env="CartPole-v1", num_envs=2, workers=1, policy="mlp"),
+                     lambda r: r / 8 >= 0.8, "actor_steps_per_s"),
+          Needs("10 cores (8 actors, the learner, the replay)", cores=10), own=True,
+          suite="suites/device/cores16.toml"),
     Claim("impala-250k", "IMPALA", "250,000 frames/s", "250k frames/s (a cluster)", "impala's frames/s at that "
           "size", needs=Needs("hundreds of CPU cores and GPUs", cores=256, gpus=8), suite="suites/learners.toml"),
     Claim("baselines-608", "openai/baselines#608", "subprocess vector envs run far slower than a loop on a cheap env",
@@ -478,6 +645,14 @@ CLAIMS = (
           pair_ratio(dict(adapter="sb3-subproc", env="CartPole-v1", num_envs=16, policy="random"),
                      dict(adapter="sb3-dummy", env="CartPole-v1", num_envs=16, policy="random"),
                      lambda r: 0.1 <= r <= 0.4)),
+    Claim("baselines-608-heavy", "openai/baselines#608", "on heavier envs subprocess vector envs win",
+          "SubprocVecEnv / DummyVecEnv: HalfCheetah 1.5-2x, FetchPush 7-9x",
+          "sb3-subproc over sb3-dummy on HalfCheetah-v4 at 16 envs > 1",
+          pair_ratio(dict(adapter="sb3-subproc", env="HalfCheetah-v4", num_envs=16, policy="random"),
+                     dict(adapter="sb3-dummy", env="HalfCheetah-v4", num_envs=16, policy="random"),
+                     lambda r: r > 1), Needs("2 cores", cores=2),
+          why_not="HalfCheetah-v4 in MuJoCo 3 steps faster than the step cost at which subprocesses overtake the loop "
+                  "on these machines (validation.csv's crossover rows): here it is a light env"),
     Claim("gymnasium-shared-memory", "Gymnasium's documentation", "AsyncVectorEnv through shared memory is faster "
           "than through pipes", "~1.64x on 5 Breakout envs",
           "gymnasium-async shared_memory=true over false, ALE/Breakout-v5 (the raw 210x160x3 frames, 100 KB, as "
@@ -492,6 +667,20 @@ CLAIMS = (
           "at the IMPALA, R2D2 and DQN workloads' own add and sample rates together (target mode, buffers beyond "
           "the cache): no store keeps up in every repeat on some workload",
           rates_sustained(("replay/IMPALA-Qbert", "replay/R2D2-Qbert", "replay/DQN-Qbert")),
+          suite="suites/validate.toml (or suites/replay.toml)"),
+    Claim("survey-storage-utilisation", "storage survey", "storage resources are poorly utilised (marked "
+          "\"to be tested\")", "qualitative",
+          "at the IMPALA, R2D2 and DQN workloads' own add and sample rates (target mode, buffers beyond the cache), "
+          "an in-memory store's traffic (add + sample MB/s) under half the single-core memory-copy bandwidth the "
+          "run measured, on every workload",
+          bandwidth_share(("replay/IMPALA-Qbert", "replay/R2D2-Qbert", "replay/DQN-Qbert")),
+          suite="suites/validate.toml (or suites/replay.toml)"),
+    Claim("reverb-access-speed", "distributed RL chapter (Reverb, 2021)", "Reverb's chunked tensors make replay "
+          "data fast to access", "qualitative",
+          "reverb in max-sample mode on IMPALA-Qbert (3 MB items, one sampling client): sample MB/s >= 759, the "
+          "survey's most demanding learner",
+          cell_bound(lambda ev: ev.find("reverb", "replay/IMPALA-Qbert", 1, mode="max-sample"), "sample_mb_per_s",
+                     lambda v: v >= 759, lambda v: f"{v:,.0f} MB/s"),
           suite="suites/validate.toml (or suites/replay.toml)"),
     Claim("survey-bounded-reuse", "storage survey", "PPO's and IMPALA's items must be sampled a bounded number of "
           "times", "bounded reuse; the rates imply 87/50 = 1.74 (PPO) and 253/4 = 63.25 (IMPALA) samples per item",
