@@ -93,7 +93,36 @@ def doc() -> str:
         own = " (rlbench's own implementations)" if row.get("own") else ""
         cells = [f"`{claim}`", row["says"] + own, row["published"], row["rule"], *verdicts]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + stability_section()) + "\n"
+
+
+def read_stability(machine: str) -> list:
+    path = os.path.join(REFERENCE, machine, "claims-stability", "stability.csv")
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def stability_section() -> list:
+    """Each set's `make claims-stability` (claims-stability/stability.csv): per claim what its separate runs said
+    together and how many gave the most common verdict."""
+    held = {m: {r["claim"]: r for r in read_stability(m)} for m in sets()}
+    held = {m: rows for m, rows in held.items() if rows}
+    if not held:
+        return []
+    flips = {m: sum(r["flipped"] == "True" for r in rows.values()) for m, rows in held.items()}
+    lines = ["", "## Verdict stability", "",
+             "Each claim judged on separate runs of one machine, each run alone (`make claims-stability`, "
+             "[Validate](validate.md#verdict-stability)): what the runs say together (`flipped`: `reproduced` in one, "
+             "`not reproduced` in another) and how many gave the most common verdict. "
+             + "; ".join(f"`{m}`: {n} of {len(held[m])} claims flipped" for m, n in flips.items()) + ".", "",
+             "| claim | " + " | ".join(f"`{m}`" for m in held) + " |", "|---|" + "---|" * len(held)]
+    claims = list(dict.fromkeys(c for rows in held.values() for c in rows))
+    for claim in claims:
+        cells = [f"{r['together']} ({r['held']})" if r else "" for r in (rows.get(claim) for rows in held.values())]
+        lines.append(f"| `{claim}` | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main() -> int:

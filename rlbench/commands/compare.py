@@ -13,6 +13,9 @@ class CompareRequest(Request):
     threshold: str = flags.threshold("10%")
     alpha: float = flags.alpha("significance level of the U test")
     out: str = flags.gate_out("NEW_DIR: compare.csv and compare.html")
+    noise_from: tuple = flag("A/A runs of this machine (one suite run again at one commit): a change must also "
+                             "clear their run-to-run spread (default: the 1%% floor)", (), name="--noise-from",
+                             metavar="DIR", nargs="+")
 
 
 def compare(request: CompareRequest) -> int:
@@ -24,7 +27,7 @@ def compare(request: CompareRequest) -> int:
     threshold = parse_threshold(request.threshold)
     alpha = flags.checked_alpha(request.alpha)
     base, new = ResultSet.load(request.base), ResultSet.load(request.new)
-    result = compare(base, new, threshold, alpha)
+    result = compare(base, new, threshold, alpha, _run_sd(request.noise_from))
     view = CompareView(result, request.base, request.new, base, new)
     paths = compare_report.write_view(view, request.out or request.new)
     for label, b, n, changed in view.winners:
@@ -35,9 +38,23 @@ def compare(request: CompareRequest) -> int:
             ratio = ratio_label(c)
             print(f"{c.verdict:<15} {c.cell_id}  {c.reason or ''}" + (f"; new/base {ratio}" if ratio else ""))
     print(f"{len(result.rows)} cells: {result.counts_label}; "
-          f"{len(result.regressions)} regression(s) beyond {threshold:.0%} at alpha {alpha:g}")
+          f"{len(result.regressions)} regression(s) beyond {threshold:.0%} at alpha {alpha:g} and a run-to-run "
+          f"noise of {result.run_sd:.1%}")
     print(f"comparison: {paths[1]}")
     return exit_code(result.rows)
+
+
+def _run_sd(noise_from) -> float:
+    """The run-to-run noise of the A/A runs given (rlbench.results.changes.aa_noise), or the floor."""
+    import os
+
+    from rlbench.errors import UsageError
+    from rlbench.results.changes import RUN_SD_FLOOR, aa_noise
+    from rlbench.results.model import ResultSet
+    for d in noise_from:
+        if not os.path.isfile(os.path.join(d, "results.jsonl")):
+            raise UsageError(f"compare --noise-from {d}: not a run folder (valid: folders holding results.jsonl)")
+    return aa_noise([ResultSet.load(d) for d in noise_from]).sd if noise_from else RUN_SD_FLOOR
 
 
 COMMANDS = (

@@ -52,7 +52,7 @@ def load_suite(path: str, text: str = None) -> Suite:
     for key in ("name", "description"):
         if key in doc and not (isinstance(doc[key], str) and doc[key].strip()):
             raise UsageError(f"{path}: {key} = {doc[key]!r} must be a non-empty string")
-    settings = parse_settings(path, doc.get("protocol", {}))
+    settings = parse_settings(path, _seeds(path, doc.get("protocol", {})))
     limits = parse_limits(path, doc.get("limits", {}))
     sweeps = doc.get("sweep")
     if not isinstance(sweeps, list) or not sweeps:
@@ -70,6 +70,18 @@ SETTING_RANGES = {"repeats": (1, True), "timeout_s": (0, False), "warmup_s": (0,
                   "duration_s": (0, True), "min_units": (1, True), "stop_ci_width": (0, True),
                   "min_duration_s": (0, True), "omp_threads": (0, True), "seed": (0, True),
                   "cores": (0, True)}
+
+
+def _seeds(where: str, table):
+    """A suite's `seeds = N` in [protocol]: N repeats, each its own seed (`rlbench run --seeds N`)."""
+    if not isinstance(table, dict) or "seeds" not in table:
+        return table
+    table = dict(table)
+    seeds = _number(f"{where}: protocol.seeds", table.pop("seeds"), int, 1, True)
+    if table.get("repeats", seeds) != seeds:
+        raise UsageError(f"{where}: protocol.seeds = {seeds} runs {seeds} repeats, one per seed: leave out "
+                         f"repeats = {table['repeats']}")
+    return {**table, "repeats": seeds, "seed_per_repeat": True}
 
 
 def parse_settings(where: str, table: dict, base: Settings = Settings(), names: dict = None) -> Settings:

@@ -72,7 +72,8 @@ def page(view: CompareView) -> str:
     cells = table(CELL_COLUMNS, view.changes, lambda c: _shade(COLOURS.get(c.verdict, "none")))
     machines = "".join(f"<tr><td>{esc(k)}</td><td>{esc(b)}</td><td>{esc(n)}</td></tr>" for k, b, n in view.machines)
     verdict = (f"<p><b>{len(c.regressions)} regression(s)</b>: slower by more than {fixed(c.threshold, '.0%')} "
-               f"and significant at alpha {fixed(c.alpha, 'g')}.</p>")
+               f"and significant at alpha {fixed(c.alpha, 'g')}, beyond a run-to-run noise of "
+               f"{fixed(c.run_sd, '.1%')}.</p>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>rlbench compare</title><style>{CSS}</style>"
             f"</head><body><h1>rlbench compare</h1><p>base: {esc(view.base_dir)}<br>new: {esc(view.new_dir)}</p>"
             f"{verdict}<p>{esc(c.counts_label)}</p>"

@@ -1,14 +1,17 @@
 """Run against run: a cell regressed only when it is both slower by more than the threshold and significantly so
-over its repeats (two-sided Mann-Whitney U; with too few repeats, non-overlapping 95% CIs of the median), so a
-noisy CI machine does not cry wolf. Cells measured on machines whose fingerprints differ, or with different CPU
-sets or devices, are `not comparable`, never failed. Each cell's change is new/base with a bootstrap 95% CI
+over its repeats (two-sided Mann-Whitney U; with too few repeats, non-overlapping 95% CIs of the median), and
+beyond the machine's run-to-run noise (the ratio's 95% CI widened by it, A/A-learned with --noise-from, else the
+1% floor: two runs differ by more than one run's repeats show), so a noisy CI machine does not cry wolf. Cells
+measured on machines whose fingerprints differ, or with different CPU sets or devices, are `not comparable`, never
+failed. Each cell's change is new/base with a bootstrap 95% CI
 (docs/compare.md), said as a CellChange of the one gate (rlbench.results.gate) that `history check` shares.
 """
 import math
 from dataclasses import dataclass
 
+from rlbench.results.changes import RUN_SD_FLOOR
 from rlbench.results.gate import CellChange, counts_label, regressions
-from rlbench.results.stats import ratio_ci, summarize
+from rlbench.results.stats import ratio_ci, summarize, widened
 
 METRIC = "steps_per_s"   # higher is better
 MACHINE = ("cpu_model", "cpu_logical_cores", "ram_gb", "gpus")
@@ -66,6 +69,7 @@ class Comparison:
     alpha: float
     base_machine: dict
     new_machine: dict
+    run_sd: float = RUN_SD_FLOOR    # the run-to-run noise the verdicts allowed for (a log median's sd)
 
     @property
     def counts_label(self) -> str:
@@ -77,17 +81,19 @@ class Comparison:
         return regressions(self.rows)
 
 
-def compare(base, new, threshold: float = 0.10, alpha: float = 0.05) -> Comparison:
-    """base, new: rlbench.results.model.ResultSet. One CellChange per cell of either, in the new run's order."""
+def compare(base, new, threshold: float = 0.10, alpha: float = 0.05, run_sd: float = RUN_SD_FLOOR) -> Comparison:
+    """base, new: rlbench.results.model.ResultSet. One CellChange per cell of either, in the new run's order;
+    run_sd: the machine's run-to-run noise (rlbench.results.changes.aa_noise), at least the floor."""
+    run_sd = max(run_sd, RUN_SD_FLOOR)
     bm, nm = machine(base.record), machine(new.record)
     machine_diff = [k for k in MACHINE if bm[k] != nm[k]]
     ids = list(new.benchmarks) + [c for c in base.benchmarks if c not in new.benchmarks]
     rows = tuple(_compare_cell(cell_id, base.benchmarks.get(cell_id), new.benchmarks.get(cell_id), machine_diff, bm,
-                               nm, threshold, alpha) for cell_id in ids)
-    return Comparison(rows, threshold, alpha, bm, nm)
+                               nm, threshold, alpha, run_sd) for cell_id in ids)
+    return Comparison(rows, threshold, alpha, bm, nm, run_sd)
 
 
-def _compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha) -> CellChange:
+def _compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha, run_sd=RUN_SD_FLOOR) -> CellChange:
     if b is None or n is None:
         return CellChange(cell_id, "only in new" if b is None else "only in base")
     bx = [r[METRIC] for r in b.ok_runs if r.get(METRIC) is not None]
@@ -115,10 +121,25 @@ def _compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha) -> Cell
         verdict, reason = "same", f"within {threshold:.0%}"
     elif not significant:
         verdict, reason = "uncertain", f"beyond {threshold:.0%} but not significant ({test})"
+    elif within_noise(ratio, low, high, run_sd):
+        _, w_low, w_high = widened(ratio, low, high, run_sd)
+        verdict, reason = "uncertain", (f"beyond {threshold:.0%} and significant over the repeats ({test}), but "
+                                        f"within the run-to-run noise: the 95% CI with it is [{w_low:.2f}, "
+                                        f"{w_high:.2f}]")
     else:
         verdict = "slower" if ratio < 1 else "faster"
         reason = f"{abs(100 * (ratio - 1)):.1f}% {verdict}, significant ({test})"
     return CellChange(cell_id, verdict, reason=reason, p_value=p, test=test, **measured)
+
+
+def within_noise(ratio: float, low: float, high: float, run_sd: float) -> bool:
+    """Whether 1x lies in the ratio's CI once each side's median may move between runs by run_sd (`widened`): two
+    runs a noisy machine measured apart can differ that much with nothing changed. A CI the repeats could not
+    give (too few of them) is left to the significance test."""
+    if not (low == low and high == high):
+        return False
+    _, w_low, w_high = widened(ratio, low, high, run_sd)
+    return w_low <= 1 <= w_high
 
 
 def significance(bx, nx, bs, ns, alpha) -> tuple:

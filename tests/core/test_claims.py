@@ -97,11 +97,10 @@ def test_the_reference_sets_and_the_docs_carry_the_current_matrix():
     assert check.returncode == 0, check.stderr
 
 
-def _reuse_rows(ppo_bounded_max: float) -> list:
+def _reuse_rows(ppo_free_max: float) -> list:
     rows = []
-    for env, bound, bounded_max, free_max in (("replay/PPO-Qbert", 2, ppo_bounded_max, 6.0),
-                                              ("replay/IMPALA-Qbert", 64, 64.0, 91.0)):
-        for adapter, reuse, most in (("numpy-ring", bound, bounded_max), ("shm-ring", bound, bounded_max),
+    for env, bound, free_max in (("replay/PPO-Qbert", 2, ppo_free_max), ("replay/IMPALA-Qbert", 64, 91.0)):
+        for adapter, reuse, most in (("numpy-ring", bound, bound), ("shm-ring", bound, bound),
                                      ("numpy-ring", -1, free_max)):
             kwargs = {"mode": "target", "max_reuse": reuse}
             for rep in range(2):
@@ -111,12 +110,17 @@ def _reuse_rows(ppo_bounded_max: float) -> list:
     return rows
 
 
-@pytest.mark.parametrize("ppo_max, verdict", [(2.0, claims.REPRODUCED), (3.0, claims.NOT_REPRODUCED)])
-def test_bounded_reuse_holds_where_the_store_enforces_it_and_binds(ppo_max, verdict):
-    got = _by_id(claims.matrix([ResultSet.from_rows(_reuse_rows(ppo_max), CPU_2CORE)]))["survey-bounded-reuse"]
+@pytest.mark.parametrize("ppo_free_max, verdict", [(6.0, claims.REPRODUCED), (2.0, claims.NOT_REPRODUCED)])
+def test_bounded_reuse_holds_where_unbounded_sampling_goes_past_the_bound(ppo_free_max, verdict):
+    """The survey's claim is that the workloads need a bound, not that rlbench's stores enforce one: the stores'
+    reuse_max at the bound is shown, the verdict is whether sampling without it goes past."""
+    got = _by_id(claims.matrix([ResultSet.from_rows(_reuse_rows(ppo_free_max), CPU_2CORE)]))["survey-bounded-reuse"]
     assert got.verdict == verdict
-    assert got.measured.startswith(f"PPO-Qbert bound 2: numpy-ring {ppo_max:.0f}, shm-ring {ppo_max:.0f}; "
-                                      "unbounded up to 6")
+    assert got.measured.startswith(f"PPO-Qbert bound 2: unbounded up to {ppo_free_max:.0f} (enforcing it: "
+                                   "numpy-ring 2, shm-ring 2)")
+    unbounded_only = [r for r in _reuse_rows(6.0) if r["env_kwargs"]["max_reuse"] == -1]
+    got = _by_id(claims.matrix([ResultSet.from_rows(unbounded_only, CPU_2CORE)]))["survey-bounded-reuse"]
+    assert got.verdict == claims.REPRODUCED and "enforcing" not in got.measured
 
 
 def test_claims_csv_keeps_its_columns_and_values():

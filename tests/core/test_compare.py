@@ -275,3 +275,19 @@ def test_compare_csv_keeps_its_columns_and_values(tmp_path):
         '79.0212,80.9846,"20.0% slower, significant (mann-whitney-exact)"',
         "f/x/n=1/random,failed,5,,,,,,,,3,0,5,5,,,no ok repeat in new (error)",
         "gone/x/n=1/random,only in base,,,,,,,,,,,,,,,"]
+
+
+def test_a_change_must_clear_the_run_to_run_noise_too(tmp_path, capsys):
+    """12% slower and significant over 8 repeats a side: a regression at the 1% floor of run-to-run noise, but
+    `uncertain` where A/A runs show this machine's runs differ by 10% with nothing changed."""
+    base = {"a/x/n=1/random": [1000.0 + i for i in range(8)]}
+    new = {"a/x/n=1/random": [880.0 + i for i in range(8)]}
+    rc, rows = run_compare(tmp_path / "floor", base, new)
+    assert rc == 1 and rows["a/x/n=1/random"]["verdict"] == "slower"
+    aa = [write_run(tmp_path / f"aa-{i}", {"a/x/n=1/random": [v * s] * 3})
+          for i, (v, s) in enumerate(((1000.0, 1.0), (1000.0, 1.12), (1000.0, 0.9)))]
+    rc, rows = run_compare(tmp_path / "noisy", base, new, "--noise-from", *map(str, aa))
+    row = rows["a/x/n=1/random"]
+    assert rc == 0 and row["verdict"] == "uncertain" and "within the run-to-run noise" in row["reason"]
+    assert cli.main(["compare", str(tmp_path / "floor" / "base"), str(tmp_path / "floor" / "new"), "--noise-from",
+                     str(tmp_path / "nothing")]) == 2
