@@ -14,6 +14,7 @@ def test_a_sweeps_seed_per_repeat_gives_each_repeat_its_own_seed(tmp_path):
 [[sweep]]
 adapters = ["serial"]
 envs = ["CartPole-v1"]
+num_envs = [1]
 protocol = { seed_per_repeat = true }
 
 [[sweep]]
@@ -45,7 +46,7 @@ def test_seeds_and_a_different_repeats_are_refused(tmp_path, capsys):
 
 
 def test_a_suites_seeds_sets_the_repeats_and_a_seed_each(tmp_path):
-    body = '[[sweep]]\nadapters = ["serial"]\nenvs = ["CartPole-v1"]\n'
+    body = '[[sweep]]\nadapters = ["serial"]\nenvs = ["CartPole-v1"]\nnum_envs = [1]\n'
     suite = load_suite(str(write_suite(tmp_path, body, protocol="[protocol]\nseeds = 4\n")))
     assert suite.settings.repeats == 4 and suite.settings.seed_per_repeat
     assert [suite.cells[0].seed(suite.settings, r) for r in range(4)] == [0, 1, 2, 3]
