@@ -553,22 +553,24 @@ CLAIMS = (
     Claim("gpu-sim-10m-fps", "EnvPool article", "GPU simulators (Brax, Isaac Gym) reach ten million FPS, for the "
           "envs that can be rewritten in CUDA", "~10,000,000 FPS",
           "the fastest GPU physics cell (MJX, Brax, MuJoCo Warp, Playground on the GPU), env steps/s >= 10M (no "
-          "frame skip counted)", cell_bound(fastest_gpu_physics, "steps_per_s", lambda v: v >= 1e7,
+          "frame skip counted; JIT compile out)", cell_bound(fastest_gpu_physics, "steps_per_s", lambda v: v >= 1e7,
                                             lambda v: f"{v / 1e6:.3g}M steps/s"),
           needs=GPU, suite="suites/device/gpu-physics.toml and gpu-warp.toml"),
     Claim("gymnax-cpu-107x", "gymnax README", "gymnax on the CPU steps CartPole about 100x numpy subprocesses",
           "46 s vs 0.43 s per 1M steps at 10 envs: 107x",
-          "gymnax (CPU) over gymnasium-async at 10 envs, steps/s, within a factor of 2",
+          "gymnax (CPU) over gymnasium-async at 10 envs, steps/s, within a factor of 2; JIT compile out (the README "
+          "times the compiled step)",
           pair_ratio(dict(adapter="gymnax", env="CartPole-v1", num_envs=10, device="cpu", policy="random"),
                      dict(adapter="gymnasium-async", env="CartPole-v1", num_envs=10, policy="random"),
                      lambda r: 107 / 2 <= r <= 107 * 2)),
     Claim("gymnax-a100-1000x", "gymnax README / PureJaxRL article", "on an A100 gymnax steps 1M CartPole steps in "
           "0.05 s at 2k envs, 1000x numpy", "0.05 s per 1M steps (not blocked on the device)",
-          "gymnax on the GPU at 2,048 envs: s per 1M steps <= 0.05", needs=GPU,
+          "gymnax on the GPU at 2,048 envs: s per 1M steps <= 0.05; JIT compile out (as the README timed it)",
+          needs=GPU,
           judge=lambda ev: _seconds_per_1m(ev, "CartPole-v1", 0.05), suite="suites/device/gpu-jax.toml"),
     Claim("gymnax-minatar-breakout", "gymnax README / PureJaxRL article", "MinAtar Breakout: 50 s on the CPU, "
           "0.2 s with gymnax on an A100", "49.4 / 2.41 / 0.19 s per 1M steps",
-          "gymnax Breakout-MinAtar on the GPU at 2,048 envs: s per 1M steps <= 0.19", needs=GPU,
+          "gymnax Breakout-MinAtar on the GPU at 2,048 envs: s per 1M steps <= 0.19; JIT compile out", needs=GPU,
           judge=lambda ev: _seconds_per_1m(ev, "gymnax:make", 0.19, env_id="Breakout-MinAtar"),
           suite="suites/device/gpu-jax.toml"),
     Claim("purejaxrl-10x", "PureJaxRL (Lu et al. 2023)", "PPO compiled end to end in JAX runs more than 10x "
@@ -586,7 +588,7 @@ CLAIMS = (
           "CleanRL agent (with the 10x, the title's 4000x)", "0.5x the time of one agent (CartPole-v1): 2,048 x 2 = "
           "4,096x its env steps/s",
           "purejaxrl-ppo with num_agents=2048 on the GPU over one cleanrl-ppo agent (4 envs, SyncVectorEnv) on the "
-          "same machine, env steps/s >= 4,096",
+          "same machine, env steps/s >= 4,096; JIT compile out (reported apart)",
           pair_ratio(dict(adapter="purejaxrl-ppo", env="CartPole-v1", num_envs=4, device="gpu", num_agents=2048),
                      dict(adapter="cleanrl-ppo", env="CartPole-v1", num_envs=4, vec="dummy"), lambda r: r >= 4096),
           needs=GPU, own=True, suite="suites/device/gpu-jax.toml"),
