@@ -117,12 +117,12 @@ def _compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha, run_sd=
     if differ:
         return CellChange(cell_id, "not comparable", reason="different " + "; ".join(differ), **measured)
     significant, p, test = significance(bx, nx, bs, ns, alpha)
+    _, w_low, w_high = widened(ratio, low, high, run_sd)   # the CI with the run-to-run noise in it
     if abs(ratio - 1) <= threshold:
         verdict, reason = "same", f"within {threshold:.0%}"
     elif not significant:
         verdict, reason = "uncertain", f"beyond {threshold:.0%} but not significant ({test})"
-    elif within_noise(ratio, low, high, run_sd):
-        _, w_low, w_high = widened(ratio, low, high, run_sd)
+    elif low == low and high == high and w_low <= 1 <= w_high:   # 1x within the noise (a CI the repeats gave)
         verdict, reason = "uncertain", (f"beyond {threshold:.0%} and significant over the repeats ({test}), but "
                                         f"within the run-to-run noise: the 95% CI with it is [{w_low:.2f}, "
                                         f"{w_high:.2f}]")
@@ -130,16 +130,6 @@ def _compare_cell(cell_id, b, n, machine_diff, bm, nm, threshold, alpha, run_sd=
         verdict = "slower" if ratio < 1 else "faster"
         reason = f"{abs(100 * (ratio - 1)):.1f}% {verdict}, significant ({test})"
     return CellChange(cell_id, verdict, reason=reason, p_value=p, test=test, **measured)
-
-
-def within_noise(ratio: float, low: float, high: float, run_sd: float) -> bool:
-    """Whether 1x lies in the ratio's CI once each side's median may move between runs by run_sd (`widened`): two
-    runs a noisy machine measured apart can differ that much with nothing changed. A CI the repeats could not
-    give (too few of them) is left to the significance test."""
-    if not (low == low and high == high):
-        return False
-    _, w_low, w_high = widened(ratio, low, high, run_sd)
-    return w_low <= 1 <= w_high
 
 
 def significance(bx, nx, bs, ns, alpha) -> tuple:

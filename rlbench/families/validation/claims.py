@@ -252,6 +252,11 @@ class Evidence:
         widened by the run-to-run noise (rlbench.results.stats.widened)."""
         return widened(*ratio_ci(self.values(num, key), self.values(den, key)), self.run_sd)
 
+    def median(self, cell, key) -> tuple:
+        """(median, CI low, CI high) of one cell's `key` over its repeats, the bootstrap CI widened by one side's
+        run-to-run noise (`widened` adds sqrt(2) run_sd for a ratio's two sides; one side moves by run_sd)."""
+        return widened(*median_ci(self.values(cell, key)), self.run_sd / math.sqrt(2))
+
     def repeats_of(self, num, den, key: str = "steps_per_s") -> int:
         """The repeats the smaller side of a ratio has."""
         return min(len([v for v in self.values(c, key) if v is not None]) for c in (num, den))
@@ -291,12 +296,21 @@ def envpool_ratio(num: str, den: str, workers: int, published: dict,
     return judge
 
 
+def _paired(ev: "Evidence", num: dict, den: dict):
+    """(Pair, None) where one run holds both sides (each found by Evidence.find's arguments); else (None, what a
+    judge returns: None where no run holds them, a Measured `apart` where only runs together do)."""
+    got = ev.pair(lambda e: (e.find(**num), e.find(**den)))
+    if got.apart:
+        return None, Measured(False, "", apart=got.apart)
+    return (got, None) if got.a else (None, None)
+
+
 def pair_ratio(num: dict, den: dict, holds, key: str = "steps_per_s"):
     """A judge: one cell's `key` over another's (each found by Evidence.find's arguments); holds(ratio) -> bool."""
     def judge(ev: Evidence):
-        got = ev.pair(lambda e: (e.find(**num), e.find(**den)))
-        if got.apart or not got.a:
-            return Measured(False, "", apart=got.apart) if got.apart else None
+        got, absent = _paired(ev, num, den)
+        if got is None:
+            return absent
         a, b = got.a, got.b
         value, low, high = got.run.ratio(a, b, key)
         need = repeats_to_settle(holds, value, low, high, got.run.repeats_of(a, b, key), got.run.run_sd)
@@ -385,9 +399,9 @@ def compile_in(judge, num: dict, den: dict, run_steps: float = 500_000):
 
     def judged(ev: Evidence):
         got = judge(ev)
-        if got is None or got.apart:
+        pair, _ = _paired(ev, num, den)
+        if got is None or pair is None:
             return got
-        pair = ev.pair(lambda e: (e.find(**num), e.find(**den)))
         value, low, high = pair.run.ratio(pair.a, pair.b, rate)
         return replace(got, text=f"{got.text} (compile in, over a {run_steps / 1e3:.0f}k-step run: "
                                  f"{_ratio_text(value, low, high)})")
@@ -399,9 +413,9 @@ def over_seeds(num: dict, den: dict, holds, key: str = "steps_to_target"):
     a sweep's seed_per_repeat), the CI over seeds. Repeats of one seed redraw one learning curve, which says
     nothing of how seeds spread, so a side with fewer than 2 seeds leaves the claim open."""
     def judge(ev: Evidence):
-        got = ev.pair(lambda e: (e.find(**num), e.find(**den)))
-        if got.apart or not got.a:
-            return Measured(False, "", apart=got.apart) if got.apart else None
+        got, absent = _paired(ev, num, den)
+        if got is None:
+            return absent
         a, b, run = got.a, got.b, got.run
         value, low, high = run.ratio(a, b, key)
         reached = ", ".join(f"{c.adapter} {_finite(run.values(c, key))} of {len(run.values(c, key))} repeats, "
@@ -426,9 +440,8 @@ def cell_bound(pick, key, holds, show):
         cell = pick(ev)
         if cell is None:
             return None
-        sd = ev.run_sd / math.sqrt(2)    # `widened` adds sqrt(2) run_sd for a ratio's two sides; one side has one
-        value, low, high = widened(*median_ci(ev.values(cell, key)), sd)
-        need = repeats_to_settle(holds, value, low, high, _finite(ev.values(cell, key)), sd)
+        value, low, high = ev.median(cell, key)
+        need = repeats_to_settle(holds, value, low, high, _finite(ev.values(cell, key)), ev.run_sd / math.sqrt(2))
         ci = f" [{show(low)}, {show(high)}]" if low == low and high == high else ""
         return Measured(bool(holds(value)), f"{show(value)}{ci}", (cell.cell_id,), ratios=((value, low, high),),
                         open=settled([("", side(holds, value, low, high), need, (value, low, high))]))
@@ -457,8 +470,7 @@ def bandwidth_share(workloads: tuple, at_most: float = 0.5):
             limit = cell.value("limit_gbps")
             def share(row, limit=limit):
                 return ((row.get("add_mb_per_s") or 0) + (row.get("sample_mb_per_s") or 0)) / (limit * 1e3)
-            sd = ev.run_sd / math.sqrt(2)
-            value, low, high = widened(*median_ci(ev.values(cell, share)), sd)
+            value, low, high = ev.median(cell, share)
             rule = lambda x: x < at_most  # noqa: E731
             holds &= rule(value)
             name = env.split("/")[1]
@@ -467,7 +479,8 @@ def bandwidth_share(workloads: tuple, at_most: float = 0.5):
             used.append(cell.cell_id)
             ratios.append((value, low, high))
             sides.append((name, side(rule, value, low, high),
-                          repeats_to_settle(rule, value, low, high, _finite(ev.values(cell, share)), sd),
+                          repeats_to_settle(rule, value, low, high, _finite(ev.values(cell, share)),
+                                            ev.run_sd / math.sqrt(2)),
                           (value, low, high)))
         return Measured(holds, "; ".join(parts), tuple(used), ratios=tuple(ratios), open=settled(sides))
     return judge
