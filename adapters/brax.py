@@ -12,6 +12,7 @@ from time import perf_counter
 
 from adapters._kit.jax_policy import make_actor
 from adapters._kit.jax_runtime import JAX_OPTIONS, CompiledScan, jax_supports, pick_devices, start_jax
+from adapters._kit.learner_stats import TargetRun
 from adapters._kit.playground_envs import IMPL, TASKS, load_env, physics_settings
 from rlbench.api import Adapter, Option, Unsupported, register
 
@@ -167,7 +168,7 @@ class _Stop(Exception):
     """Raised from progress_fn to end train() when the session closes."""
 
 
-class BraxPPOSession:
+class BraxPPOSession(TargetRun):
     def __init__(self, workload, options):
         import queue
         import threading
@@ -277,6 +278,7 @@ class BraxPPOSession:
         step = self._next()
         done, self.last_step = step - self.last_step, step
         self.iterations += 1
+        self.started_at(self.return_)
         if self.time_to_target is None and self.return_ is not None \
                 and self.return_ >= self.options["target_return"]:
             self.time_to_target = perf_counter() - self.t_start
@@ -289,8 +291,8 @@ class BraxPPOSession:
 
     def read(self, seconds):
         return {"updates_per_s": (self.iterations - self.mark) * self.updates_per_unit / seconds,
-                "return_mean": self.return_, "time_to_target_s": self.time_to_target,
-                "steps_to_target": self.steps_to_target}
+                "return_mean": self.return_, "return_first": self.return_first,
+                "time_to_target_s": self.time_to_target, "steps_to_target": self.steps_to_target}
 
     def close(self):
         if self.thread.is_alive():
@@ -325,6 +327,7 @@ PPO_OPTIONS = (
 class BraxPPO(Adapter):
     name = "brax-ppo"
     kind = "learner"
+    algo = "ppo"
     environment = "brax"
     description = ("Brax's PPO (brax.training.agents.ppo.train) on a thread; one unit = one training epoch of "
                    "train()'s own loop, between two progress_fn calls")

@@ -19,6 +19,7 @@ import numpy as np
 from adapters._kit.batch import take
 from adapters._kit.gym_vec import close_vector
 from adapters._kit.learner_nets import learner_reason
+from adapters._kit.learner_stats import TargetRun
 from adapters._kit.nets import (
     CNN_POLICIES,
     Torso,
@@ -33,6 +34,7 @@ from adapters._kit.nets import (
 )
 from adapters._kit.ppo import (
     CLIP_COEF,
+    COLLECTORS,
     ENT_COEF,
     ENT_COEF_GAUSSIAN,
     GAE_LAMBDA,
@@ -44,6 +46,7 @@ from adapters._kit.ppo import (
     VF_COEF,
     default_target,
     learner_supports,
+    vec_space,
 )
 from rlbench.api import Adapter, Unsupported, env_fns, env_info, envpool_kwargs, register
 
@@ -276,7 +279,7 @@ class Normalizer:
 
 # -- the learner ---------------------------------------------------------------------------------------------
 
-class CleanRLPPOSession:
+class CleanRLPPOSession(TargetRun):
     def __init__(self, workload, options):
         self.options = options
         self.vec = make_vec(workload, options["vec"], options["num_threads"])   # before torch starts its threads (fork)
@@ -363,7 +366,6 @@ class CleanRLPPOSession:
         self.iterations = self.env_steps = self.updates = 0
         self.ns = dict.fromkeys(STAGES, 0)
         self.t_start = None
-        self.time_to_target = self.steps_to_target = None
         self.metrics = self
         self.info = {"workers": self.vec.workers, "batch_size": self.batch}
         self.reset()   # the window's marks: from the start until the harness opens its window
@@ -388,6 +390,7 @@ class CleanRLPPOSession:
         self._learn()
         self.iterations += 1
         self.env_steps += made
+        self.started_at(self.return_mean())
         if self.time_to_target is None and self.history and np.mean(self.history) >= self.target:
             self.time_to_target = perf_counter() - self.t_start
             self.steps_to_target = self.env_steps
@@ -517,7 +520,7 @@ class CleanRLPPOSession:
         _, steps0, updates0, ns0 = self._mark
         out = {"updates_per_s": (self.updates - updates0) / seconds,
                "samples_per_s": (self.env_steps - steps0) / seconds,
-               "return_mean": self.return_mean(),
+               "return_mean": self.return_mean(), "return_first": self.return_first,
                "time_to_target_s": self.time_to_target, "steps_to_target": self.steps_to_target}
         for stage in STAGES:
             out[f"{stage}_frac"] = (self.ns[stage] - ns0[stage]) / 1e9 / seconds
@@ -536,6 +539,13 @@ class CleanRLPPO(Adapter):
                    "dummy, subproc or envpool; one unit = one rollout + update")
     requires = ("torch", "gymnasium")
     options = LEARNER_OPTIONS
+    algo = "ppo"
+
+    def tune_space(self, num_envs, cpus):
+        return vec_space(num_envs, cpus)
+
+    def collector(self, options):
+        return COLLECTORS["cleanrl-ppo"][options["vec"]]
 
     def supports(self, workload, options):
         return learner_reason(self.name, workload,

@@ -33,6 +33,7 @@ from adapters._kit.jax_runtime import (
     start_jax,
     unaliased,
 )
+from adapters._kit.learner_stats import TargetRun
 from adapters._kit.native import envpool_native, gymnax_native
 from adapters._kit.ppo import (
     CLIP_COEF,
@@ -460,7 +461,7 @@ def greedy_return(jax, workload, params, num_envs=32, seed=12345, steps=None, ap
     return float(ret.mean())
 
 
-class PPOSession:
+class PPOSession(TargetRun):
     """One unit: `updates_per_unit` PPO iterations of every agent (each: num_steps x num_envs env steps,
     GAE, update_epochs x num_minibatches Adam steps), one compiled call."""
 
@@ -490,7 +491,6 @@ class PPOSession:
         self.returns = None
         self.iterations = 0
         self.t_start = self.t_last = None
-        self.time_to_target = self.steps_to_target = None
         self.metrics = self
         self.info = {"compile_s": compile_s, "device": devices[0].platform, "workers": len(devices),
                      "batch_size": workload.num_envs * options["num_steps"], "env_api": api,
@@ -502,11 +502,21 @@ class PPOSession:
         self.ts, self.returns = self.run(self.ts)
         self.jax.block_until_ready((self.ts, self.returns))
         now = perf_counter()
+        if self.return_first is None:
+            self._first_return()
         if self.time_to_target is None:
             self._check_target(now)
         self.iterations += self.K
         self.t_last = now
         return self.per_unit
+
+    def _first_return(self):
+        """The first iteration's mean return over agents once every agent has finished an episode (nan before)."""
+        import numpy as np
+        means = np.asarray(self.returns).mean(axis=1)
+        finite = np.flatnonzero(np.isfinite(means))
+        if finite.size:
+            self.started_at(float(means[finite[0]]))
 
     def _check_target(self, now):
         """First iteration whose mean return over agents reached the target; inside a unit of K
@@ -541,7 +551,7 @@ class PPOSession:
         iterations = self.iterations - self.mark
         sps = iterations * self.per_agent_iter * self.agents / seconds
         return {"updates_per_s": iterations * self.adam_steps_per_iter * self.agents / seconds,
-                "return_mean": self.return_mean(),
+                "return_mean": self.return_mean(), "return_first": self.return_first,
                 "time_to_target_s": self.time_to_target, "steps_to_target": self.steps_to_target,
                 "time_per_agent_s": self.options["total_timesteps"] / sps if sps else None}
 
@@ -553,6 +563,7 @@ class PPOSession:
 class PureJaxRLPPO(Adapter):
     name = "purejaxrl-ppo"
     kind = "learner"
+    algo = "ppo"
     description = ("PureJaxRL-style PPO compiled end to end (rollout, GAE, minibatch epochs in one program; a "
                    "categorical for Discrete actions, a Gaussian on normalized observations and rewards for Box; an "
                    "MLP, or on pixel envs a CNN torso shared by actor and critic); "
@@ -584,6 +595,12 @@ class PureJaxRLPPO(Adapter):
 
     def open(self, workload, options):
         return PPOSession(workload, options)
+
+    def tune_space(self, num_envs, cpus):
+        return [{"updates_per_unit": 10}]   # ten iterations a compiled call: a unit of a few hundred ms on CartPole
+
+    def collector(self, options):
+        return "gymnax", ({} if options["env_api"] == "auto" else {"env_api": options["env_api"]})
 
 
 # -- envpool-xla: EnvPool's C++ pool called from inside a jitted loop -----------------------------------

@@ -12,6 +12,7 @@ from collections import deque
 from time import perf_counter
 
 from adapters._kit import ray_runtime
+from adapters._kit.learner_stats import TargetRun
 from adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
@@ -239,7 +240,7 @@ class RLlibEnvRunner(Adapter):
 
 # -- rllib-ppo: RLlib's PPO, Algorithm.train() -------------------------------------------------------------
 
-class PPOSession(_RLlibSession):
+class PPOSession(_RLlibSession, TargetRun):
     held = "algo"
 
     def _open(self, workload, o):
@@ -281,6 +282,7 @@ class PPOSession(_RLlibSession):
             self.trained = int(trained)
         self.history.extend(_items(result["env_runners"].get(RETURNS)))
         mean = self.return_mean()
+        self.started_at(mean)
         if self.time_to_target is None and mean is not None and mean >= self.target:
             self.time_to_target = perf_counter() - self.t_start
             self.steps_to_target = self.sampled
@@ -309,8 +311,8 @@ class PPOSession(_RLlibSession):
         steps0, updates0 = self._mark
         return {"updates_per_s": (self.updates() - updates0) / seconds,
                 "samples_per_s": (self.sampled - steps0) / seconds,
-                "return_mean": self.return_mean(), "time_to_target_s": self.time_to_target,
-                "steps_to_target": self.steps_to_target}
+                "return_mean": self.return_mean(), "return_first": self.return_first,
+                "time_to_target_s": self.time_to_target, "steps_to_target": self.steps_to_target}
 
 
 _BY_NAME = {o.name: o for o in LEARNER_OPTIONS}
@@ -320,6 +322,7 @@ _BY_NAME = {o.name: o for o in LEARNER_OPTIONS}
 class RLlibPPO(Adapter):
     name = "rllib-ppo"
     kind = "learner"
+    algo = "ppo"
     description = ("RLlib's PPO (Algorithm.train(): EnvRunners sample, its Learner updates) with CleanRL's "
                    "hyperparameters; one unit = one train() iteration")
     requires = ("ray", "torch")

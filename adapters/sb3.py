@@ -15,8 +15,10 @@ from time import perf_counter, perf_counter_ns
 import numpy as np
 
 from adapters._kit.batch import ARRAY_SPACES, DYNAMIC_SPACES
+from adapters._kit.learner_stats import TargetRun
 from adapters._kit.ppo import (
     CLIP_COEF,
+    COLLECTORS,
     ENT_COEF,
     GAE_LAMBDA,
     GAMMA,
@@ -25,6 +27,7 @@ from adapters._kit.ppo import (
     VF_COEF,
     default_target,
     learner_supports,
+    vec_space,
 )
 from rlbench.api import (
     Adapter,
@@ -283,7 +286,7 @@ def _sb3_vec_classes():
     return EnvPoolVecEnv, TimedVecEnv, ClipRewardVecEnv
 
 
-class SB3PPOSession:
+class SB3PPOSession(TargetRun):
     """One unit: `model.learn(total_timesteps=n_steps * n_envs, reset_num_timesteps=False)`, which is one
     rollout and one update. The first call resets the envs; later calls keep them, their observations and
     SB3's episode buffer. The logger is set once (no outputs), so no call reconfigures it."""
@@ -365,7 +368,6 @@ class SB3PPOSession:
         self.model.policy.forward = timed_forward   # collect_rollouts' action selection
         self.target = options["target_return"] or default_target(workload.env_id)
         self.t_start = None
-        self.time_to_target = self.steps_to_target = None
         self.metrics = self
         workers = {"dummy": 1, "subproc": n,  # EnvPool's threads (0: min(num_envs, hardware threads))
                    "envpool": options["num_threads"] or min(n, os.cpu_count() or 1)}[vec]
@@ -379,6 +381,7 @@ class SB3PPOSession:
         self.model.learn(total_timesteps=self.per_unit, reset_num_timesteps=False)
         made = self.model.num_timesteps - before
         self.steps_done += made
+        self.started_at(self.return_mean())
         if self.time_to_target is None:
             mean = self.return_mean()
             if mean is not None and mean >= self.target:
@@ -408,7 +411,7 @@ class SB3PPOSession:
         steps0, updates0, env0, infer0, learn0 = self._mark
         return {"updates_per_s": (self.updates() - updates0) / seconds,
                 "samples_per_s": (self.steps_done - steps0) / seconds,
-                "return_mean": self.return_mean(),
+                "return_mean": self.return_mean(), "return_first": self.return_first,
                 "time_to_target_s": self.time_to_target, "steps_to_target": self.steps_to_target,
                 "env_frac": (self.timed.env_ns - env0) / 1e9 / seconds,
                 "inference_frac": (self.infer_ns - infer0) / 1e9 / seconds,
@@ -426,6 +429,13 @@ class SB3PPO(Adapter):
                    "one unit = one learn() call of one rollout + update")
     requires = ("stable_baselines3",)
     options = LEARNER_OPTIONS
+    algo = "ppo"
+
+    def tune_space(self, num_envs, cpus):
+        return vec_space(num_envs, cpus)
+
+    def collector(self, options):
+        return COLLECTORS["sb3-ppo"][options["vec"]]
 
     def supports(self, workload, options):
         return learner_supports(self.name, workload, options)

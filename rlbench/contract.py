@@ -76,6 +76,7 @@ class Session(Protocol):
     metrics: "Metrics"  # optional: figures beyond env steps, over the timed window
 
     def drain(self) -> None: ...    # optional: wait for work step() only dispatched (block_until_ready)
+    def reached(self) -> bool: ...  # optional, a learner's: its target return reached (protocol until_target)
 
     def step(self) -> int: ...
     def close(self) -> None: ...
@@ -103,6 +104,9 @@ class Adapter:
     # rollout's length): `rlbench tune` shortens it where the env's cost would make a unit long
     # (rlbench.tuning.units); "" where a unit is one step of every env
     unit_option: ClassVar[str] = ""
+    # a learner's: the algorithm it trains (ppo, impala, a2c, dqn, r2d2): `rlbench tune --train ALGO` races the
+    # learners of one algorithm, each over the settings its tune_space names (the vector env underneath, workers)
+    algo: ClassVar[str] = ""
 
     def available(self):
         """None when usable here, else the reason (checked without importing the framework)."""
@@ -122,6 +126,12 @@ class Adapter:
         adapter's defaults only. Settings supports() refuses are left out by the tuner. Where the defaults are
         not among them, a tune's probe starts from the first: put the likeliest fastest first."""
         return [{}]
+
+    def collector(self, options: dict) -> tuple:
+        """A learner's: (adapter name, options) of the env-stepping adapter that steps the same vector env as it
+        does with these options (cleanrl-ppo on vec=subproc: gymnasium-async), for `rlbench tune --train`'s first two
+        levels (env step alone, + inference), measured apart from the training run; () where none does."""
+        return ()
 
     def policy_placement(self, options: dict) -> str:
         """Where the policy acts for the envs: "central" (one copy in the main process, batched over the envs it

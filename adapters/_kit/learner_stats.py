@@ -1,9 +1,27 @@
 """What the learners report beside their rates: the returns of the episodes their actors finish
 (kept in rings that may live in shared memory) and the policy lag of the batches they train on.
 """
+import math
+
 import numpy as np
 
 RETURN_WINDOW = 100  # return_mean: the mean return of about the last this many finished episodes
+
+
+class TargetRun:
+    """A training session's run toward its target return: when and after how many env steps it first reached it
+    (time_to_target, steps_to_target), the return it started from (return_first: the first mean return seen,
+    after the first unit with a finished episode), and `reached()`, which closes the timed window of a run under
+    the protocol's until_target (`rlbench tune --train` races time to a return)."""
+    time_to_target = steps_to_target = return_first = None
+
+    def reached(self) -> bool:
+        return self.time_to_target is not None
+
+    def started_at(self, mean) -> None:
+        """The first finite mean return seen is where training started from."""
+        if self.return_first is None and mean is not None and math.isfinite(mean):
+            self.return_first = float(mean)
 
 
 class Episodes:

@@ -16,6 +16,13 @@ CLIP_COEF = {"image": 0.1, "vector": 0.2}     # ppo_atari.py / ppo.py
 HISTORY = 100                                  # return_mean: the last 100 finished episodes
 TARGETS = {"CartPole-v1": 475.0}               # solved (gymnasium's CartPole-v1 criterion)
 VECS = ("dummy", "subproc", "envpool")
+# the env-stepping adapter that steps each learner's vector env (rlbench.contract.Adapter.collector): EnvPool's
+# batch is every env, as the learners' (sync)
+COLLECTORS = {
+    "cleanrl-ppo": {"dummy": ("gymnasium-sync", {}), "subproc": ("gymnasium-async", {}),
+                    "envpool": ("envpool-sync", {})},
+    "sb3-ppo": {"dummy": ("sb3-dummy", {}), "subproc": ("sb3-subproc", {}), "envpool": ("envpool-sync", {})},
+}
 
 ITERATION_OPTIONS = (
     Option("num_steps", int, 128, "rollout length per env per iteration", low=1),
@@ -36,6 +43,12 @@ LEARNER_OPTIONS = (  # cleanrl-ppo and sb3-ppo
                                          "(time_to_target_s); 0 = the env's own (CartPole-v1: 475, else none)",
            low=-math.inf),
 )
+
+
+def vec_space(num_envs: int, cpus: int) -> list:
+    """cleanrl-ppo's and sb3-ppo's tune_space: the vector env underneath (settings supports() refuses, EnvPool
+    on an env it has not, are left out by the tuner); the recipe (rollout length, epochs, minibatches) stays."""
+    return [{"vec": vec} for vec in VECS]
 
 
 def default_target(env_id: str) -> float:

@@ -15,13 +15,16 @@ class TimingProtocol:
     warmup_s and warmup_units, then units until both duration_s and min_units are reached. With
     stop_ci_width > 0, duration_s is the longest window: it closes as soon as it has min_units, lasted
     min_duration_s (at most duration_s) and its rate is stable: the 95% CI of the median of its ten
-    blocks' rates spans at most stop_ci_width of that median."""
+    blocks' rates spans at most stop_ci_width of that median. With until_target, a learner's window also closes
+    once its session says it reached its target return (`reached()`): duration_s is then the most a run trains
+    (`rlbench tune --train` races time to a return, and a run past it is budget spent on nothing)."""
     warmup_s: float = 0.2
     warmup_units: int = 2
     duration_s: float = 1.0
     min_units: int = 10
     stop_ci_width: float = 0.0
     min_duration_s: float = 0.0
+    until_target: bool = False
 
 
 @dataclass(frozen=True)

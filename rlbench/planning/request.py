@@ -167,6 +167,16 @@ class TuneRequest(Request):
     cluster: str = flag("race the candidates on this Ray cluster's nodes, several at once (HOST:PORT, auto)",
                         planned=True, metavar="ADDRESS")
     node_class: str = flag("on --cluster: the class of identical nodes to use", planned=True, metavar="ID")
+    train: str = flag("race what trains ALGO fastest (ppo, impala, ...): its learners x their vector env, num_envs "
+                      "and workers, each training on its recipe (--policy: the network trained, default mlp)",
+                      planned=True, metavar="ALGO")
+    target_return: float = flag("with --train: race the wall time to this mean return (median over --seeds); "
+                                "without it, training env steps/s with learning checked", planned=True,
+                                metavar="R")
+    seeds: int = flag("with --train: seeds each finalist trains on (default 3)", planned=True, metavar="N",
+                      type=positive_int)
+    sizes: str = flag("with --train: the num_envs tried, comma-separated (default 2, 4 and 8 envs per core)",
+                      planned=True, metavar="N,N,...")
 
 
 def _value(f, raw):

@@ -12,6 +12,7 @@ from rlbench import registry
 from rlbench.report.page_sections import about_run, dropped_note, headlines_box, machine_table, not_run, summary_table
 from rlbench.report.profiles_section import profiles_section
 from rlbench.report.recommendation import recommendation_section
+from rlbench.report.train_recommendation import train_recommendation_section
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ PROFILES_ORDER = 50  # the py-spy profiles: after the families' own sections, be
 
 PAGE = (
     Section("recommendation", -30, lambda view: recommendation_section(view.record.tune)),
+    Section("training recommendation", -29, lambda view: train_recommendation_section(view.record.train_tune)),
     Section("headlines", -20, lambda view: headlines_box(view.headlines)),
     Section("about", -10, lambda view: about_run(view.record)),
     Section("profiles", PROFILES_ORDER, profiles_section),

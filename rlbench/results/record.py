@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields
 
 from rlbench.results.decision import Decision
 from rlbench.results.frozen import FrozenDict, freeze, thaw
+from rlbench.results.train_decision import TrainDecision
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class RunRecord:
     ended_at: str = None
     ray_cluster: Mapping = None       # the Ray cluster the cells' actors ran on, where each cell's actors ran
     tune: Decision = None             # a tune's answer (its budget, search and winner), the report's Recommendation
+    train_tune: TrainDecision = None  # `tune --train`'s answer, the report's Training recommendation
 
     def __post_init__(self):
         for f in fields(self):
@@ -39,7 +41,8 @@ class RunRecord:
             out["cluster"] = self.cluster
         out.update(self.measured, adapter_envs=self.adapter_envs)
         optional = {"resumed_at": self.resumed_at, "ended_at": self.ended_at, "ray_cluster": self.ray_cluster,
-                    "tune": self.tune.to_json() if self.tune else None}
+                    "tune": self.tune.to_json() if self.tune else None,
+                    "train_tune": self.train_tune.to_json() if self.train_tune else None}
         out.update({k: v for k, v in optional.items() if v not in (None, ())})
         return thaw(out)
 
@@ -56,6 +59,8 @@ class RunRecord:
         typed = {k: doc[k] for k in own if k in doc and doc[k] is not None}
         if "tune" in typed:
             typed["tune"] = Decision.from_json(typed["tune"])
+        if "train_tune" in typed:
+            typed["train_tune"] = TrainDecision.from_json(typed["train_tune"])
         return cls(machine={k: v for k, v in doc.items() if k not in own and k not in measured_keys},
                    measured={k: doc[k] for k in measured_keys if k in doc}, **typed)
 

@@ -55,9 +55,10 @@ def run_cell(spec: dict, progress) -> dict:
     setup_s = perf_counter() - t0
     progress(event="opened", setup_s=setup_s)
     try:
-        result = measure(session.step, TimingProtocol(**spec["protocol"]), getattr(session, "metrics", None),
-                         getattr(session, "drain", None),
-                         warmed=lambda units, seconds: progress(event="warmed", units=units, seconds=seconds))
+        protocol = TimingProtocol(**spec["protocol"])
+        result = measure(session.step, protocol, getattr(session, "metrics", None), getattr(session, "drain", None),
+                         warmed=lambda units, seconds: progress(event="warmed", units=units, seconds=seconds),
+                         reached=getattr(session, "reached", None) if protocol.until_target else None)
     except Exception as exc:
         try:
             # before close() reaps and joins them; a pipe that closed under the cell: its worker may not be

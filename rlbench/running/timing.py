@@ -17,7 +17,7 @@ BLOCKS = 10          # a stopping rule judges the window by the rates of its ten
 CHECK_GROWTH = 1.25  # each stability check comes 25% later than the last: O(units) work in all
 
 
-def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None, warmed=None) -> dict:
+def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None, warmed=None, reached=None) -> dict:
     """`session_metrics`, if given, has `reset()` (called as the timed window opens) and
     `read(seconds) -> dict` (called as it closes): figures only the session can see, such as
     optimiser updates or time in each stage, over exactly the timed window.
@@ -25,7 +25,10 @@ def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None, wa
     `drain`, if given, waits until every unit a step dispatched has finished (an accelerator's queue):
     it runs before the window closes, inside the last unit, so work a step only enqueued is still timed.
 
-    `warmed(units, seconds)`, if given, hears how the warm-up went, before the window opens."""
+    `warmed(units, seconds)`, if given, hears how the warm-up went, before the window opens.
+
+    `reached()`, if given, says a training run reached its target return: the window closes after that unit
+    (min_units permitting), as it would at duration_s."""
     warm_steps, warm_units, warm_ns = _warm_up(step, protocol, drain)
     if warmed is not None:
         warmed(warm_units, warm_ns / 1e9)
@@ -47,7 +50,8 @@ def measure(step, protocol: TimingProtocol, session_metrics=None, drain=None, wa
         steps += step()
         now = perf_counter_ns()
         closing = units + 1 >= protocol.min_units and (
-            now - t0 >= duration_ns or (stop is not None and stop.stable(lat, units, now - t0)))
+            now - t0 >= duration_ns or (stop is not None and stop.stable(lat, units, now - t0))
+            or (reached is not None and reached()))
         if closing and drain is not None:
             drain()  # the window is about to close: what is still queued belongs inside it
             now = perf_counter_ns()

@@ -58,6 +58,13 @@ def parse_budget(raw: str) -> float:
 def tune(request, resume: str = None) -> tuple:
     """(exit code, run folder) of `rlbench tune` asked this rlbench.planning.request.TuneRequest; `resume`: the
     folder of an interrupted tune, whose search goes on with the budget it left."""
+    if request.train:
+        from rlbench.tuning.training import tune_train
+        return tune_train(request, resume)
+    for given, flag in ((request.target_return, "--target-return"), (request.seeds, "--seeds"),
+                        (request.sizes, "--sizes")):
+        if given is not None:
+            raise UsageError(f"{flag} is for a training tune (valid: add --train ALGO, or leave {flag} out)")
     t0 = time.monotonic()
     workload = plan_workload(request)
     budget_s = parse_budget(request.budget)

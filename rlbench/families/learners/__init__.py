@@ -26,6 +26,9 @@ class Learners(Family):
         Metric("sync_frac", "share", "time copying or all-reducing parameters", source="session"),
         Metric("return_mean", "return", "mean episodic return reached (purejaxrl-ppo: last 100 episodes, mean over "
                "agents)", source="session"),
+        Metric("return_first", "return", "mean episodic return after the run's first unit with a finished episode "
+               "(where training started from: learning moved the return when return_mean is above it)",
+               source="session"),
         Metric("time_to_target_s", "s", "training wall time, compile excluded, until return_mean first reached the "
                "target", source="session"),
         Metric("steps_to_target", "steps", "env steps per agent until then", source="session"),

@@ -1,0 +1,77 @@
+"""A training configuration's three levels, as Isaac Lab reports them (env step alone; + policy inference;
++ training), and the bottleneck they name. The third level is the training run's own rate; the first two are
+measured apart on the learner's own vector env (its collector, rlbench.contract.Adapter.collector) with random
+actions and with the policy, at the same env, policy and num_envs, or, where that was not measured, taken from the
+training run's split of its time (env / inference / learn). One env step's time then splits into env, inference
+and update: 1/L1, 1/L2 - 1/L1, 1/L3 - 1/L2; the largest share is the bottleneck, and what would move it follows
+from Amdahl's law (a vector env twice as fast gains at most 1 / (1 - env share / 2))."""
+import math
+from typing import Optional
+
+from rlbench.results.train_decision import Levels
+
+BOUND_SHARE = 0.5   # a stage taking at least this share of a step's time bounds it
+
+
+def _ok(value) -> Optional[float]:
+    return float(value) if value is not None and math.isfinite(float(value)) and float(value) > 0 else None
+
+
+def from_rows(training, env_row=None, inference_row=None) -> Levels:
+    """The levels of one configuration: `training` its training run's row (rlbench.results.model.Run), `env_row`
+    and `inference_row` its collector's rows with random actions and with the policy (None: not measured)."""
+    train = float(training.steps_per_s)
+    common = {"training_peak_rss_mb": training.get("peak_rss_mb"), "training_setup_s": training.get("setup_s"),
+              "compile_s": training.get("compile_s")}
+    if env_row is not None and inference_row is not None and env_row.ok and inference_row.ok:
+        return Levels(float(env_row.steps_per_s), float(inference_row.steps_per_s), train,
+                      f"measured apart on {env_row.adapter} (random actions, then the policy)",
+                      env_row.cell_id, inference_row.cell_id, env_peak_rss_mb=env_row.get("peak_rss_mb"),
+                      env_setup_s=env_row.get("setup_s"), **common)
+    env, infer = _ok(training.get("env_frac")), _ok(training.get("inference_frac"))
+    if env is None:
+        return Levels(None, None, train, "not separable: the training run reports no split of its time", **common)
+    l1 = train / env
+    l2 = train / (env + infer) if infer is not None else None
+    return Levels(l1, l2, train, "from the training run's split of its time (env / inference / learn)", **common)
+
+
+def shares(levels: Levels) -> Optional[dict]:
+    """A step's time split into env, inference and update (shares summing to 1), None without level 1."""
+    if levels.env_steps_per_s is None:
+        return None
+    t1 = 1 / levels.env_steps_per_s
+    t2 = 1 / levels.inference_steps_per_s if levels.inference_steps_per_s else t1
+    t3 = 1 / levels.training_steps_per_s
+    parts = {"env": t1, "inference": max(t2 - t1, 0.0), "update": max(t3 - t2, 0.0)}
+    total = sum(parts.values())
+    return {k: v / total for k, v in parts.items()}
+
+
+def bottleneck(levels: Levels, training) -> tuple:
+    """(kind, sentence): what bounds the configuration, with the figure behind it and what would move it; for an
+    asynchronous learner, the policy lag it ran at. kind: learner | env | inference | fused | unknown."""
+    lag = training.get("policy_lag_mean")
+    lag_text = f"; it ran at a policy lag of {lag:.1f} versions" if lag is not None else ""
+    split = shares(levels)
+    if split is None:
+        if training.get("compile_s") is not None:
+            return "fused", ("one compiled program (env, inference and update fused): the levels do not separate "
+                             f"on this learner{lag_text}")
+        return "unknown", f"the training run reports no split of its time{lag_text}"
+    env, infer, update = split["env"], split["inference"], split["update"]
+    env_gain = 1 / (1 - env / 2)   # a vector env twice as fast
+    kind, share = max(split.items(), key=lambda kv: kv[1])
+    if kind == "update":
+        text = (f"learner-bound: {update:.0%} of each env step's time is the update (env {env:.0%}, inference "
+                f"{infer:.0%}); a vector env twice as fast would gain at most {env_gain:.2f}x, a faster learner "
+                "(a GPU, a smaller network, fewer epochs) is what would move it")
+        return "learner", text + lag_text
+    if kind == "env":
+        text = (f"env-bound: {env:.0%} of each env step's time is stepping envs (inference {infer:.0%}, update "
+                f"{update:.0%}); a vector env twice as fast would gain {env_gain:.2f}x: more workers or cores, or a "
+                "faster vector env, would move it")
+        return "env", text + lag_text
+    text = (f"inference-bound: {infer:.0%} of each env step's time is the policy's forward pass (env {env:.0%}, "
+            f"update {update:.0%}); batching more envs per forward pass or a GPU policy would move it")
+    return "inference", text + lag_text

@@ -1,0 +1,124 @@
+"""The configurations `rlbench tune --train ALGO` races: every learner of the algorithm (rlbench.contract.Adapter.algo)
+that can train the env here, crossed with the settings its tune_space names (the vector env underneath, workers)
+and the num_envs sizes. Each trains on its learner's own recipe per env step: the rollout length per env is the
+recipe's, so the batch is rollout length x envs, with the same epochs and minibatches per batch (CleanRL's and
+PureJaxRL's rule when num_envs changes); the recipe of each is recorded beside it. What cannot race is kept with
+the reason, as the stepping tune keeps it (rlbench.tuning.candidates.Left)."""
+from dataclasses import dataclass, replace
+
+from rlbench import registry
+from rlbench.envs import refusal
+from rlbench.errors import UsageError
+from rlbench.planning.suite import make_cell
+from rlbench.running.adapter_envs import environment_of
+from rlbench.tuning.candidates import Left, config
+
+PER_CORE = (2, 4, 8)   # default num_envs: this many envs per core (2 cores: 4, 8, 16)
+
+
+def algorithms() -> dict:
+    """algo -> the learners that train it, every learner registered."""
+    out = {}
+    for name, cls in sorted(registry.discover().items()):
+        if cls.kind == "learner" and cls.algo:
+            out.setdefault(cls.algo, []).append(name)
+    return out
+
+
+def learners(algo: str, named=None) -> list:
+    """The learners of `algo` to race: those named (--adapters; each must train it), else every one."""
+    every = algorithms()
+    if algo not in every:
+        raise UsageError(f"--train {algo!r}: no learner trains it (valid: {', '.join(sorted(every))})")
+    if named:
+        for name in named:
+            if name not in every[algo]:
+                raise UsageError(f"--adapters: '{name}' does not train {algo} (valid: {', '.join(every[algo])})")
+        return list(dict.fromkeys(named))
+    return every[algo]
+
+
+def default_sizes(cpus: int) -> tuple:
+    return tuple(sorted({k * cpus for k in PER_CORE}))
+
+
+def recipe(cell) -> str:
+    """What a configuration trains with, per the learner's recipe: rollout length x envs = batch, and the
+    passes over each batch (its option names where it has them)."""
+    o, n = cell.options, cell.workload.num_envs
+    if "num_steps" in o:
+        return (f"{o['num_steps']} steps x {n} envs = batch {o['num_steps'] * n}, {o.get('update_epochs', 1)} "
+                f"epochs x {o.get('num_minibatches', 1)} minibatches")
+    if "unroll_length" in o:
+        return (f"unroll {o['unroll_length']} x batch {o.get('batch_size')} x {o.get('num_minibatches', 1)} "
+                f"minibatches, {o.get('num_updates_per_batch', 1)} passes, {n} envs")
+    if "batch_T" in o:
+        return f"{o['batch_T']} steps x {n} envs = batch {o['batch_T'] * n}"
+    return f"{n} envs"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration to race: its cell (the options given: its settings and the target), and its learning
+    recipe's key: configurations of one learner and num_envs train on the same recipe, only the execution under it
+    (the vector env, workers) differing."""
+    cell: object
+    recipe: str
+
+    @property
+    def key(self) -> tuple:
+        return self.cell.adapter, self.cell.workload.num_envs
+
+    @property
+    def config(self) -> str:
+        return config(self.cell)
+
+
+class TrainSpace:
+    """Learners of the algorithm x their tune_space settings x sizes; `left`: what cannot race, and why."""
+
+    def __init__(self, workload, algo: str, named, sizes, cpus: int, target_return=None):
+        self.workload, self.algo, self.cpus = workload, algo, cpus
+        self.sizes = tuple(sorted(set(sizes))) if sizes else default_sizes(cpus)
+        self.configs, self.left = [], []
+        for name in learners(algo, named):
+            cls = registry.get(name)
+            own = environment_of(cls) is not None
+            if own and not named:
+                self.left.append(Left(name, "", "own-environment",
+                                      f"runs in its own environment '{cls.environment}': name it in --adapters "
+                                      "to race it"))
+                continue
+            reason = None if own else cls().available()
+            if reason:
+                self.left.append(Left(name, "", "unavailable", reason))
+                continue
+            if target_return is not None and not any(o.name == "target_return" for o in cls.options):
+                self.left.append(Left(name, "", "unsupported", f"{name} does not time its run to a target return"))
+                continue
+            self._add(cls, target_return)
+        if not self.configs:
+            raise UsageError(f"no learner of {algo} can train {workload.env_id} here: "
+                             + "; ".join(f"{x.adapter}: {x.reason}" for x in self.left[:6]))
+
+    def _add(self, cls, target_return) -> None:
+        """The learner's configurations, its first setting at every size, then its next, ...: what a budget cuts
+        is its alternatives, not its sizes."""
+        instance, seen = cls(), set()
+        placed = sorted((variant, i, n, given) for i, n in enumerate(self.sizes)
+                        for variant, given in enumerate(instance.tune_space(n, self.cpus)))
+        for _, _, n, given in placed:
+            given = {**given, **({"target_return": target_return} if target_return is not None else {})}
+            try:
+                cell = make_cell(f"tune --train: {cls.name}", cls.name, replace(self.workload, num_envs=n), given)
+            except UsageError as exc:
+                self.left.append(Left(cls.name, "", "unsupported", str(exc)))
+                continue
+            if cell.cell_id in seen:
+                continue
+            seen.add(cell.cell_id)
+            reason = refusal(instance, cell.workload, cell.options)
+            if reason:
+                self.left.append(Left(cls.name, cell.cell_id, "unsupported", reason))
+                continue
+            self.configs.append(Config(replace(cell, index=len(self.configs)), recipe(cell)))
