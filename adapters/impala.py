@@ -12,17 +12,18 @@ A Dict or Tuple observation (a screen beside game variables) travels as one shar
 own dtype (procs.obs_specs); actor and learner hand the network the parts as its one flat float input
 (nets.net_input), a Box exactly as before.
 """
+import math
 import os
 import queue
 import time
-from time import perf_counter_ns
+from time import perf_counter, perf_counter_ns
 
 import numpy as np
 
 from adapters._kit.a2c import ACT
 from adapters._kit.batch import put
 from adapters._kit.learner_nets import learner_reason, obs_reason
-from adapters._kit.learner_stats import Episodes, lag_stats, return_mean
+from adapters._kit.learner_stats import Episodes, TargetRun, lag_stats, return_mean
 from adapters._kit.nets import (
     actor_critic,
     actor_critic_params,
@@ -34,6 +35,7 @@ from adapters._kit.nets import (
     recurrent_actor_critic_params,
     torso_of,
 )
+from adapters._kit.ppo import default_target
 from adapters._kit.procs import (
     CONTEXT_OPTION,
     ENV_NS,
@@ -227,7 +229,7 @@ def _get(q, give_up):
                 return None
 
 
-class ImpalaSession:
+class ImpalaSession(TargetRun):
     def __init__(self, workload, options):
         import multiprocessing as mp
         self.workload, self.opts = workload, options
@@ -256,7 +258,9 @@ class ImpalaSession:
         self.window = Window(self.buf["stats"])
         self.metrics = self
         self.info = {"workers": workers, "batch_size": self.batch * T * n}
-        self.updates = self.version = 0
+        self.updates = self.version = self.consumed = 0
+        self.target = options["target_return"] or default_target(workload.env_id)
+        self.t_start = None
         self.pending = {}
         self.lag_hist = np.zeros(2, dtype=np.int64)
         try:
@@ -300,6 +304,19 @@ class ImpalaSession:
         return chosen
 
     def step(self) -> int:
+        if self.t_start is None:
+            self.t_start = perf_counter()
+        made = self._update()
+        self.consumed += made
+        mean = return_mean(self.buf["returns"], self.buf["episodes"])
+        self.started_at(mean)
+        if self.time_to_target is None and mean >= self.target:   # nan before an episode ends: never
+            self.time_to_target = perf_counter() - self.t_start
+            self.steps_to_target = self.consumed
+        return made
+
+    def _update(self) -> int:
+        """One learner update on the next batch; the env steps it consumed."""
         torch, buf, stats = self.torch, self.buf, self.buf["stats"][0]
         self._actors_alive()  # the others may keep the queue full: a dead actor must not go unnoticed
         t0 = perf_counter_ns()
@@ -381,7 +398,8 @@ class ImpalaSession:
             "learn_frac": float(d[0, LEARN_NS]), "wait_frac": float(d[0, WAIT_NS]),
             "transfer_frac": float(d[0, XFER_NS]), "sync_frac": float(d[0, SYNC_NS]),
             "h2d_mb_per_s": (self.h2d_bytes - h2d0) / 1e6 / seconds,
-            "return_mean": return_mean(self.buf["returns"], self.buf["episodes"]),
+            "return_mean": return_mean(self.buf["returns"], self.buf["episodes"]), "return_first": self.return_first,
+            "time_to_target_s": self.time_to_target, "steps_to_target": self.steps_to_target,
         }
 
     def close(self):
@@ -399,6 +417,7 @@ class ImpalaSession:
 class Impala(Adapter):
     name = "impala"
     kind = "learner"
+    algo = "impala"
     description = "IMPALA: actor processes send trajectories through a bounded queue; the learner corrects with V-trace"
     requires = ("gymnasium", "torch")
     options = (
@@ -409,6 +428,9 @@ class Impala(Adapter):
         Option("lag", str, "any", "any: actors load the newest parameters; one: Cleanba's exactly-one-update lag",
                ("any", "one")),
         Option("lr", float, 1e-3, "Adam learning rate", low=0, open_low=True),
+        Option("target_return", float, 0.0, "mean return of the actors' last episodes counted as solved "
+                                            "(time_to_target_s); 0 = the env's own (CartPole-v1: 475, else none)",
+               low=-math.inf),
         Option("worker_affinity", str, "none", "pin actor i to the i-th allowed CPU (spread) or not",
                ("none", "spread")),
         CONTEXT_OPTION,
@@ -425,3 +447,7 @@ class Impala(Adapter):
 
     def open(self, workload, options):
         return ImpalaSession(workload, options)
+
+    def tune_space(self, num_envs, cpus):
+        """Actor processes: one, two, one per core (each must step a whole share of the envs)."""
+        return [{"workers": w} for w in sorted({1, 2, cpus}) if num_envs % w == 0]

@@ -177,6 +177,8 @@ class TuneRequest(Request):
                       type=positive_int)
     sizes: str = flag("with --train: the num_envs tried, comma-separated (default 2, 4 and 8 envs per core)",
                       planned=True, metavar="N,N,...")
+    opt: tuple = flag("with --train: a recipe option every learner raced trains with (repeat; e.g. num_steps=512, "
+                      "lr=3e-4): a learner without it is left out", (), planned=True, metavar="KEY=VALUE")
 
 
 def _value(f, raw):

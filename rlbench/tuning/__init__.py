@@ -6,16 +6,13 @@ budget but the machine's calibration, which runs apart from it (rlbench.tuning.c
 make a first tune worse than every later one) and is reported with its own time."""
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 from dataclasses import replace
 
 from rlbench import registry
-from rlbench.envs import planned_env_kwargs, wrapped_id
 from rlbench.errors import UsageError
-from rlbench.planning.flags import pairs
 from rlbench.planning.plan import Settings
 from rlbench.planning.request import names
 from rlbench.planning.suite import Suite
@@ -27,32 +24,16 @@ from rlbench.tuning.calibration import calibrate_here, not_calibrated, sentence
 from rlbench.tuning.candidates import Space, available_mb, cpus_here, default_max_envs, stepping_adapters
 from rlbench.tuning.clock import Clock, report_s
 from rlbench.tuning.decide import decide, lines
+from rlbench.tuning.inputs import label, parse_budget, plan_workload
 from rlbench.tuning.measure import SPAWN_S, SweepMeasurer
 from rlbench.tuning.profile import EnvProfile
 from rlbench.tuning.search import Search, probe_sizes
 from rlbench.tuning.state import TUNE_JSON, CandidateRecord, TuneState
 from rlbench.tuning.state import read as read_state
-from rlbench.workload import Workload, kv_label, parse_policy
 
 PROFILE_TIMEOUT_S = 300
 # every measurement: the normal protocol, shorter windows (the race repeats what matters)
 SETTINGS = Settings(warmup_s=0.2, warmup_units=2, duration_s=0.5, min_units=5, repeats=2, timeout_s=60.0)
-
-
-def parse_budget(raw: str) -> float:
-    """'10m', '90s', '1h', '1h30m' or plain seconds -> seconds."""
-    text = str(raw).strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", text):
-        seconds = float(text)
-    else:
-        parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text)
-        if not parts or not any(parts.groups()):
-            raise UsageError(f"--budget {raw!r} (valid: seconds, or like 90s, 10m, 1h, 1h30m)")
-        h, m, s = (int(g or 0) for g in parts.groups())
-        seconds = 3600 * h + 60 * m + s
-    if seconds < 10:
-        raise UsageError(f"--budget {raw!r} must be at least 10s (one configuration, twice)")
-    return seconds
 
 
 def tune(request, resume: str = None) -> tuple:
@@ -62,7 +43,7 @@ def tune(request, resume: str = None) -> tuple:
         from rlbench.tuning.training import tune_train
         return tune_train(request, resume)
     for given, flag in ((request.target_return, "--target-return"), (request.seeds, "--seeds"),
-                        (request.sizes, "--sizes")):
+                        (request.sizes, "--sizes"), (request.opt or None, "--opt")):
         if given is not None:
             raise UsageError(f"{flag} is for a training tune (valid: add --train ALGO, or leave {flag} out)")
     t0 = time.monotonic()
@@ -223,20 +204,6 @@ def _address(request) -> str:
 def _machine(cluster) -> str:
     fp = cluster.fingerprint
     return f"{len(cluster.nodes)} x {fp.get('cpu_model')}, {cluster.cpus} cores, {fp.get('ram_gb')} GB"
-
-
-def label(workload) -> str:
-    env = workload.env_id + (f"({kv_label(workload.env_kwargs)})" if workload.env_kwargs else "")
-    return f"{env} with policy {workload.policy.label}"
-
-
-def plan_workload(args) -> Workload:
-    env_kwargs = pairs("--env-kwarg", args.env_kwarg)
-    if registry.family_of_workload(args.env) is not None:
-        raise UsageError(f"--env {args.env}: tune races env-stepping strategies; give an env, not a workload")
-    env_id = wrapped_id(args.env, args.env_wrapper)
-    kwargs, frameskip = planned_env_kwargs(env_id, env_kwargs, from_cli=True)
-    return Workload(env_id, 1, parse_policy(args.policy), 0, frameskip, kwargs)
 
 
 def profile_env(workload) -> dict:

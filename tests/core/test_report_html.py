@@ -161,7 +161,7 @@ def test_workers_swept_at_one_num_envs_scale_against_the_ideal(tmp_path):
 def test_the_page_is_its_sections_in_order_and_a_new_one_needs_no_edit_of_the_page(tmp_path, monkeypatch):
     from rlbench.report import sections
     names = [s.name for s in sections.sections()]
-    assert names[:3] == ["recommendation", "headlines", "about"]          # tune's answer on top, then the run's
+    assert names[:4] == ["recommendation", "training recommendation", "headlines", "about"]  # a tune's answer on top
     assert names[-4:] == ["summary", "not run", "dropped", "machine"]
     assert names.index("stepping") < names.index("replay") < names.index("profiles") < names.index("validation")
     page = _page(tmp_path)

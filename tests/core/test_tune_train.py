@@ -9,11 +9,12 @@ import pytest
 
 from rlbench.cli import main
 from rlbench.planning.plan import Cell, TimingProtocol
+from rlbench.results import levels
 from rlbench.results.model import Run
 from rlbench.results.record import RunRecord
 from rlbench.results.train_decision import TrainDecision
 from rlbench.running.timing import measure
-from rlbench.tuning.training import answer, levels
+from rlbench.tuning.training import answer
 from rlbench.tuning.training import race as race_mod
 from rlbench.tuning.training.race import TrainRace
 from rlbench.tuning.training.space import Config, TrainSpace, default_sizes, recipe

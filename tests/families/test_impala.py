@@ -87,6 +87,19 @@ def test_impala_learns_cartpole():
     assert first["return_mean"] < 60 and best >= 150, (first["return_mean"], best)
 
 
+def test_time_to_a_target_return_counts_from_the_first_update_and_ends_an_until_target_window():
+    """target_return 30 (random CartPole play: ~22): reached within a few hundred updates; the protocol's
+    until_target closes the window there, and the return it started from is below it."""
+    session = open_impala(4, workers=2, unroll=20, lr=2e-3, target_return=30.0)
+    try:
+        out = measure(session.step, TimingProtocol(warmup_s=0.0, warmup_units=1, duration_s=120.0, min_units=1,
+                                                   until_target=True), session.metrics, reached=session.reached)
+    finally:
+        session.close()
+    assert out["time_to_target_s"] is not None and out["steps_to_target"] > 0, out["return_mean"]
+    assert out["seconds"] < 120 and out["return_first"] < 30 <= out["return_mean"]
+
+
 def test_lag_one_is_exactly_one_and_metrics_are_reported():
     session = open_impala(4, workers=2, unroll=8, lag="one")
     try:

@@ -1,6 +1,7 @@
 """Learners: actor-learner architectures (IMPALA, SEED, A3C, DDP, rlpyt's runners, PPO trainers), one unit
 one learner update, reporting updates/s, samples/s, policy lag and where the time went."""
 from rlbench.contract import Family
+from rlbench.results.levels import env_level, inference_level
 from rlbench.results.metrics import Metric
 
 
@@ -26,6 +27,12 @@ class Learners(Family):
         Metric("sync_frac", "share", "time copying or all-reducing parameters", source="session"),
         Metric("return_mean", "return", "mean episodic return reached (purejaxrl-ppo: last 100 episodes, mean over "
                "agents)", source="session"),
+        Metric("env_level_steps_per_s", "steps/s", "level 1 of Isaac Lab's three, from the training run's split: the "
+               "env steps/s of its envs alone (steps_per_s / env_frac)", source="derived", derive=env_level,
+               label="level 1: env step"),
+        Metric("inference_level_steps_per_s", "steps/s", "level 2, from the split: env step + inference "
+               "(steps_per_s / (env_frac + inference_frac)); level 3 is steps_per_s itself", source="derived",
+               derive=inference_level, label="level 2: + inference"),
         Metric("return_first", "return", "mean episodic return after the run's first unit with a finished episode "
                "(where training started from: learning moved the return when return_mean is above it)",
                source="session"),

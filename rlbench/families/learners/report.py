@@ -21,6 +21,8 @@ _COLUMNS = (("env steps/s", "steps_per_s_median", rate), ("updates/s", "updates_
             ("samples/s", "samples_per_s_median", rate), ("lag mean", "policy_lag_mean_median", _fixed(".2f")),
             ("lag max", "policy_lag_max_median", _fixed(".0f")),
             ("queue wait ms", "queue_wait_ms_median", _fixed(".2f")),
+            ("level 1: env step", "env_level_steps_per_s_median", rate),
+            ("level 2: + inference", "inference_level_steps_per_s_median", rate),
             ("return (last 100)", "return_mean_median", _fixed(".1f")),
             ("time to target s", "time_to_target_s_median", _fixed(".1f")),
             ("steps to target", "steps_to_target_median", rate),
@@ -58,8 +60,30 @@ def learners_section(results, kinds) -> str:
             "and the ones that learned (histogram of the first repeat: batches at lag 0, 1, ...). Time to target: "
             "training wall time, setup and compilation excluded, until the mean return of the last 100 episodes "
             "first reached the target (- when the window ended first).</p>"
-            + table(columns, cells)
+            + table(columns, cells) + levels_part(results, cells)
             + (f"<h3>Time split per stage (normalised over the stages each cell reports)</h3>{chart}" if chart else ""))
+
+
+def levels_part(results, cells) -> str:
+    """The three levels of each training cell with a split (env step alone, + inference, + training: env steps/s
+    of the same env, policy and num_envs, the first two from the training run's split of its time), and the
+    bottleneck they name; '' when no cell has a split."""
+    from rlbench.results import levels as lv
+    rows = []
+    for c in cells:
+        l1, l2 = c.value("env_level_steps_per_s_median"), c.value("inference_level_steps_per_s_median")
+        if not is_num(l1):
+            continue
+        three = lv.Levels(l1, l2 if is_num(l2) else None, c.value("steps_per_s_median"), "split")
+        rows.append((c.cell_id, l1, l2, three.training_steps_per_s,
+                     lv.bottleneck(three, results.benchmarks[c.cell_id].ok_runs[0])[1]))
+    if not rows:
+        return ""
+    columns = (Column("cell", lambda r: r[0]), Column("1. env step alone", lambda r: r[1], rate),
+               Column("2. + inference", lambda r: r[2], rate), Column("3. + training", lambda r: r[3], rate),
+               Column("what bounds it", lambda r: r[4]))
+    return ("<h3>Three levels (env steps/s; the first two from each training run's split of its time)</h3>"
+            + table(columns, rows))
 
 
 def split_figure(cells):

@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 
 from rlbench.errors import UsageError
+from rlbench.planning.flags import pairs
 from rlbench.planning.plan import Settings
 from rlbench.planning.request import names
 from rlbench.planning.suite import Suite, make_cell
@@ -16,6 +17,7 @@ from rlbench.results.model import ResultSet
 from rlbench.running.session import Job, session
 from rlbench.tuning.candidates import cpus_here
 from rlbench.tuning.clock import Clock, report_s
+from rlbench.tuning.inputs import label, parse_budget, plan_workload
 from rlbench.tuning.measure import SweepMeasurer
 from rlbench.tuning.training.answer import decide, lines
 from rlbench.tuning.training.race import TrainRace
@@ -49,7 +51,6 @@ def sizes_of(raw) -> tuple:
 def train_workload(request):
     """The tune's workload with the network trained: --policy as given, `mlp` where it names none (a learner
     puts the Nature CNN on frames)."""
-    from rlbench.tuning import plan_workload
     workload = plan_workload(request)
     if workload.policy.name == "random":
         workload = replace(workload, policy=parse_policy("mlp"))
@@ -58,7 +59,6 @@ def train_workload(request):
 
 def tune_train(request, resume: str = None) -> tuple:
     """(exit code, run folder) of `rlbench tune --train`."""
-    from rlbench.tuning import label, parse_budget
     t0 = time.monotonic()
     workload = train_workload(request)
     budget_s = parse_budget(request.budget)
@@ -67,7 +67,7 @@ def tune_train(request, resume: str = None) -> tuple:
     if request.cluster:
         raise UsageError("--train with --cluster: a training race runs on this machine (valid: leave out --cluster)")
     space = TrainSpace(workload, request.train, names(request.adapters), sizes_of(request.sizes), cpus_here(),
-                       target)
+                       target, pairs("--opt", request.opt))
     settings = replace(SETTINGS, until_target=target is not None)
     job = Job("tune", "tune", settings, request.planned(), out=request.out, resume=resume)
     cells = tuple(c.cell for c in space.configs)

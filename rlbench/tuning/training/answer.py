@@ -5,8 +5,8 @@ apart with the run length a slower starter would need; printed as lines."""
 import math
 
 from rlbench.report.format import rate
+from rlbench.results import levels as lv
 from rlbench.results.train_decision import Standing, TrainDecision
-from rlbench.tuning.training import levels as lv
 
 
 def standing(entry, target) -> Standing:

@@ -77,8 +77,10 @@ class Config:
 class TrainSpace:
     """Learners of the algorithm x their tune_space settings x sizes; `left`: what cannot race, and why."""
 
-    def __init__(self, workload, algo: str, named, sizes, cpus: int, target_return=None):
+    def __init__(self, workload, algo: str, named, sizes, cpus: int, target_return=None, recipe_options=None):
+        """recipe_options: what every learner raced trains with (--opt), on top of its own recipe."""
         self.workload, self.algo, self.cpus = workload, algo, cpus
+        self.recipe_options = dict(recipe_options or {})
         self.sizes = tuple(sorted(set(sizes))) if sizes else default_sizes(cpus)
         self.configs, self.left = [], []
         for name in learners(algo, named):
@@ -96,6 +98,11 @@ class TrainSpace:
             if target_return is not None and not any(o.name == "target_return" for o in cls.options):
                 self.left.append(Left(name, "", "unsupported", f"{name} does not time its run to a target return"))
                 continue
+            lacking = sorted(set(self.recipe_options) - {o.name for o in cls.options})
+            if lacking:
+                self.left.append(Left(name, "", "unsupported", f"its recipe has no option {', '.join(lacking)} "
+                                      "(--opt): it cannot train on the same recipe"))
+                continue
             self._add(cls, target_return)
         if not self.configs:
             raise UsageError(f"no learner of {algo} can train {workload.env_id} here: "
@@ -108,7 +115,8 @@ class TrainSpace:
         placed = sorted((variant, i, n, given) for i, n in enumerate(self.sizes)
                         for variant, given in enumerate(instance.tune_space(n, self.cpus)))
         for _, _, n, given in placed:
-            given = {**given, **({"target_return": target_return} if target_return is not None else {})}
+            given = {**self.recipe_options, **given,
+                     **({"target_return": target_return} if target_return is not None else {})}
             try:
                 cell = make_cell(f"tune --train: {cls.name}", cls.name, replace(self.workload, num_envs=n), given)
             except UsageError as exc:

@@ -17,6 +17,21 @@ def _ok(value) -> Optional[float]:
     return float(value) if value is not None and math.isfinite(float(value)) and float(value) > 0 else None
 
 
+def env_level(run):
+    """Level 1 from a training run's split: the env steps/s its envs would give if stepping were all it did
+    (steps_per_s / env_frac); None without a split."""
+    env = _ok(run.get("env_frac"))
+    return float(run["steps_per_s"]) / env if env is not None and run.get("steps_per_s") else None
+
+
+def inference_level(run):
+    """Level 2 from a training run's split: steps_per_s / (env_frac + inference_frac); None without both."""
+    env, infer = _ok(run.get("env_frac")), _ok(run.get("inference_frac"))
+    if env is None or infer is None or not run.get("steps_per_s"):
+        return None
+    return float(run["steps_per_s"]) / (env + infer)
+
+
 def from_rows(training, env_row=None, inference_row=None) -> Levels:
     """The levels of one configuration: `training` its training run's row (rlbench.results.model.Run), `env_row`
     and `inference_row` its collector's rows with random actions and with the policy (None: not measured)."""
@@ -28,12 +43,18 @@ def from_rows(training, env_row=None, inference_row=None) -> Levels:
                       f"measured apart on {env_row.adapter} (random actions, then the policy)",
                       env_row.cell_id, inference_row.cell_id, env_peak_rss_mb=env_row.get("peak_rss_mb"),
                       env_setup_s=env_row.get("setup_s"), **common)
-    env, infer = _ok(training.get("env_frac")), _ok(training.get("inference_frac"))
-    if env is None:
+    if asynchronous(training):
+        return Levels(None, None, train, "not from the split: actors and learner run at once (an asynchronous "
+                      "learner), their shares do not add up to one step's time", **common)
+    if _ok(training.get("env_frac")) is None:
         return Levels(None, None, train, "not separable: the training run reports no split of its time", **common)
-    l1 = train / env
-    l2 = train / (env + infer) if infer is not None else None
-    return Levels(l1, l2, train, "from the training run's split of its time (env / inference / learn)", **common)
+    return Levels(env_level(training), inference_level(training), train,
+                  "from the training run's split of its time (env / inference / learn)", **common)
+
+
+def asynchronous(run) -> bool:
+    """An actor-learner run (IMPALA's, SEED's, ...): it reports the policy lag its batches ran at."""
+    return _ok(run.get("policy_lag_mean")) is not None or run.get("policy_lag_mean") == 0
 
 
 def shares(levels: Levels) -> Optional[dict]:
@@ -53,6 +74,15 @@ def bottleneck(levels: Levels, training) -> tuple:
     asynchronous learner, the policy lag it ran at. kind: learner | env | inference | fused | unknown."""
     lag = training.get("policy_lag_mean")
     lag_text = f"; it ran at a policy lag of {lag:.1f} versions" if lag is not None else ""
+    if asynchronous(training) and _ok(training.get("learn_frac")) is not None:
+        wait, learn = float(training.get("wait_frac") or 0.0), float(training.get("learn_frac"))
+        if wait >= BOUND_SHARE:
+            return "env", (f"actor-bound: the learner waits {wait:.0%} of its time for batches (it updates "
+                           f"{learn:.0%}); more actors or cores, or a faster vector env in them, would move it"
+                           + lag_text)
+        return "learner", (f"learner-bound: the learner is busy {1 - wait:.0%} of its time ({learn:.0%} in the "
+                           f"update) and waits {wait:.0%} for batches: more actors would queue, a faster learner "
+                           "would move it" + lag_text)
     split = shares(levels)
     if split is None:
         if training.get("compile_s") is not None:
