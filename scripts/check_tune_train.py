@@ -5,7 +5,7 @@ settings and sizes, rlbench.tuning.training.space), each trained to the target o
 a repeat per seed, seeds interleaved, each run closed at the target or at the cap), and prints tune's pick
 re-measured there as a share of the best median time to the target. Goal: the pick within 1.2x of the best.
 
-    python scripts/check_tune_train.py [--tasks cartpole,minatar,invpendulum] [--budget 5m] [--seeds 3]
+    python scripts/check_tune_train.py [--tasks cartpole,minatar,invpendulum] [--budget 10m] [--seeds 3]
                                        [--sizes 4,8,16] [--out DIR]
 
 A benchmark, not a test: its figures depend on the machine. The table goes to stdout and, with each task's tune
@@ -30,6 +30,7 @@ class Task:
     policy: str
     target: float
     cap_s: float             # the exhaustive sweep's cap on one training run
+    budget: str              # tune's budget (--budget overrides)
     adapters: str = ""       # "" every PPO learner that can train it
     recipe: tuple = ()       # --opt KEY=VALUE every learner trains with
 
@@ -41,10 +42,10 @@ class Task:
 # samples Discrete actions only, the JAX PPO has no twin of it), on CleanRL's continuous recipe (10 epochs of 32
 # minibatches, Adam 3e-4, not annealed: a run past total_timesteps would stop learning) with 256 steps per env
 TASKS = {
-    "cartpole": Task("CartPole-v1", (), "mlp:hidden=64x64", 475.0, 150.0),
+    "cartpole": Task("CartPole-v1", (), "mlp:hidden=64x64", 475.0, 150.0, "5m"),
     "minatar": Task("minatar.gym:BaseEnv", (("game", "breakout"), ("use_minimal_action_set", "true")),
-                    "cnn:impala", 5.0, 300.0, "cleanrl-ppo"),
-    "invpendulum": Task("InvertedPendulum-v4", (), "mlp:hidden=64x64", 500.0, 150.0, "",
+                    "cnn:impala", 5.0, 180.0, "6m", "cleanrl-ppo"),
+    "invpendulum": Task("InvertedPendulum-v4", (), "mlp:hidden=64x64", 500.0, 150.0, "5m", "",
                         ("num_steps=256", "update_epochs=10", "num_minibatches=32", "lr=3e-4", "anneal_lr=false")),
 }
 
@@ -114,7 +115,8 @@ def check(name: str, task: Task, args, env: dict) -> dict:
     sizes = tuple(int(x) for x in args.sizes.split(","))
     t0 = time.monotonic()
     rlbench(["tune", "--train", "ppo", *env_args(task), "--policy", task.policy, "--target-return", str(task.target),
-             "--budget", args.budget, "--seeds", str(args.seeds), "--sizes", args.sizes, "--out", tune_dir,
+             "--budget", args.budget or task.budget, "--seeds", str(args.seeds), "--sizes", args.sizes,
+             "--out", tune_dir,
              *(["--adapters", task.adapters] if task.adapters else []),
              *(x for kv in task.recipe for x in ("--opt", kv))], env)
     tune_s = time.monotonic() - t0
@@ -142,7 +144,7 @@ def check(name: str, task: Task, args, env: dict) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tasks", default=",".join(TASKS))
-    p.add_argument("--budget", default="5m")
+    p.add_argument("--budget", default="", help="tune's budget on every task (default: each task's own)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--sizes", default="4,8,16")
     p.add_argument("--out", default=os.path.join(REPO, "reports", "check-tune-train"))
@@ -153,9 +155,9 @@ def main(argv=None) -> int:
         return 2
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ZOO, os.environ.get("PYTHONPATH")])))
     sys.path.insert(0, ZOO)
-    rows = []
+    rows = earlier(args.out)
     for name in args.tasks.split(","):
-        rows.append(check(name, TASKS[name], args, env))
+        rows = [r for r in rows if r["task"] != name] + [check(name, TASKS[name], args, env)]
         write(rows, args.out)
     print(table(rows))
     return 0 if all(r["ok"] for r in rows) else 1
@@ -172,6 +174,15 @@ def table(rows) -> str:
 
 def _s(v) -> str:
     return "-" if v is None else f"{v:.1f}"
+
+
+def earlier(out: str) -> list:
+    """The tasks an earlier invocation checked into the same folder (a task checked again replaces its row)."""
+    try:
+        with open(os.path.join(out, "check-tune-train.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return []
 
 
 def write(rows, out: str) -> None:

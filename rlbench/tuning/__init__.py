@@ -25,7 +25,7 @@ from rlbench.tuning.candidates import Space, available_mb, cpus_here, default_ma
 from rlbench.tuning.clock import Clock, report_s
 from rlbench.tuning.decide import decide, lines
 from rlbench.tuning.inputs import label, parse_budget, plan_workload
-from rlbench.tuning.measure import SPAWN_S, SweepMeasurer
+from rlbench.tuning.measure import SweepMeasurer, used_before
 from rlbench.tuning.profile import EnvProfile
 from rlbench.tuning.search import Search, probe_sizes
 from rlbench.tuning.state import TUNE_JSON, CandidateRecord, TuneState
@@ -178,20 +178,6 @@ class Tuning:
                          search.converged, tuple(self.rows_before),
                          tuple(CandidateRecord.of(c) for c in search.candidates), tuple(search.space.left),
                          decision).to_json()
-
-
-def used_before(earlier, path: str) -> float:
-    """The budget an earlier session used (`earlier`: its TuneState, None when it never wrote one): its own count
-    when it decided; when it was killed before that, the count as its search started plus the wall time of the
-    rows it measured after (those before: in that count)."""
-    if earlier is None:
-        return 0.0
-    used = earlier.used_s
-    if earlier.decision is None:
-        before = set(earlier.rows_before)
-        used += sum(float(r.wall_s or 0.0) + SPAWN_S for r in ResultSet.load(path).runs
-                    if (r.cell_id, r.repeat) not in before)
-    return used
 
 
 def _address(request) -> str:

@@ -71,6 +71,41 @@ def stepping_adapters(named=None) -> list:
     return sorted(n for n, c in every.items() if c.kind in kinds)
 
 
+def admitted(name: str, named, left: list) -> bool:
+    """Whether an adapter may race: one with an environment of its own only when named (--adapters), one not
+    available here never; what is refused is added to `left` with the reason."""
+    cls = registry.get(name)
+    own = environment_of(cls) is not None   # $RLBENCH_ENVS_HERE runs its environment here
+    if own and not named:
+        left.append(Left(name, "", "own-environment",
+                         f"runs in its own environment '{cls.environment}': name it in --adapters to race it"))
+        return False
+    reason = None if own else cls().available()
+    if reason:
+        left.append(Left(name, "", "unavailable", reason))
+        return False
+    return True
+
+
+def raceable(where: str, instance, workload, given: dict, seen: set, left: list):
+    """The cell of the adapter `instance` with these settings, if it can race: not one already `seen` (its id is
+    added), not one its options or supports() refuse (added to `left` with the reason); else None."""
+    adapter = instance.name
+    try:
+        cell = make_cell(where, adapter, workload, given)
+    except UsageError as exc:
+        left.append(Left(adapter, "", "unsupported", str(exc)))
+        return None
+    if cell.cell_id in seen:
+        return None
+    seen.add(cell.cell_id)
+    reason = refusal(instance, cell.workload, cell.options)
+    if reason:
+        left.append(Left(adapter, cell.cell_id, "unsupported", reason))
+        return None
+    return cell
+
+
 class Space:
     """The configurations tune may race, built on demand: adapter x num_envs (1 to max_envs) x the settings
     its `tune_space` names at that num_envs x the devices the policy may run on (`devices`: the profile's; a
@@ -85,19 +120,9 @@ class Space:
         self.adapters, self.left, self._cells, self._instances = [], [], {}, {}
         self.index = 0
         for name in stepping_adapters(named):
-            cls = registry.get(name)
-            own = environment_of(cls) is not None   # $RLBENCH_ENVS_HERE runs its environment here
-            if own and not named:
-                self.left.append(Left(name, "", "own-environment",
-                                      f"runs in its own environment '{cls.environment}': name it in --adapters "
-                                      "to race it"))
-                continue
-            reason = None if own else cls().available()
-            if reason:
-                self.left.append(Left(name, "", "unavailable", reason))
-                continue
-            self.adapters.append(name)
-            self._instances[name] = cls()
+            if admitted(name, named, self.left):
+                self.adapters.append(name)
+                self._instances[name] = registry.get(name)()
 
     def settings(self, adapter: str, num_envs: int) -> list:
         """[(variant, cell)] of the adapter at num_envs that can race (variant: the place in its tune_space,
@@ -115,19 +140,9 @@ class Space:
                         if self.central(adapter, given) is False:
                             continue   # the workers' own copies: on the CPU whatever the policy's device
                         workload = replace(workload, policy=placed(workload.policy, device))
-                    try:
-                        cell = make_cell(f"tune: {adapter}", adapter, workload, given)
-                    except UsageError as exc:
-                        self.left.append(Left(adapter, "", "unsupported", str(exc)))
-                        continue
-                    if cell.cell_id in seen:
-                        continue
-                    seen.add(cell.cell_id)
-                    reason = refusal(instance, cell.workload, cell.options)
-                    if reason:
-                        self.left.append(Left(adapter, cell.cell_id, "unsupported", reason))
-                        continue
-                    out.append((variant, cell))
+                    cell = raceable(f"tune: {adapter}", instance, workload, given, seen, self.left)
+                    if cell is not None:
+                        out.append((variant, cell))
             self._cells[key] = out
         return self._cells[key]
 

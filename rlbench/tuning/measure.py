@@ -12,6 +12,21 @@ from rlbench.running.sweep import SweepRequest, run_sweep
 SPAWN_S = 0.3   # a job's cost beyond its process's own wall time (spawn, reaping, the row's write)
 
 
+def used_before(earlier, path: str) -> float:
+    """The budget an earlier session of a tune used (`earlier`: its kept state, TuneState or TrainState, None when it
+    never wrote one): its own count when it decided; when it was killed before that, the count as its search
+    started plus the wall time of the rows it measured after (those before: in that count)."""
+    from rlbench.results.model import ResultSet
+    if earlier is None:
+        return 0.0
+    used = earlier.used_s
+    if earlier.decision is None:
+        before = set(earlier.rows_before)
+        used += sum(float(r.wall_s or 0.0) + SPAWN_S for r in ResultSet.load(path).runs
+                    if (r.cell_id, r.repeat) not in before)
+    return used
+
+
 class SweepMeasurer:
     def __init__(self, run_id: str, settings, out_dir: str, envs: dict, t0: float = None, cluster=None,
                  kept: dict = None, clock=None, open_s: float = 0.0, step_s: float = 0.0, cpus: int = 1):

@@ -210,7 +210,7 @@ def test_a_tune_killed_before_deciding_counts_only_the_rows_its_search_measured(
 
     from support.result_rows import _row
 
-    from rlbench.tuning import SPAWN_S, used_before
+    from rlbench.tuning.measure import SPAWN_S, used_before
     rows = [{**_row("serial", 1, r, 100.0), "wall_s": 2.0} for r in range(3)]
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     earlier = SimpleNamespace(used_s=10.0, decision=None, rows_before=(("serial/CartPole-v1/n=1/random", 0),))

@@ -121,6 +121,18 @@ def test_a_budget_too_small_for_every_run_says_so_and_decides_on_what_ran():
     assert d.winner is not None and all(s.status for s in d.standings)
 
 
+def test_the_budget_left_after_the_finalists_seeds_goes_back_to_the_configurations_not_reached():
+    fast = (_cell("cleanrl-ppo", 4), Sim(20000, {0: 10.0, 1: 10.0, 2: 10.0}))
+    slow = [(_cell("cleanrl-ppo", n, vec), Sim(5000, {0: 60.0, 1: 60.0, 2: 60.0}))
+            for n in (8, 16) for vec in ("dummy", "subproc", "envpool", "x")][:7]
+    r, m = _race([fast, *slow], budget=200.0)
+    first = [cell_id for cell_id, repeat, _ in m.asked if repeat == 0]
+    seeds = [i for i, (_, repeat, _) in enumerate(m.asked) if repeat > 0]
+    assert seeds and max(i for i, (_, repeat, _) in enumerate(m.asked) if repeat == 0) > min(seeds)  # after them
+    assert len(first) == 8 and not [e for e in r.entries if e.status == "budget"]
+    assert r.winner()[0].cell is fast[0]
+
+
 def test_learners_are_interleaved_so_a_budget_cut_hits_each_alike():
     cells = [_cell("cleanrl-ppo", n) for n in (4, 8)] + [_cell("sb3-ppo", n) for n in (4, 8)]
     order = [c.cell.adapter for c in race_mod.interleaved([Config(c, recipe(c)) for c in cells])]
@@ -250,3 +262,25 @@ def test_a_real_training_tune_answers_over_seeds_and_a_resume_replays_it(tmp_pat
     before = len(run.rows)
     again = run_cli(["resume", out], None, capsys)
     assert again.rc == 0 and len([line for line in (out / "results.jsonl").read_text().splitlines() if line]) == before
+
+
+def test_an_actor_learner_is_judged_by_its_learners_wait_not_by_a_split_that_overlaps():
+    waiting = Run.from_row({"steps_per_s": 5000.0, "env_frac": 0.8, "inference_frac": 0.3, "learn_frac": 0.2,
+                            "wait_frac": 0.7, "policy_lag_mean": 1.4})
+    lv = levels.from_rows(waiting)
+    assert lv.env_steps_per_s is None and "asynchronous" in lv.source
+    kind, text = levels.bottleneck(lv, waiting)
+    assert kind == "env" and "waits 70%" in text and "policy lag of 1.4" in text
+    busy = Run.from_row({"steps_per_s": 5000.0, "learn_frac": 0.9, "wait_frac": 0.05, "policy_lag_mean": 3.0})
+    assert levels.bottleneck(levels.from_rows(busy), busy)[0] == "learner"
+
+
+def test_a_tune_json_of_another_kind_is_refused_in_one_line(tmp_path):
+    from rlbench.errors import UsageError
+    from rlbench.tuning.training.state import TrainState, read_train_state
+    state = TrainState(Workload("CartPole-v1", 1, MLP), "ppo", 60.0, 12.5, 3, 475.0, ("a", "b"), (), (("a", 0),))
+    (tmp_path / "tune.json").write_text(state.to_json())
+    assert read_train_state(str(tmp_path)) == state
+    (tmp_path / "tune.json").write_text('{"schema": 3, "workload": {}}')
+    with pytest.raises(UsageError, match="not a training tune's"):
+        read_train_state(str(tmp_path))

@@ -18,11 +18,11 @@ from rlbench.running.session import Job, session
 from rlbench.tuning.candidates import cpus_here
 from rlbench.tuning.clock import Clock, report_s
 from rlbench.tuning.inputs import label, parse_budget, plan_workload
-from rlbench.tuning.measure import SweepMeasurer
+from rlbench.tuning.measure import SweepMeasurer, used_before
 from rlbench.tuning.training.answer import decide, lines
 from rlbench.tuning.training.race import TrainRace
 from rlbench.tuning.training.space import TrainSpace
-from rlbench.tuning.training.state import TrainState, read_train_state, used_before
+from rlbench.tuning.training.state import TrainState, read_train_state
 from rlbench.workload import parse_policy
 
 DEFAULT_SEEDS = 3

@@ -108,8 +108,9 @@ def startup(race, win) -> str:
         ", kept apart from its time to the target"
     if race.target is not None and win.median_time() is not None:
         text += f" (with it: {setup + win.median_time():.1f} s to {race.target:g})"
-    other = [e for e in race.entries if e is not win and e.setup_s() is not None and e.median_rate()
-             and (e.setup_s() - setup) * (e.median_rate() - rate_w) > 0]
+    # against those that reached the target (or learned): a recipe that never does is no alternative at any length
+    other = [e for e in race.entries if e is not win and e.status in ("screened", "finalist")
+             and e.setup_s() is not None and e.median_rate() and (e.setup_s() - setup) * (e.median_rate() - rate_w) > 0]
     if not other:
         return text
     e = max(other, key=lambda e: e.median_rate() if e.median_rate() > rate_w else -e.setup_s())

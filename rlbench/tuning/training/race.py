@@ -146,22 +146,29 @@ class TrainRace:
             self.first_pass_rate()
             self.seeds_pass(self.rate_finalists(), lambda e: self.window_s)
         else:
-            self.first_pass_target()
-            self.seeds_pass(self.target_finalists(), lambda e: self.cap_for(0.0, self.best_median()))
+            cap = lambda e: self.cap_for(0.0, self.best_median())  # noqa: E731
+            self.first_pass_target(RESERVE_SHARE * self.deadline_s)
+            self.seeds_pass(self.target_finalists(), cap)
+            # what the budget leaves after the finalists' seeds: the configurations the first pass did not reach,
+            # and the seeds of any that joins the finalists
+            self.first_pass_target(0.0)
+            self.seeds_pass(self.target_finalists(), cap)
+        for entry in (e for e in self.entries if e.status == "waiting"):
+            entry.status, entry.why = "budget", "the budget ran out before it trained"
         if not self.stop_reason:
             self.stop_reason = "every finalist trained on every seed"
 
-    def first_pass_target(self) -> None:
-        reserve = RESERVE_SHARE * self.deadline_s
-        for entry in self.entries:
-            best = self.best_first()
-            cap = self.cap_for(reserve, best)
+    def first_pass_target(self, reserve: float) -> None:
+        """Seed 0 of every configuration still waiting, in order, while the budget beyond `reserve` lasts."""
+        for entry in (e for e in self.entries if e.status == "waiting"):
+            cap = self.cap_for(reserve, self.best_first())
             if cap < MIN_CAP_S:
-                entry.status, entry.why = "budget", "the budget ran out before it trained"
-                self.stop_reason = self.stop_reason or "the budget ran out in the first pass"
-                continue
+                self.stop_reason = "the budget ran out in the first pass"
+                return
             row = self.train(entry, 0, cap)
             self.judge_first(entry, row, cap)
+        if self.stop_reason == "the budget ran out in the first pass":
+            self.stop_reason = ""   # a later pass reached every one
 
     def judge_first(self, entry, row, cap) -> None:
         if row is None or not row.ok:
@@ -182,10 +189,10 @@ class TrainRace:
         best = self.best_first()
         if best is None:
             return []
-        near = sorted((e for e in self.entries if e.status == "screened" and e.times()[0] <= FINALIST_FACTOR * best),
-                      key=lambda e: e.times()[0])
+        near = sorted((e for e in self.entries if e.status in ("screened", "finalist")
+                       and e.times()[0] <= FINALIST_FACTOR * best), key=lambda e: e.times()[0])
         for e in near[FINALISTS:]:
-            e.why = f"seed 0 within {FINALIST_FACTOR:g}x of the fastest, but {FINALISTS} faster ones went on"
+            e.why = e.why or f"seed 0 within {FINALIST_FACTOR:g}x of the fastest, but {FINALISTS} faster ones went on"
         for e in (e for e in self.entries if e.status == "screened" and e not in near):
             e.why = f"seed 0 took {e.times()[0]:.1f} s, over {FINALIST_FACTOR:g}x the fastest ({best:.1f} s)"
         return near[:FINALISTS]
@@ -223,7 +230,7 @@ class TrainRace:
         for e in finalists:
             e.status = "finalist"
         for seed in range(1, self.seeds):
-            for entry in finalists:
+            for entry in (e for e in finalists if len(e.rows) == seed):
                 cap = cap_of(entry)
                 if cap < MIN_CAP_S:
                     self.stop_reason = f"the budget ran out at seed {seed}"

@@ -7,11 +7,8 @@ the reason, as the stepping tune keeps it (rlbench.tuning.candidates.Left)."""
 from dataclasses import dataclass, replace
 
 from rlbench import registry
-from rlbench.envs import refusal
 from rlbench.errors import UsageError
-from rlbench.planning.suite import make_cell
-from rlbench.running.adapter_envs import environment_of
-from rlbench.tuning.candidates import Left, config
+from rlbench.tuning.candidates import Left, admitted, config, raceable
 
 PER_CORE = (2, 4, 8)   # default num_envs: this many envs per core (2 cores: 4, 8, 16)
 
@@ -84,17 +81,9 @@ class TrainSpace:
         self.sizes = tuple(sorted(set(sizes))) if sizes else default_sizes(cpus)
         self.configs, self.left = [], []
         for name in learners(algo, named):
+            if not admitted(name, named, self.left):
+                continue
             cls = registry.get(name)
-            own = environment_of(cls) is not None
-            if own and not named:
-                self.left.append(Left(name, "", "own-environment",
-                                      f"runs in its own environment '{cls.environment}': name it in --adapters "
-                                      "to race it"))
-                continue
-            reason = None if own else cls().available()
-            if reason:
-                self.left.append(Left(name, "", "unavailable", reason))
-                continue
             if target_return is not None and not any(o.name == "target_return" for o in cls.options):
                 self.left.append(Left(name, "", "unsupported", f"{name} does not time its run to a target return"))
                 continue
@@ -117,16 +106,7 @@ class TrainSpace:
         for _, _, n, given in placed:
             given = {**self.recipe_options, **given,
                      **({"target_return": target_return} if target_return is not None else {})}
-            try:
-                cell = make_cell(f"tune --train: {cls.name}", cls.name, replace(self.workload, num_envs=n), given)
-            except UsageError as exc:
-                self.left.append(Left(cls.name, "", "unsupported", str(exc)))
-                continue
-            if cell.cell_id in seen:
-                continue
-            seen.add(cell.cell_id)
-            reason = refusal(instance, cell.workload, cell.options)
-            if reason:
-                self.left.append(Left(cls.name, cell.cell_id, "unsupported", reason))
-                continue
-            self.configs.append(Config(replace(cell, index=len(self.configs)), recipe(cell)))
+            cell = raceable(f"tune --train: {cls.name}", instance, replace(self.workload, num_envs=n), given, seen,
+                            self.left)
+            if cell is not None:
+                self.configs.append(Config(replace(cell, index=len(self.configs)), recipe(cell)))

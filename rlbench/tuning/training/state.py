@@ -8,10 +8,8 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from rlbench.errors import UsageError
-from rlbench.results.model import ResultSet
 from rlbench.results.train_decision import TrainDecision
 from rlbench.tuning.candidates import Left
-from rlbench.tuning.measure import SPAWN_S
 from rlbench.workload import Workload
 
 SCHEMA = 1
@@ -58,16 +56,3 @@ def read_train_state(path: str) -> Optional[TrainState]:
     except (OSError, ValueError):
         return None
     return TrainState.from_json(doc, where) if isinstance(doc, dict) else None
-
-
-def used_before(earlier: Optional[TrainState], path: str) -> float:
-    """The budget earlier sessions used: their count as they wrote it, plus, for one killed before it decided,
-    the wall time of the rows it measured after."""
-    if earlier is None:
-        return 0.0
-    used = earlier.used_s
-    if earlier.decision is None:
-        before = set(earlier.rows_before)
-        used += sum(float(r.wall_s or 0.0) + SPAWN_S for r in ResultSet.load(path).runs
-                    if (r.cell_id, r.repeat) not in before)
-    return used
