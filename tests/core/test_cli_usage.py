@@ -247,12 +247,12 @@ def test_a_tune_request_is_resumable_from_its_plan():
         "tune", "--env", "toyenvs:make_corridor", "--env-kwarg", "obs=dict", "--env-wrapper", "m:wrap",
         "--policy", "toyenvs.policies:linear", "--budget", "5m", "--max-envs", "64", "--adapters", "serial,rlpyt-cpu",
         "--out", "first", "--cluster", "auto", "--node-class", "n1", "--train", "ppo", "--target-return", "100",
-        "--seeds", "3", "--sizes", "4,8"]))
+        "--seeds", "3", "--sizes", "4,8", "--opt", "num_steps=512"]))
     kept = request.planned()
     assert kept == {"env": "toyenvs:make_corridor", "env_kwarg": ["obs=dict"], "env_wrapper": ["m:wrap"],
                     "policy": "toyenvs.policies:linear", "budget": "5m", "max_envs": 64,
                     "adapters": ["serial,rlpyt-cpu"], "cluster": "auto", "node_class": "n1", "train": "ppo",
-                    "target_return": 100.0, "seeds": 3, "sizes": "4,8"}  # not out
+                    "target_return": 100.0, "seeds": 3, "sizes": "4,8", "opt": ["num_steps=512"]}  # not out
     plan = json.loads(json.dumps({"command": "tune", "args": kept}))
     assert TuneRequest.from_plan(plan, out="second") == replace(request, out="second")
     with pytest.raises(UsageError, match="plan.json keeps no env"):
