@@ -284,3 +284,15 @@ def test_a_tune_json_of_another_kind_is_refused_in_one_line(tmp_path):
     (tmp_path / "tune.json").write_text('{"schema": 3, "workload": {}}')
     with pytest.raises(UsageError, match="not a training tune's"):
         read_train_state(str(tmp_path))
+
+
+def test_setup_is_counted_apart_and_a_rate_crossover_is_only_claimed_within_one_recipe():
+    slow_start = (_cell("cleanrl-ppo", 4), Sim(10000, {0: 10.0, 1: 10.0, 2: 10.0}, setup_s=5.0))
+    quick_start = (_cell("cleanrl-ppo", 8), Sim(30000, {0: 11.0, 1: 11.0, 2: 11.0}, setup_s=1.0))  # another recipe
+    r, _ = _race([slow_start, quick_start])
+    text = answer.startup(r, r.winner()[0])
+    assert "with it: 15.0 s to 475" in text and "counting setup, cleanrl-ppo (num_envs=8" in text
+    assert "training run longer than" not in text   # its rate says nothing of a recipe that learns otherwise
+    same = (_cell("cleanrl-ppo", 4, "subproc"), Sim(8000, {0: 12.0, 1: 12.0, 2: 12.0}, setup_s=1.0))
+    r, _ = _race([slow_start, same])
+    assert "training run shorter than" in answer.startup(r, r.winner()[0])

@@ -98,19 +98,29 @@ def vec_note(race, win, levels, kind: str) -> str:
 
 
 def startup(race, win) -> str:
-    """Setup and compile apart, and, against the configuration with the other trade-off (a quicker start and a
-    slower rate, or a slower start and a faster rate), the training length at which they cross."""
+    """Setup and compile apart from the objective. With a target: the time to it with setup counted, and any
+    configuration that would then be ahead. The training length at which a configuration with the other trade-off
+    (a quicker start and a slower rate, or the reverse) would cross: only against those that learn alike per env
+    step (with a target, the winner's own recipe under other settings; without one, every one that learned),
+    since a rate says nothing of a recipe that needs more steps."""
     setup, rate_w = win.setup_s(), win.median_rate()
     if setup is None or not rate_w:
         return ""
     compile_s = next((r.get("compile_s") for r in win.ok_rows if r.get("compile_s") is not None), None)
     text = f"setup {setup:.1f} s" + (f" (of which the JIT compile {compile_s:.1f} s)" if compile_s else "") + \
         ", kept apart from its time to the target"
+    learned = [e for e in race.entries if e is not win and e.status in ("screened", "finalist")
+               and e.setup_s() is not None and e.median_rate()]
     if race.target is not None and win.median_time() is not None:
-        text += f" (with it: {setup + win.median_time():.1f} s to {race.target:g})"
-    # against those that reached the target (or learned): a recipe that never does is no alternative at any length
-    other = [e for e in race.entries if e is not win and e.status in ("screened", "finalist")
-             and e.setup_s() is not None and e.median_rate() and (e.setup_s() - setup) * (e.median_rate() - rate_w) > 0]
+        total = setup + win.median_time()
+        text += f" (with it: {total:.1f} s to {race.target:g})"
+        ahead = [e for e in learned if e.median_time() is not None and e.setup_s() + e.median_time() < total]
+        if ahead:
+            e = min(ahead, key=lambda e: e.setup_s() + e.median_time())
+            text += (f"; counting setup, {e.cfg.config} would be ahead: {e.setup_s() + e.median_time():.1f} s "
+                     f"(its median over {len(e.rows)} seed{'s' if len(e.rows) != 1 else ''})")
+        learned = [e for e in learned if e.cfg.key == win.cfg.key]
+    other = [e for e in learned if (e.setup_s() - setup) * (e.median_rate() - rate_w) > 0]
     if not other:
         return text
     e = max(other, key=lambda e: e.median_rate() if e.median_rate() > rate_w else -e.setup_s())
