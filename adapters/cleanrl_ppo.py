@@ -390,10 +390,7 @@ class CleanRLPPOSession(TargetRun):
         self._learn()
         self.iterations += 1
         self.env_steps += made
-        self.started_at(self.return_mean())
-        if self.time_to_target is None and self.history and np.mean(self.history) >= self.target:
-            self.time_to_target = perf_counter() - self.t_start
-            self.steps_to_target = self.env_steps
+        self.progress(self.return_mean(), self.env_steps)
         return made
 
     def _rollout(self) -> int:

@@ -308,11 +308,7 @@ class ImpalaSession(TargetRun):
             self.t_start = perf_counter()
         made = self._update()
         self.consumed += made
-        mean = return_mean(self.buf["returns"], self.buf["episodes"])
-        self.started_at(mean)
-        if self.time_to_target is None and mean >= self.target:   # nan before an episode ends: never
-            self.time_to_target = perf_counter() - self.t_start
-            self.steps_to_target = self.consumed
+        self.progress(return_mean(self.buf["returns"], self.buf["episodes"]), self.consumed)
         return made
 
     def _update(self) -> int:

@@ -281,11 +281,7 @@ class PPOSession(_RLlibSession, TargetRun):
         if trained is not None:
             self.trained = int(trained)
         self.history.extend(_items(result["env_runners"].get(RETURNS)))
-        mean = self.return_mean()
-        self.started_at(mean)
-        if self.time_to_target is None and mean is not None and mean >= self.target:
-            self.time_to_target = perf_counter() - self.t_start
-            self.steps_to_target = self.sampled
+        self.progress(self.return_mean(), self.sampled)
         return made
 
     def return_mean(self):

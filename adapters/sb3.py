@@ -381,12 +381,7 @@ class SB3PPOSession(TargetRun):
         self.model.learn(total_timesteps=self.per_unit, reset_num_timesteps=False)
         made = self.model.num_timesteps - before
         self.steps_done += made
-        self.started_at(self.return_mean())
-        if self.time_to_target is None:
-            mean = self.return_mean()
-            if mean is not None and mean >= self.target:
-                self.time_to_target = perf_counter() - self.t_start
-                self.steps_to_target = self.steps_done
+        self.progress(self.return_mean(), self.steps_done)
         return made
 
     def episode_returns(self) -> list:

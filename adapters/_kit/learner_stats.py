@@ -2,6 +2,7 @@
 (kept in rings that may live in shared memory) and the policy lag of the batches they train on.
 """
 import math
+from time import perf_counter
 
 import numpy as np
 
@@ -17,6 +18,15 @@ class TargetRun:
 
     def reached(self) -> bool:
         return self.time_to_target is not None
+
+    def progress(self, mean, steps: int) -> None:
+        """After a unit: the mean return now (None or nan before an episode ended) and the env steps so far. Keeps
+        the first return seen, and the time (from self.t_start) and steps at which the mean first reached
+        self.target."""
+        self.started_at(mean)
+        if self.time_to_target is None and mean is not None and mean >= self.target:
+            self.time_to_target = perf_counter() - self.t_start
+            self.steps_to_target = steps
 
     def started_at(self, mean) -> None:
         """The first finite mean return seen is where training started from."""
