@@ -37,8 +37,6 @@ from adapters._kit.ppo import (
     COLLECTORS,
     ENT_COEF,
     ENT_COEF_GAUSSIAN,
-    GAE_LAMBDA,
-    GAMMA,
     HISTORY,
     LEARNER_OPTIONS,
     MAX_GRAD_NORM,
@@ -257,8 +255,9 @@ class Normalizer:
 
     EPS = 1e-8
 
-    def __init__(self, obs_shape, num_envs: int):
+    def __init__(self, obs_shape, num_envs: int, gamma: float):
         from gymnasium.wrappers.utils import RunningMeanStd
+        self.gamma = gamma
         self.obs_rms = RunningMeanStd(shape=obs_shape)
         self.ret_rms = RunningMeanStd(shape=())
         self.returns = np.zeros(num_envs)
@@ -270,7 +269,7 @@ class Normalizer:
 
     def reward(self, reward, done, valid):
         """`valid` None: every slot a transition; else EnvPool's reset slots (False) leave the statistics alone."""
-        self.returns = self.returns * GAMMA * (1.0 - done) + reward
+        self.returns = self.returns * self.gamma * (1.0 - done) + reward
         counted = self.returns if valid is None else self.returns[valid]
         if counted.size:
             self.ret_rms.update(counted)
@@ -335,7 +334,7 @@ class CleanRLPPOSession(TargetRun):
         # a Gaussian's actions are clipped to the space as they go to the env (CleanRL's ClipAction), and its
         # observations and rewards normalized (float observations only: frames are scaled by the network)
         self.low, self.high = (space.low, space.high) if self.gaussian else (None, None)
-        self.norm = Normalizer(shape, workload.num_envs) if normalized else None
+        self.norm = Normalizer(shape, workload.num_envs, options["gamma"]) if normalized else None
         self.lr = options["lr"]
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.lr, eps=1e-5)
         self.gen = torch.Generator(self.device)
@@ -451,11 +450,12 @@ class CleanRLPPOSession(TargetRun):
         values = self.buf_values.cpu().numpy()
         advantages = np.zeros_like(self.rewards)
         last = np.zeros(self.N, dtype=np.float32)
+        gamma, lam = self.options["gamma"], self.options["gae_lambda"]
         for t in reversed(range(self.T)):
             next_v = next_value if t == self.T - 1 else values[t + 1]
             nonterminal = 1.0 - self.dones[t]
-            delta = self.rewards[t] + GAMMA * next_v * nonterminal - values[t]
-            last = delta + GAMMA * GAE_LAMBDA * nonterminal * last
+            delta = self.rewards[t] + gamma * next_v * nonterminal - values[t]
+            last = delta + gamma * lam * nonterminal * last
             advantages[t] = last
         returns = advantages + values
 

@@ -39,8 +39,6 @@ from adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
     ENT_COEF_GAUSSIAN,
-    GAE_LAMBDA,
-    GAMMA,
     HISTORY,
     ITERATION_OPTIONS,
     MAX_GRAD_NORM,
@@ -258,6 +256,7 @@ def build_ppo(jax, workload, options, platform: str = ""):
     gaussian, factored = env.action[0] == "box", env.action[0] == "multidiscrete"
     n, T = workload.num_envs, options["num_steps"]
     epochs, n_mb = options["update_epochs"], options["num_minibatches"]
+    gamma, lam = options["gamma"], options["gae_lambda"]
     batch = n * T
     num_updates = max(options["total_timesteps"] // batch, 1)
     hidden = list(workload.policy.hidden)
@@ -319,7 +318,7 @@ def build_ppo(jax, workload, options, platform: str = ""):
         obs = jnp.clip((flat(jax, obs) - obs_rms[0]) / jnp.sqrt(obs_rms[1] + NORM_EPS), -NORM_CLIP, NORM_CLIP)
         if reward is None:
             return {**norm, "obs": obs_rms}, obs, None
-        returns = norm["returns"] * GAMMA * (1.0 - done) + reward
+        returns = norm["returns"] * gamma * (1.0 - done) + reward
         ret_rms = rms_update(jax, norm["ret"], returns[:, None])
         reward = jnp.clip(reward / jnp.sqrt(ret_rms[1][0] + NORM_EPS), -NORM_CLIP, NORM_CLIP)
         return {"obs": obs_rms, "ret": ret_rms, "returns": returns}, obs, reward
@@ -363,8 +362,8 @@ def build_ppo(jax, workload, options, platform: str = ""):
             adv, next_value = c
             v, r, d = x
             nonterminal = 1.0 - d
-            delta = r + GAMMA * next_value * nonterminal - v
-            adv = delta + GAMMA * GAE_LAMBDA * nonterminal * adv
+            delta = r + gamma * next_value * nonterminal - v
+            adv = delta + gamma * lam * nonterminal * adv
             return (adv, v), adv
         _, advantages = jax.lax.scan(back, (jnp.zeros_like(last_value), last_value),
                                      (value, reward, done.astype(jnp.float32)), reverse=True)

@@ -16,8 +16,6 @@ from adapters._kit.learner_stats import TargetRun
 from adapters._kit.ppo import (
     CLIP_COEF,
     ENT_COEF,
-    GAE_LAMBDA,
-    GAMMA,
     HISTORY,
     ITERATION_OPTIONS,
     LEARNER_OPTIONS,
@@ -253,7 +251,7 @@ class PPOSession(_RLlibSession, TargetRun):
         config = (_config(workload, o, n, workload.num_envs // max(n, 1), o["num_steps"], workload.policy.hidden)
                   .learners(num_learners=learners, num_gpus_per_learner=1 if cuda else 0)
                   .training(train_batch_size_per_learner=batch // max(learners, 1), minibatch_size=self.minibatch,
-                            num_epochs=o["update_epochs"], lr=lr, gamma=GAMMA, lambda_=GAE_LAMBDA,
+                            num_epochs=o["update_epochs"], lr=lr, gamma=o["gamma"], lambda_=o["gae_lambda"],
                             clip_param=CLIP_COEF["vector"], entropy_coeff=ENT_COEF, vf_loss_coeff=VF_COEF,
                             grad_clip=MAX_GRAD_NORM, grad_clip_by="global_norm", use_kl_loss=False)
                   .callbacks(on_episode_end=log_episode_return))

@@ -20,8 +20,6 @@ from adapters._kit.ppo import (
     CLIP_COEF,
     COLLECTORS,
     ENT_COEF,
-    GAE_LAMBDA,
-    GAMMA,
     LEARNER_OPTIONS,
     MAX_GRAD_NORM,
     VF_COEF,
@@ -345,8 +343,8 @@ class SB3PPOSession(TargetRun):
         hidden = list(workload.policy.hidden)
         self.model = PPO(
             policy, self.venv, learning_rate=learning_rate, n_steps=T,
-            batch_size=self.per_unit // self.minibatches, n_epochs=options["update_epochs"], gamma=GAMMA,
-            gae_lambda=GAE_LAMBDA, clip_range=CLIP_COEF["image" if image else "vector"], ent_coef=ENT_COEF,
+            batch_size=self.per_unit // self.minibatches, n_epochs=options["update_epochs"], gamma=options["gamma"],
+            gae_lambda=options["gae_lambda"], clip_range=CLIP_COEF["image" if image else "vector"], ent_coef=ENT_COEF,
             vf_coef=VF_COEF, max_grad_norm=MAX_GRAD_NORM,
             policy_kwargs=None if image else {"net_arch": {"pi": hidden, "vf": hidden}},
             seed=workload.seed, device=workload.policy.device, verbose=0)

@@ -40,13 +40,17 @@ class Task:
 # cleanrl-ppo, learner-bound on 2 cores; SB3 takes frames of at least 36x36, the JAX PPO has no twin of it);
 # MuJoCo's InvertedPendulum (continuous actions, a Gaussian: cleanrl-ppo on three vector envs; SB3's PPO here
 # samples Discrete actions only, the JAX PPO has no twin of it), on CleanRL's continuous recipe (10 epochs of 32
-# minibatches, Adam 3e-4, not annealed: a run past total_timesteps would stop learning) with 256 steps per env
+# minibatches, Adam 3e-4, not annealed: a run past total_timesteps would stop learning) with 256 steps per env;
+# and a task the issue never named, checked as its reviewer will (`--budget 10m`, every learner's own recipe):
+# Acrobot-v1 to gymnasium's threshold of -100 (cleanrl-ppo and sb3-ppo on three vector envs, the JAX PPO on
+# gymnax's port of it)
 TASKS = {
     "cartpole": Task("CartPole-v1", (), "mlp:hidden=64x64", 475.0, 150.0, "5m"),
     "minatar": Task("minatar.gym:BaseEnv", (("game", "breakout"), ("use_minimal_action_set", "true")),
                     "cnn:impala", 5.0, 180.0, "6m", "cleanrl-ppo"),
     "invpendulum": Task("InvertedPendulum-v4", (), "mlp:hidden=64x64", 500.0, 150.0, "5m", "",
                         ("num_steps=256", "update_epochs=10", "num_minibatches=32", "lr=3e-4", "anneal_lr=false")),
+    "acrobot": Task("Acrobot-v1", (), "mlp:hidden=64x64", -100.0, 90.0, "10m"),
 }
 
 
@@ -64,12 +68,12 @@ def space_cells(task: Task, sizes: tuple):
     from rlbench.planning.request import TuneRequest
     from rlbench.tuning.candidates import cpus_here
     from rlbench.tuning.training import train_workload
-    from rlbench.tuning.training.space import TrainSpace
+    from rlbench.tuning.training.space import TrainSpace, learner_devices
     request = TuneRequest(env=task.env, env_kwarg=tuple(f"{k}={v}" for k, v in task.env_kwargs), policy=task.policy,
                           train="ppo")
     workload = train_workload(request)   # as tune plans it (its kwargs typed)
     space = TrainSpace(workload, "ppo", [a for a in task.adapters.split(",") if a], sizes, cpus_here(), task.target,
-                       dict(kv.split("=", 1) for kv in task.recipe))
+                       dict(kv.split("=", 1) for kv in task.recipe), learner_devices(workload.policy)[0])
     return [c.cell for c in space.configs]
 
 
@@ -82,12 +86,22 @@ def sweep_suite(task: Task, cells, seeds: int) -> str:
     for cell in cells:
         opts = ", ".join(f"{k} = [{json.dumps(v)}]" for k, v in cell.given_options.items())
         lines += ["", "[[sweep]]", f"adapters = [{json.dumps(cell.adapter)}]", f"envs = [{json.dumps(task.env)}]",
-                  f"num_envs = [{cell.workload.num_envs}]", f"policy = [{json.dumps(task.policy)}]"]
+                  f"num_envs = [{cell.workload.num_envs}]",
+                  f"policy = [{json.dumps(on_device(task.policy, cell.workload.policy.device))}]"]
         if kwargs:
             lines.append(f"env_kwargs = {{ {kwargs} }}")
         if opts:
             lines.append(f"options.{cell.adapter} = {{ {opts} }}")
     return "\n".join(lines) + "\n"
+
+
+def on_device(policy: str, device: str) -> str:
+    """The task's --policy on the configuration's learner device (tune races the other of CPU and CUDA where there
+    is a GPU): `mlp:hidden=64x64,device=cuda`, `cnn:impala:device=cuda`."""
+    if device == "cpu":
+        return policy
+    from rlbench.workload import _name_and_fields
+    return policy + ("," if _name_and_fields(policy)[1] else ":") + f"device={device}"
 
 
 def _typed(value: str):

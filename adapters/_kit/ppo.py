@@ -30,6 +30,10 @@ ITERATION_OPTIONS = (
     Option("num_minibatches", int, 4, "minibatches per epoch", low=1),
     Option("lr", float, 2.5e-4, "Adam learning rate", low=0, open_low=True),
     Option("anneal_lr", bool, True, "anneal the learning rate linearly to 0 over total_timesteps"),
+    Option("gamma", float, GAMMA, "discount of returns and advantages, and of the return a Gaussian's rewards "
+                                  "are scaled by (rl-zoo tunes Pendulum-v1 at 0.9)",
+           low=0, high=1),
+    Option("gae_lambda", float, GAE_LAMBDA, "GAE's lambda", low=0, high=1),
 )
 
 LEARNER_OPTIONS = (  # cleanrl-ppo and sb3-ppo

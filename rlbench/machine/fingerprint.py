@@ -34,7 +34,7 @@ def fingerprint(suite_path: str = None) -> dict:
         "cpu_freq_mhz": _cpu_freq(),
         "cpu_governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         "ram_gb": round(vm.total / 2**30, 2),
-        "gpus": _gpus(),
+        "gpus": gpus(),
         "os": platform.platform(),
         "kernel": platform.release(),
         "python": sys.version.split()[0],
@@ -67,7 +67,8 @@ def _cpu_freq():
         return None
 
 
-def _gpus() -> list:
+def gpus() -> list:
+    """The NVIDIA GPUs nvidia-smi lists (name, memory, driver, uuid, cuda); [] without one."""
     if not shutil.which("nvidia-smi"):
         return []
     try:

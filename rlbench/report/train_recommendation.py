@@ -12,7 +12,8 @@ def train_recommendation_section(decision) -> str:
     if decision is None:
         return ""
     parts = [f"<h2>Training recommendation: {esc(decision.algo)} on {esc(decision.label)}</h2>",
-             f"<p>Objective: {esc(decision.objective)}, {decision.seeds} seeds per finalist.</p>"]
+             f"<p>Objective: {esc(decision.objective)}, {decision.seeds} seeds per finalist"
+             + (f"; the learner's device raced: {esc(decision.devices)}" if decision.devices else "") + ".</p>"]
     if decision.interrupted:
         parts.append(f"<p class='warn'>Cut short ({esc(decision.interrupted)}): this covers what was measured; "
                      "`rlbench resume` on this folder goes on with the budget left.</p>")

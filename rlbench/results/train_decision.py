@@ -76,6 +76,7 @@ class TrainDecision:
     command: str = ""              # the `rlbench run` of the winner over seeds
     interrupted: str = ""
     standings: tuple = ()          # Standing, every configuration
+    devices: str = ""              # the learner's devices raced, and why no other ("cpu (no NVIDIA GPU here)")
 
     def to_json(self) -> dict:
         out = {f.name: thaw(getattr(self, f.name)) for f in fields(self)}

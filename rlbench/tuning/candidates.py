@@ -23,10 +23,11 @@ class Left:
     reason: str
 
 
-def config(cell) -> str:
-    """How the answer names a configuration: the adapter, num_envs, the settings given and, off the CPU, where
-    the policy runs."""
-    opts = f", {kv_label(cell.given_options).replace(',', ', ')}" if cell.given_options else ""
+def config(cell, shared=()) -> str:
+    """How the answer names a configuration: the adapter, num_envs, the settings given (less `shared`, those every
+    configuration is given alike, which the answer names once) and, off the CPU, where the policy runs."""
+    given = {k: v for k, v in cell.given_options.items() if k not in shared}
+    opts = f", {kv_label(given).replace(',', ', ')}" if given else ""
     device = cell.workload.policy.device_label
     where = "" if device == "cpu" else f", policy on {device}"
     return f"{cell.adapter} (num_envs={cell.workload.num_envs}{opts}{where})"

@@ -17,15 +17,15 @@ from rlbench.running.timing import measure
 from rlbench.tuning.training import answer
 from rlbench.tuning.training import race as race_mod
 from rlbench.tuning.training.race import TrainRace
-from rlbench.tuning.training.space import Config, TrainSpace, default_sizes, recipe
+from rlbench.tuning.training.space import Config, TrainSpace, default_sizes, learner_devices, recipe
 from rlbench.workload import PolicySpec, Workload
 
 MLP = PolicySpec("mlp", (64, 64))
 
 
-def _cell(adapter, n, vec="dummy"):
+def _cell(adapter, n, vec="dummy", device="cpu"):
     options = {"vec": vec, "num_steps": 128, "update_epochs": 4, "num_minibatches": 4}
-    return Cell(adapter, Workload("CartPole-v1", n, MLP), options, {"vec": vec})
+    return Cell(adapter, Workload("CartPole-v1", n, PolicySpec("mlp", (64, 64), device=device)), options, {"vec": vec})
 
 
 @dataclass
@@ -36,6 +36,7 @@ class Sim:
     setup_s: float = 2.0
     split: tuple = (0.2, 0.1, 0.7)
     learns: bool = True
+    status: str = "ok"     # else its run fails at open with this status ("unsupported": no CUDA device)
 
 
 @dataclass
@@ -57,6 +58,10 @@ class SimMeasurer:
             self.now[0] += seconds + sim.setup_s
             self.asked.append((cell.cell_id, repeat, cap))
             env, infer, learn = sim.split
+            if sim.status != "ok":
+                rows.append(Run.from_row({"cell_id": cell.cell_id, "adapter": cell.adapter, "repeat": repeat,
+                                          "seed": repeat, "status": sim.status, "error": "no CUDA device"}))
+                continue
             rows.append(Run.from_row({
                 "cell_id": cell.cell_id, "adapter": cell.adapter, "num_envs": cell.workload.num_envs,
                 "repeat": repeat, "seed": repeat, "status": "ok", "steps_per_s": sim.rate, "seconds": seconds,
@@ -207,6 +212,42 @@ def test_until_target_closes_the_window_once_the_session_reached_it():
     s2 = _Reaching()   # without it, the window runs its units out
     out = measure(s2.step, TimingProtocol(warmup_s=0.0, warmup_units=0, duration_s=0.0, min_units=5))
     assert out["units"] == 5
+
+
+def test_a_learner_that_cannot_open_on_a_device_is_not_started_there_at_every_size():
+    """torch without CUDA on a machine with a GPU: the first configuration on cuda says so; its other sizes fail with
+    that reason unrun, and the same learner on the CPU races as before."""
+    on_gpu = [(_cell("cleanrl-ppo", n, device="cuda"), Sim(20000, {}, status="unsupported")) for n in (4, 8, 16)]
+    r, m = _race(on_gpu + [(_cell("cleanrl-ppo", 8), Sim(20000, {0: 10.0, 1: 11.0, 2: 12.0}))])
+    asked_gpu = [cid for cid, _, _ in m.asked if "cuda" in cid]
+    assert len(asked_gpu) == 1
+    failed = [e for e in r.entries if e.cell.workload.policy.device == "cuda"]
+    assert all(e.status == "failed" and "no CUDA device" in e.why for e in failed)
+    assert sum("unsupported (as cleanrl-ppo (num_envs=" in e.why for e in failed) == 2
+    assert r.winner()[0].cell.workload.policy.device == "cpu"
+
+
+def test_the_learner_goes_to_a_gpu_only_where_there_is_one(monkeypatch):
+    from rlbench.machine import fingerprint
+    monkeypatch.setattr(fingerprint, "gpus", lambda: [])
+    assert learner_devices(MLP) == (("cpu",), "no NVIDIA GPU here (nvidia-smi lists none)")
+    monkeypatch.setattr(fingerprint, "gpus", lambda: [{"name": "NVIDIA H100"}])
+    assert learner_devices(MLP) == (("cpu", "cuda"), "")
+    assert learner_devices(PolicySpec("mlp", (64,), device="cuda")) == (("cuda", "cpu"), "")
+    assert learner_devices(PolicySpec("random"))[0] == ("cpu",)
+
+
+def test_the_learners_device_is_an_axis_and_what_every_configuration_shares_is_named_once():
+    space = TrainSpace(Workload("CartPole-v1", 1, MLP), "ppo", ["cleanrl-ppo"], (4,), 2, 475.0, {"lr": "3e-4"},
+                       ("cpu", "cuda"))
+    by_device = {}
+    for c in space.configs:
+        by_device.setdefault(c.cell.workload.policy.device, []).append(c.cell.options["vec"])
+    assert set(by_device) == {"cpu", "cuda"} and by_device["cpu"] == by_device["cuda"]
+    assert all(c.config.endswith(", policy on cuda)") for c in space.configs if "cuda" in c.cell.cell_id)
+    assert all("lr=" not in c.config and "target_return" not in c.config for c in space.configs)
+    assert all(c.cell.options["lr"] == 3e-4 for c in space.configs)
+    assert space.configs[0].recipe == "128 steps x 4 envs = batch 512, 4 epochs x 4 minibatches; lr=0.0003 (--opt)"
 
 
 def test_the_space_crosses_learners_settings_and_sizes_with_the_recipe_recorded():

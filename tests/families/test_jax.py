@@ -122,6 +122,17 @@ def _in_jax_ppo_solve():
         session.close()
 
 
+def _in_jax_ppo_after_one_update(*discounts):
+    options = dict(zip(("gamma", "gae_lambda"), discounts))
+    session = _open("purejaxrl-ppo", Workload("CartPole-v1", 2, MLP, seed=0), num_steps=8, update_epochs=1,
+                    num_minibatches=2, updates_per_unit=1, **options)
+    try:
+        session.step()
+        return np.asarray(session.params(0)["actor"][0][0])
+    finally:
+        session.close()
+
+
 def _in_jax_envpool_xla_counts():
     session = _open("envpool-xla", Workload("CartPole-v1", 4, seed=0), scan_T=100)
     try:
@@ -251,6 +262,13 @@ def test_ppo_solves_cartpole(jax):
     assert steps is not None and steps <= 500_000, last
     assert 0 < seconds < 60 and evaluation >= 475
     print(f"solved after {steps} env steps, {seconds:.1f} s (compile {compile_s:.1f} s); greedy return {evaluation}")
+
+
+def test_ppo_gamma_and_gae_lambda_are_the_recipes(jax):
+    """Same seed, same first rollout, another discount: another update."""
+    default = jax(_in_jax_ppo_after_one_update)
+    assert np.allclose(default, jax(_in_jax_ppo_after_one_update, 0.99, 0.95))
+    assert not np.allclose(default, jax(_in_jax_ppo_after_one_update, 0.5, 0.8))
 
 
 def test_envpool_xla_counts_transitions_not_resets(jax):

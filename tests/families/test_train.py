@@ -5,6 +5,7 @@ for dummy and subproc with one seed); the policy actually learns; what cannot ru
 shipped CI suite runs through the CLI."""
 import importlib.util
 
+import numpy as np
 import pytest
 from support import REPO, run_cli
 
@@ -216,6 +217,49 @@ def test_cleanrl_gaussian_learns_inverted_pendulum():
     finally:
         session.close()
     assert session.steps_to_target is not None, session.return_mean()
+
+
+def _after_one_update(adapter, **options):
+    """(the first rollout's rewards, the network's parameters after its update) on a seeded CartPole."""
+    session = _open(adapter, Workload("CartPole-v1", 2, MLP, seed=2), vec="dummy", num_steps=32, **options)
+    try:
+        session.step()
+        if adapter == "sb3-ppo":
+            net, rewards = session.model.policy, session.model.rollout_buffer.rewards.copy()
+            assert (session.model.gamma, session.model.gae_lambda) == (options.get("gamma", 0.99),
+                                                                      options.get("gae_lambda", 0.95))
+        else:
+            net, rewards = session.net, session.rewards.copy()
+        return rewards, [p.detach().clone() for p in net.parameters()]
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("adapter", ["cleanrl-ppo", "sb3-ppo"])
+def test_gamma_and_gae_lambda_are_the_recipes(adapter):
+    """The same rollout, a different discount: the advantages, so the update, differ (Pendulum-v1's recipe is
+    gamma 0.9; CartPole's 0.99, 0.95 stay the defaults)."""
+    rewards, default = _after_one_update(adapter)
+    rewards_short, short = _after_one_update(adapter, gamma=0.5, gae_lambda=0.8)
+    assert (rewards == rewards_short).all()
+    assert any(not p.equal(q) for p, q in zip(default, short))
+    with pytest.raises(ValueError, match="option gamma=1.5 must be a finite number >= 0 and <= 1"):
+        registry.get(adapter).resolve_options({"gamma": 1.5})
+
+
+def test_a_gaussians_reward_scale_follows_gamma():
+    """ppo_continuous_action.py divides rewards by the std of the discounted return: its discount is gamma's."""
+    scaled = [_open("cleanrl-ppo", Workload("HalfCheetah-v4", 2, MLP, seed=4), vec="dummy", gamma=g, **GAUSSIAN)
+              for g in (0.99, 0.5)]
+    try:
+        for session in scaled:
+            session.step()
+        assert scaled[0].norm.gamma == 0.99 and scaled[1].norm.gamma == 0.5
+        assert (scaled[0].buf_actions.equal(scaled[1].buf_actions)           # the same first rollout,
+                and not np.allclose(scaled[0].rewards, scaled[1].rewards))    # scaled otherwise
+    finally:
+        for session in scaled:
+            session.close()
 
 
 @pytest.mark.parametrize("adapter", ["cleanrl-ppo", "sb3-ppo"])

@@ -21,7 +21,7 @@ from rlbench.tuning.inputs import label, parse_budget, plan_workload
 from rlbench.tuning.measure import SweepMeasurer, used_before
 from rlbench.tuning.training.answer import decide, lines
 from rlbench.tuning.training.race import TrainRace
-from rlbench.tuning.training.space import TrainSpace
+from rlbench.tuning.training.space import TrainSpace, learner_devices
 from rlbench.tuning.training.state import TrainState, read_train_state
 from rlbench.workload import parse_policy
 
@@ -48,6 +48,11 @@ def sizes_of(raw) -> tuple:
     return sizes
 
 
+def devices_raced(devices, no_other: str) -> str:
+    """The learner's devices raced, in words: the answer says where it trained, and why nowhere else."""
+    return ", ".join(devices) + (f" ({no_other})" if no_other else "")
+
+
 def train_workload(request):
     """The tune's workload with the network trained: --policy as given, `mlp` where it names none (a learner
     puts the Nature CNN on frames)."""
@@ -66,15 +71,17 @@ def tune_train(request, resume: str = None) -> tuple:
     seeds = request.seeds or DEFAULT_SEEDS
     if request.cluster:
         raise UsageError("--train with --cluster: a training race runs on this machine (valid: leave out --cluster)")
+    devices, no_other = learner_devices(workload.policy)
     space = TrainSpace(workload, request.train, names(request.adapters), sizes_of(request.sizes), cpus_here(),
-                       target, pairs("--opt", request.opt))
+                       target, pairs("--opt", request.opt), devices)
     settings = replace(SETTINGS, until_target=target is not None)
     job = Job("tune", "tune", settings, request.planned(), out=request.out, resume=resume)
     cells = tuple(c.cell for c in space.configs)
     with session(job) as s:
         earlier = read_train_state(s.path) if s.resuming else None
         clock = Clock(t0, used_before(earlier, s.path))
-        run = TrainTuning(s, space, workload, request.train, budget_s, seeds, target, clock, label(workload))
+        run = TrainTuning(s, space, workload, request.train, budget_s, seeds, target, clock, label(workload),
+                          devices_raced(devices, no_other))
         with s.open(cells=len(cells)):
             with clock.apart():   # an adapter environment's first build is once per machine
                 envs = s.prepare(Suite("tune", None, None, settings, cells))
@@ -91,9 +98,10 @@ class TrainTuning:
     """One training tune between its stages, so that however the race ends (done, out of budget, a signal) the
     decision is made from what was measured."""
 
-    def __init__(self, s, space, workload, algo, budget_s, seeds, target, clock, label):
+    def __init__(self, s, space, workload, algo, budget_s, seeds, target, clock, label, devices: str):
         self.s, self.space, self.workload, self.algo = s, space, workload, algo
         self.budget_s, self.seeds, self.target, self.clock, self.label = budget_s, seeds, target, clock, label
+        self.devices = devices
         self.race, self.decision, self.level_rows, self.rows_before = None, None, (None, None), ()
         s.at_end(self.end)
 
@@ -141,7 +149,7 @@ class TrainTuning:
         interrupted = outcome.interrupted or outcome.store_failed
         if self.race is not None:
             self.decision = decide(self.race, self.label, self.algo, self.budget_s, self.clock.elapsed(),
-                                   self.level_rows, interrupted=interrupted)
+                                   self.level_rows, interrupted=interrupted, devices=self.devices)
         return {"train_tune": self.decision, "cells": len(self.space.configs)}, {"tune.json": self.write(
             self.decision, to_file=False)}
 

@@ -22,13 +22,13 @@ def standing(entry, target) -> Standing:
 
 
 def decide(race, label: str, algo: str, budget_s: float, used_s: float, level_rows=(None, None),
-           interrupted: str = "") -> TrainDecision:
+           interrupted: str = "", devices: str = "") -> TrainDecision:
     target = race.target
     objective = f"time to return {target:g}" if target is not None else "training env steps/s"
     standings = tuple(standing(e, target) for e in race.entries)
     common = dict(label=label, algo=algo, objective=objective, target_return=target, seeds=race.seeds,
                   budget_s=budget_s, used_s=round(used_s, 1), stop_reason=race.stop_reason, interrupted=interrupted,
-                  standings=standings)
+                  standings=standings, devices=devices)
     win, second = race.winner()
     if win is None:
         why = (f"no configuration reached {target:g} within its cap" if target is not None
@@ -73,8 +73,8 @@ def runner_up(race, win, second, unit: str) -> str:
 
 def vec_note(race, win, levels, kind: str) -> str:
     """The winner's recipe (its learner and num_envs) under its other execution settings (the vector env
-    underneath): ranked by their seed-0 training rate only beyond what the seeds' spread and, learner-bound, the
-    update's share allow; else said to tie."""
+    underneath): each ranked by its training rate only beyond the seeds' spread; those within it are said to tie,
+    with, learner-bound, what a vector env twice as fast could gain at most."""
     same = [e for e in race.entries if e.cfg.key == win.cfg.key and e is not win and e.rates()]
     if not same:
         return ""
@@ -82,19 +82,16 @@ def vec_note(race, win, levels, kind: str) -> str:
     spread = (max(rates) / min(rates) - 1) if len(rates) > 1 and min(rates) > 0 else 0.0
     split = lv.shares(levels)
     bound = 1 / (1 - split["env"] / 2) - 1 if split else None
-    parts = []
-    for e in sorted(same, key=lambda e: -(e.median_rate() or 0)):
-        ratio = (e.median_rate() or 0) / (win.median_rate() or 1)
-        parts.append(f"{e.cfg.config} {ratio:.2f}x")
     limit = max(spread, 0.05)
-    tied = all(abs((e.median_rate() or 0) / (win.median_rate() or 1) - 1) <= limit for e in same)
-    head = ", ".join(parts)
-    if tied:
-        why = f"within the {limit:.0%} the seeds' rates spread" + (
-            f"; learner-bound, a vector env twice as fast could gain at most {bound:.0%}" if kind == "learner"
-            and bound is not None else "")
-        return f"the same recipe on other settings trains at {head} of its rate: not ranked, {why}"
-    return f"the same recipe on other settings trains at {head} of its rate (the seeds' spread: {limit:.0%})"
+    ratios = sorted(((e.median_rate() or 0) / (win.median_rate() or 1), e.cfg.config) for e in same)[::-1]
+    apart = ", ".join(f"{c} {r:.2f}x" for r, c in ratios if abs(r - 1) > limit)
+    tied = ", ".join(f"{c} {r:.2f}x" for r, c in ratios if abs(r - 1) <= limit)
+    why = f"within the {limit:.0%} the seeds' rates spread" + (
+        f"; learner-bound, a vector env twice as fast could gain at most {bound:.0%}" if kind == "learner"
+        and bound is not None else "")
+    out = [f"trains at {apart} of its rate (beyond the seeds' spread: {limit:.0%})"] if apart else []
+    out += [f"at {tied}: not ranked, {why}"] if tied else []
+    return "the same recipe on other settings " + "; ".join(out)
 
 
 def startup(race, win) -> str:
@@ -165,7 +162,8 @@ def lines(d: TrainDecision) -> list:
     out += [f"  bottleneck: {d.bottleneck}"]
     out += [f"  {x}" for x in (d.vec_note, d.startup) if x]
     out.append(f"  reproduce: {d.command}")
-    return out + _table(d) + [f"  search: {d.stop_reason}; {d.used_s:.0f} s of the {d.budget_s:.0f} s budget"]
+    raced = [f"  the learner's device raced: {d.devices}"] if d.devices else []
+    return out + _table(d) + raced + [f"  search: {d.stop_reason}; {d.used_s:.0f} s of the {d.budget_s:.0f} s budget"]
 
 
 def _table(d: TrainDecision) -> list:

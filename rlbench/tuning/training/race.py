@@ -79,6 +79,11 @@ class Entry:
         return float(np.median(values)) if values else None
 
 
+def _alike(cell) -> tuple:
+    """A configuration but for its num_envs: the learner, its settings and its device."""
+    return cell.adapter, sorted(cell.given_options.items()), cell.workload.policy.device_label
+
+
 def _num(value):
     try:
         value = float(value)
@@ -167,6 +172,7 @@ class TrainRace:
                 return
             row = self.train(entry, 0, cap)
             self.judge_first(entry, row, cap)
+            self.unsupported_alike(entry, row)
         if self.stop_reason == "the budget ran out in the first pass":
             self.stop_reason = ""   # a later pass reached every one
 
@@ -179,6 +185,16 @@ class TrainRace:
             entry.why = f"did not reach {self.target:g} in {cap:.0f} s of training (seed 0)"
         else:
             entry.status = "screened"
+
+    def unsupported_alike(self, entry, row) -> None:
+        """A configuration that cannot open (no CUDA device, no GPU backend: the learner's device) cannot at another
+        size either: those of the same learner, settings and device still waiting fail with its reason, unrun."""
+        if row is None or row.status != "unsupported":
+            return
+        alike = _alike(entry.cell)
+        for e in self.entries:
+            if e.status == "waiting" and _alike(e.cell) == alike:
+                e.status, e.why = "failed", f"unsupported (as {entry.cfg.config}): {(row.error or '')[:200]}"
 
     def best_first(self):
         """The fastest seed-0 time to R so far (None: none reached it)."""
@@ -210,6 +226,7 @@ class TrainRace:
                 self.stop_reason = self.stop_reason or "the budget ran out in the first pass"
                 continue
             row = self.train(entry, 0, self.window_s)
+            self.unsupported_alike(entry, row)
             if row is None or not row.ok:
                 entry.status = "failed"
                 entry.why = (row.status + ": " + (row.error or "")[:200]) if row is not None else "no row"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from rlbench import registry
 from rlbench.errors import UsageError
 from rlbench.tuning.candidates import Left, admitted, config, raceable
+from rlbench.workload import kv_label, placed
 
 PER_CORE = (2, 4, 8)   # default num_envs: this many envs per core (2 cores: 4, 8, 16)
 
@@ -35,32 +36,56 @@ def learners(algo: str, named=None) -> list:
     return every[algo]
 
 
+def learner_devices(policy) -> tuple:
+    """(the devices the learners train on, why no other): the policy's own device, and the other of CPU and CUDA
+    where the network can move (rlbench.workload.placed) and, for CUDA, this machine has an NVIDIA GPU. A learner
+    that cannot use it (a CPU build of torch, JAX without its GPU backend) fails there with the reason, once."""
+    from rlbench.machine.fingerprint import gpus
+    own = policy.device_label
+    other = "cpu" if own.startswith("cuda") else "cuda"
+    if placed(policy, other) is None:
+        return (own,), f"policy {policy.label} has no device to place"
+    if other == "cuda" and not gpus():
+        return (own,), "no NVIDIA GPU here (nvidia-smi lists none)"
+    return (own, other), ""
+
+
 def default_sizes(cpus: int) -> tuple:
     return tuple(sorted({k * cpus for k in PER_CORE}))
 
 
-def recipe(cell) -> str:
+SHAPE_OPTIONS = ("num_steps", "update_epochs", "num_minibatches", "unroll_length", "batch_size",
+                 "num_updates_per_batch", "batch_T")   # the options recipe() spells out as the batch's shape
+
+
+def recipe(cell, given=()) -> str:
     """What a configuration trains with, per the learner's recipe: rollout length x envs = batch, and the
-    passes over each batch (its option names where it has them)."""
+    passes over each batch (its option names where it has them); then the options of `given` (--opt) it has not
+    spelled out."""
     o, n = cell.options, cell.workload.num_envs
     if "num_steps" in o:
-        return (f"{o['num_steps']} steps x {n} envs = batch {o['num_steps'] * n}, {o.get('update_epochs', 1)} "
-                f"epochs x {o.get('num_minibatches', 1)} minibatches")
-    if "unroll_length" in o:
-        return (f"unroll {o['unroll_length']} x batch {o.get('batch_size')} x {o.get('num_minibatches', 1)} "
-                f"minibatches, {o.get('num_updates_per_batch', 1)} passes, {n} envs")
-    if "batch_T" in o:
-        return f"{o['batch_T']} steps x {n} envs = batch {o['batch_T'] * n}"
-    return f"{n} envs"
+        shape = (f"{o['num_steps']} steps x {n} envs = batch {o['num_steps'] * n}, {o.get('update_epochs', 1)} "
+                 f"epochs x {o.get('num_minibatches', 1)} minibatches")
+    elif "unroll_length" in o:
+        shape = (f"unroll {o['unroll_length']} x batch {o.get('batch_size')} x {o.get('num_minibatches', 1)} "
+                 f"minibatches, {o.get('num_updates_per_batch', 1)} passes, {n} envs")
+    elif "batch_T" in o:
+        shape = f"{o['batch_T']} steps x {n} envs = batch {o['batch_T'] * n}"
+    else:
+        shape = f"{n} envs"
+    rest = {k: o[k] for k in given if k not in SHAPE_OPTIONS}
+    return shape + (f"; {kv_label(rest).replace(',', ', ')} (--opt)" if rest else "")
 
 
 @dataclass(frozen=True)
 class Config:
     """One configuration to race: its cell (the options given: its settings and the target), and its learning
     recipe's key: configurations of one learner and num_envs train on the same recipe, only the execution under it
-    (the vector env, workers) differing."""
+    (the vector env, workers) differing. `shared`: the options every configuration is given alike (--opt, the target),
+    named once in the answer's recipe and objective, not in every configuration's name."""
     cell: object
     recipe: str
+    shared: tuple = ()
 
     @property
     def key(self) -> tuple:
@@ -68,15 +93,18 @@ class Config:
 
     @property
     def config(self) -> str:
-        return config(self.cell)
+        return config(self.cell, self.shared)
 
 
 class TrainSpace:
     """Learners of the algorithm x their tune_space settings x sizes; `left`: what cannot race, and why."""
 
-    def __init__(self, workload, algo: str, named, sizes, cpus: int, target_return=None, recipe_options=None):
-        """recipe_options: what every learner raced trains with (--opt), on top of its own recipe."""
+    def __init__(self, workload, algo: str, named, sizes, cpus: int, target_return=None, recipe_options=None,
+                 devices=None):
+        """recipe_options: what every learner raced trains with (--opt), on top of its own recipe; devices: those
+        the learners train on (learner_devices), the policy's own where None."""
         self.workload, self.algo, self.cpus = workload, algo, cpus
+        self.devices = tuple(devices or (workload.policy.device_label,))
         self.recipe_options = dict(recipe_options or {})
         self.sizes = tuple(sorted(set(sizes))) if sizes else default_sizes(cpus)
         self.configs, self.left = [], []
@@ -98,15 +126,20 @@ class TrainSpace:
                              + "; ".join(f"{x.adapter}: {x.reason}" for x in self.left[:6]))
 
     def _add(self, cls, target_return) -> None:
-        """The learner's configurations, its first setting at every size, then its next, ...: what a budget cuts
-        is its alternatives, not its sizes."""
+        """The learner's configurations, its first setting on every device at every size, then its next, ...: what
+        a budget cuts is its alternatives, not its sizes."""
         instance, seen = cls(), set()
-        placed = sorted((variant, i, n, given) for i, n in enumerate(self.sizes)
-                        for variant, given in enumerate(instance.tune_space(n, self.cpus)))
-        for _, _, n, given in placed:
+        order = sorted((variant, d, i, n, given) for i, n in enumerate(self.sizes)
+                       for variant, given in enumerate(instance.tune_space(n, self.cpus))
+                       for d in range(len(self.devices)))
+        for _, d, _, n, given in order:
             given = {**self.recipe_options, **given,
                      **({"target_return": target_return} if target_return is not None else {})}
-            cell = raceable(f"tune --train: {cls.name}", instance, replace(self.workload, num_envs=n), given, seen,
-                            self.left)
+            own = self.devices[d] == self.workload.policy.device_label
+            policy = self.workload.policy if own else placed(self.workload.policy, self.devices[d])
+            workload = replace(self.workload, num_envs=n, policy=policy)
+            cell = raceable(f"tune --train: {cls.name}", instance, workload, given, seen, self.left)
             if cell is not None:
-                self.configs.append(Config(replace(cell, index=len(self.configs)), recipe(cell)))
+                shared = (*self.recipe_options, *(["target_return"] if target_return is not None else []))
+                self.configs.append(Config(replace(cell, index=len(self.configs)), recipe(cell, self.recipe_options),
+                                           shared))
