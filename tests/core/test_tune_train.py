@@ -230,7 +230,7 @@ def test_a_learner_that_cannot_open_on_a_device_is_not_started_there_at_every_si
 def test_the_learner_goes_to_a_gpu_only_where_there_is_one(monkeypatch):
     from rlbench.machine import fingerprint
     monkeypatch.setattr(fingerprint, "gpus", lambda: [])
-    assert learner_devices(MLP) == (("cpu",), "no NVIDIA GPU here (nvidia-smi lists none)")
+    assert learner_devices(MLP) == (("cpu",), "no NVIDIA GPU here: nvidia-smi lists none")
     monkeypatch.setattr(fingerprint, "gpus", lambda: [{"name": "NVIDIA H100"}])
     assert learner_devices(MLP) == (("cpu", "cuda"), "")
     assert learner_devices(PolicySpec("mlp", (64,), device="cuda")) == (("cuda", "cpu"), "")

@@ -46,7 +46,7 @@ def learner_devices(policy) -> tuple:
     if placed(policy, other) is None:
         return (own,), f"policy {policy.label} has no device to place"
     if other == "cuda" and not gpus():
-        return (own,), "no NVIDIA GPU here (nvidia-smi lists none)"
+        return (own,), "no NVIDIA GPU here: nvidia-smi lists none"
     return (own, other), ""
 
 
