@@ -48,7 +48,7 @@ from adapters._kit.ppo import (
 )
 from rlbench.api import Adapter, Unsupported, env_fns, env_info, envpool_kwargs, register
 
-STAGES = ("env", "inference", "learn")
+STAGES = ("env", "inference", "learn", "transfer")   # transfer: observations copied into the network's tensors
 GAUSSIAN_ACT = ("Discrete", "Box")     # a categorical or a Gaussian
 
 
@@ -399,7 +399,8 @@ class CleanRLPPOSession(TargetRun):
             t0 = perf_counter_ns()
             obs_t = take(self.buf_obs, t)
             for buf, part in zip(obs_leaves(obs_t), obs_leaves(self.obs)):
-                buf.copy_(torch.as_tensor(part))
+                buf.copy_(torch.as_tensor(part))   # to the learner's device: host to GPU there
+            tc = perf_counter_ns()
             with torch.no_grad():
                 out, value = self.net(obs_t)
                 if self.gaussian:
@@ -418,7 +419,8 @@ class CleanRLPPOSession(TargetRun):
             t1 = perf_counter_ns()
             obs, reward, done, valid = self.vec.step(actions)
             t2 = perf_counter_ns()
-            ns["inference"] += t1 - t0
+            ns["transfer"] += tc - t0
+            ns["inference"] += t1 - tc
             ns["env"] += t2 - t1
             self.obs = self._observe(obs)
             if self.norm is not None:

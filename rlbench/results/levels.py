@@ -25,11 +25,18 @@ def env_level(run):
 
 
 def inference_level(run):
-    """Level 2 from a training run's split: steps_per_s / (env_frac + inference_frac); None without both."""
+    """Level 2 from a training run's split: steps_per_s / (env_frac + inference_frac + the copy of observations to
+    the policy, transfer_frac, where a synchronous learner reports it); None without env and inference."""
     env, infer = _ok(run.get("env_frac")), _ok(run.get("inference_frac"))
     if env is None or infer is None or not run.get("steps_per_s"):
         return None
-    return float(run["steps_per_s"]) / (env + infer)
+    return float(run["steps_per_s"]) / (env + infer + _transfer(run))
+
+
+def _transfer(run) -> float:
+    """A synchronous learner's share of its time copying observations into its network's tensors (on its
+    device); 0 for an actor-learner, whose learner copies batches while actors step."""
+    return 0.0 if asynchronous(run) else (_ok(run.get("transfer_frac")) or 0.0)
 
 
 def from_rows(training, env_row=None, inference_row=None) -> Levels:
@@ -57,6 +64,17 @@ def asynchronous(run) -> bool:
     return _ok(run.get("policy_lag_mean")) is not None or run.get("policy_lag_mean") == 0
 
 
+def with_transfer(split: dict, training) -> dict:
+    """The split with the copy of observations to the policy's device (the training run's transfer_frac, as a share
+    of its loop's time) taken out of inference, which level 2 measured it within."""
+    fracs = [_ok(training.get(f"{s}_frac")) or 0.0 for s in ("env", "inference", "learn")]
+    copy = _transfer(training)
+    if not copy or not sum(fracs):
+        return split
+    moved = min(copy / (sum(fracs) + copy), split["inference"])
+    return {**split, "inference": split["inference"] - moved, "transfer": moved}
+
+
 def shares(levels: Levels) -> Optional[dict]:
     """A step's time split into env, inference and update (shares summing to 1), None without level 1."""
     if levels.env_steps_per_s is None:
@@ -71,19 +89,26 @@ def shares(levels: Levels) -> Optional[dict]:
 
 def bottleneck(levels: Levels, training) -> tuple:
     """(kind, sentence): what bounds the configuration, with the figure behind it and what would move it; for an
-    asynchronous learner, the policy lag it ran at. kind: learner | env | inference | fused | unknown."""
+    asynchronous learner, the policy lag it ran at. kind: learner | env | inference | transfer | fused | unknown."""
     lag = training.get("policy_lag_mean")
     lag_text = f"; it ran at a policy lag of {lag:.1f} versions" if lag is not None else ""
     if asynchronous(training) and _ok(training.get("learn_frac")) is not None:
         wait, learn = float(training.get("wait_frac") or 0.0), float(training.get("learn_frac"))
+        copy = _ok(training.get("transfer_frac")) or 0.0
         if wait >= BOUND_SHARE:
             return "env", (f"actor-bound: the learner waits {wait:.0%} of its time for batches (it updates "
                            f"{learn:.0%}); more actors or cores, or a faster vector env in them, would move it"
                            + lag_text)
+        if copy > learn:
+            return "transfer", (f"transfer-bound: the learner spends {copy:.0%} of its time copying batches in (out "
+                                f"of shared memory, to its device) against {learn:.0%} updating: larger batches per "
+                                "copy, pinned memory, or actors writing where the learner reads would move it"
+                                + lag_text)
         return "learner", (f"learner-bound: the learner is busy {1 - wait:.0%} of its time ({learn:.0%} in the "
                            f"update) and waits {wait:.0%} for batches: more actors would queue, a faster learner "
                            "would move it" + lag_text)
     split = shares(levels)
+    split = with_transfer(split, training) if split is not None else None
     if split is None:
         if training.get("compile_s") is not None:
             return "fused", ("one compiled program (env, inference and update fused): the levels do not separate "
@@ -92,16 +117,22 @@ def bottleneck(levels: Levels, training) -> tuple:
     env, infer, update = split["env"], split["inference"], split["update"]
     env_gain = 1 / (1 - env / 2)   # a vector env twice as fast
     kind, share = max(split.items(), key=lambda kv: kv[1])
+    copy = f", copying observations {split['transfer']:.0%}" if "transfer" in split else ""
+    if kind == "transfer":
+        return "transfer", (f"transfer-bound: {share:.0%} of each env step's time is copying observations into the "
+                            f"network's tensors on its device (inference {infer:.0%}, env {env:.0%}, update "
+                            f"{update:.0%}); observations born on the device (a JAX env, EnvPool's XLA interface) or "
+                            "fewer, larger copies would move it" + lag_text)
     if kind == "update":
         text = (f"learner-bound: {update:.0%} of each env step's time is the update (env {env:.0%}, inference "
-                f"{infer:.0%}); a vector env twice as fast would gain at most {env_gain:.2f}x, a faster learner "
+                f"{infer:.0%}{copy}); a vector env twice as fast would gain at most {env_gain:.2f}x, a faster learner "
                 "(a GPU, a smaller network, fewer epochs) is what would move it")
         return "learner", text + lag_text
     if kind == "env":
         text = (f"env-bound: {env:.0%} of each env step's time is stepping envs (inference {infer:.0%}, update "
-                f"{update:.0%}); a vector env twice as fast would gain {env_gain:.2f}x: more workers or cores, or a "
-                "faster vector env, would move it")
+                f"{update:.0%}{copy}); a vector env twice as fast would gain {env_gain:.2f}x: more workers or cores, "
+                "or a faster vector env, would move it")
         return "env", text + lag_text
     text = (f"inference-bound: {infer:.0%} of each env step's time is the policy's forward pass (env {env:.0%}, "
-            f"update {update:.0%}); batching more envs per forward pass or a GPU policy would move it")
+            f"update {update:.0%}{copy}); batching more envs per forward pass or a GPU policy would move it")
     return "inference", text + lag_text

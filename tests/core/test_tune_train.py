@@ -162,6 +162,24 @@ def test_levels_name_a_learner_bound_run_and_bound_what_a_vector_env_could_gain(
     assert "at most 1.05x" in text          # the env's 10% halved
 
 
+def test_the_copy_of_observations_to_the_device_is_its_own_share_and_can_bound_a_run():
+    """A GPU learner fed from host envs: the observations' copy, which level 2 measures within inference, is taken
+    out of it and named when it is the largest share; level 2 from the split includes it."""
+    row = Run.from_row({"steps_per_s": 1000.0, "env_frac": 0.2, "inference_frac": 0.1, "transfer_frac": 0.4,
+                        "learn_frac": 0.3})
+    lv = levels.from_rows(row)
+    assert lv.inference_steps_per_s == pytest.approx(1000 / 0.7)
+    kind, text = levels.bottleneck(lv, row)
+    assert kind == "transfer" and "40% of each env step's time is copying observations" in text
+    cpu = Run.from_row({"steps_per_s": 1000.0, "env_frac": 0.1, "inference_frac": 0.04, "transfer_frac": 0.01,
+                        "learn_frac": 0.85})
+    kind, text = levels.bottleneck(levels.from_rows(cpu), cpu)
+    assert kind == "learner" and "inference 4%, copying observations 1%" in text
+    queued = Run.from_row({"steps_per_s": 5000.0, "learn_frac": 0.3, "transfer_frac": 0.6, "wait_frac": 0.05,
+                           "policy_lag_mean": 2.0})
+    assert levels.bottleneck(levels.from_rows(queued), queued)[0] == "transfer"
+
+
 def test_levels_measured_apart_take_precedence_and_an_env_bound_run_is_named():
     train = Run.from_row({"steps_per_s": 800.0, "env_frac": 0.5})
     env = Run.from_row({"status": "ok", "steps_per_s": 1000.0, "adapter": "gymnasium-sync", "cell_id": "e"})
@@ -214,10 +232,11 @@ def test_until_target_closes_the_window_once_the_session_reached_it():
     assert out["units"] == 5
 
 
-def test_a_learner_that_cannot_open_on_a_device_is_not_started_there_at_every_size():
-    """torch without CUDA on a machine with a GPU: the first configuration on cuda says so; its other sizes fail with
-    that reason unrun, and the same learner on the CPU races as before."""
-    on_gpu = [(_cell("cleanrl-ppo", n, device="cuda"), Sim(20000, {}, status="unsupported")) for n in (4, 8, 16)]
+def test_a_learner_that_cannot_open_on_a_device_is_not_started_there_again():
+    """torch without CUDA on a machine with a GPU: the first configuration on cuda says so; its other sizes and
+    settings fail with that reason unrun, and the same learner on the CPU races as before."""
+    on_gpu = [(_cell("cleanrl-ppo", n, vec, device="cuda"), Sim(20000, {}, status="unsupported"))
+              for n, vec in ((4, "dummy"), (8, "dummy"), (8, "subproc"))]
     r, m = _race(on_gpu + [(_cell("cleanrl-ppo", 8), Sim(20000, {0: 10.0, 1: 11.0, 2: 12.0}))])
     asked_gpu = [cid for cid, _, _ in m.asked if "cuda" in cid]
     assert len(asked_gpu) == 1

@@ -80,8 +80,8 @@ class Entry:
 
 
 def _alike(cell) -> tuple:
-    """A configuration but for its num_envs: the learner, its settings and its device."""
-    return cell.adapter, sorted(cell.given_options.items()), cell.workload.policy.device_label
+    """The learner and the device it trains on."""
+    return cell.adapter, cell.workload.policy.device_label
 
 
 def _num(value):
@@ -187,8 +187,9 @@ class TrainRace:
             entry.status = "screened"
 
     def unsupported_alike(self, entry, row) -> None:
-        """A configuration that cannot open (no CUDA device, no GPU backend: the learner's device) cannot at another
-        size either: those of the same learner, settings and device still waiting fail with its reason, unrun."""
+        """A configuration that cannot open (no CUDA device, no GPU backend) cannot at another size or setting either:
+        what depends on the configuration its learner's supports() refused before the race, so what is left is where
+        it runs. Those of the same learner and device still waiting fail with its reason, unrun."""
         if row is None or row.status != "unsupported":
             return
         alike = _alike(entry.cell)
