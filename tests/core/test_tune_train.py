@@ -151,6 +151,7 @@ def test_without_a_target_the_rate_wins_among_runs_whose_return_moved():
     assert win.cell is fast and len(win.rows) == 3
     entry = next(e for e in r.entries if e.cell is flat)
     assert entry.status == "flat" and "did not move" in entry.why and len(entry.rows) == 1
+    assert answer.startup(r, win).startswith("setup 2.0 s, kept apart from its rate")   # no target to speak of
 
 
 def test_levels_name_a_learner_bound_run_and_bound_what_a_vector_env_could_gain():

@@ -105,7 +105,7 @@ def startup(race, win) -> str:
         return ""
     compile_s = next((r.get("compile_s") for r in win.ok_rows if r.get("compile_s") is not None), None)
     text = f"setup {setup:.1f} s" + (f" (of which the JIT compile {compile_s:.1f} s)" if compile_s else "") + \
-        ", kept apart from its time to the target"
+        (", kept apart from its time to the target" if race.target is not None else ", kept apart from its rate")
     learned = [e for e in race.entries if e is not win and e.status in ("screened", "finalist")
                and e.setup_s() is not None and e.median_rate()]
     if race.target is not None and win.median_time() is not None:
