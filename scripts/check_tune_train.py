@@ -87,7 +87,7 @@ def sweep_suite(task: Task, cells, seeds: int) -> str:
         opts = ", ".join(f"{k} = [{json.dumps(v)}]" for k, v in cell.given_options.items())
         lines += ["", "[[sweep]]", f"adapters = [{json.dumps(cell.adapter)}]", f"envs = [{json.dumps(task.env)}]",
                   f"num_envs = [{cell.workload.num_envs}]",
-                  f"policy = [{json.dumps(on_device(task.policy, cell.workload.policy.device))}]"]
+                  f"policy = [{json.dumps(on_device(task.policy, cell.workload.policy))}]"]
         if kwargs:
             lines.append(f"env_kwargs = {{ {kwargs} }}")
         if opts:
@@ -95,13 +95,11 @@ def sweep_suite(task: Task, cells, seeds: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def on_device(policy: str, device: str) -> str:
-    """The task's --policy on the configuration's learner device (tune races the other of CPU and CUDA where there
-    is a GPU): `mlp:hidden=64x64,device=cuda`, `cnn:impala:device=cuda`."""
-    if device == "cpu":
-        return policy
-    from rlbench.workload import _name_and_fields
-    return policy + ("," if _name_and_fields(policy)[1] else ":") + f"device={device}"
+def on_device(policy: str, spec) -> str:
+    """The task's --policy, or on another learner device (tune races the other of CPU and CUDA where there is a GPU)
+    the configuration's own, as tune's answer writes it (`cnn:impala:device=cuda`)."""
+    from rlbench.tuning.training.answer import policy_text
+    return policy if spec.device == "cpu" else policy_text(spec)
 
 
 def _typed(value: str):

@@ -257,6 +257,13 @@ def test_the_learner_goes_to_a_gpu_only_where_there_is_one(monkeypatch):
     assert learner_devices(PolicySpec("random"))[0] == ("cpu",)
 
 
+@pytest.mark.parametrize("policy", [PolicySpec("mlp", (64, 64), device="cuda"), PolicySpec("cnn:impala", device="cuda"),
+                                    MLP])
+def test_the_reproduce_command_names_the_network_on_its_device(policy):
+    from rlbench.workload import parse_policy
+    assert parse_policy(answer.policy_text(policy)) == policy
+
+
 def test_the_learners_device_is_an_axis_and_what_every_configuration_shares_is_named_once():
     space = TrainSpace(Workload("CartPole-v1", 1, MLP), "ppo", ["cleanrl-ppo"], (4,), 2, 475.0, {"lr": "3e-4"},
                        ("cpu", "cuda"))

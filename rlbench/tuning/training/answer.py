@@ -139,10 +139,10 @@ def command(win, race) -> str:
 
 
 def policy_text(policy) -> str:
-    """The --policy that names a network again."""
-    if policy.name in ("mlp", "lstm"):
-        return f"{policy.name}:hidden={'x'.join(map(str, policy.hidden))}"
-    return policy.name
+    """The --policy that names a network again, on its device (a winner on cuda is reproduced there)."""
+    fields = [f"hidden={'x'.join(map(str, policy.hidden))}"] if policy.name in ("mlp", "lstm") else []
+    fields += [f"device={policy.device}"] if policy.device != "cpu" else []
+    return policy.name + (":" + ",".join(fields) if fields else "")
 
 
 def lines(d: TrainDecision) -> list:

@@ -129,6 +129,7 @@ class TrainSpace:
         """The learner's configurations, its first setting on every device at every size, then its next, ...: what
         a budget cuts is its alternatives, not its sizes."""
         instance, seen = cls(), set()
+        shared = (*self.recipe_options, *(["target_return"] if target_return is not None else []))
         order = sorted((variant, d, i, n, given) for i, n in enumerate(self.sizes)
                        for variant, given in enumerate(instance.tune_space(n, self.cpus))
                        for d in range(len(self.devices)))
@@ -140,6 +141,5 @@ class TrainSpace:
             workload = replace(self.workload, num_envs=n, policy=policy)
             cell = raceable(f"tune --train: {cls.name}", instance, workload, given, seen, self.left)
             if cell is not None:
-                shared = (*self.recipe_options, *(["target_return"] if target_return is not None else []))
                 self.configs.append(Config(replace(cell, index=len(self.configs)), recipe(cell, self.recipe_options),
                                            shared))
